@@ -1,0 +1,53 @@
+//! The two edges the engine talks to: a [`Registry`] backend and a
+//! [`MetadataFetcher`]. Both return boxed futures so the actors can spawn
+//! them and get the result back as a message; nothing awaits them under
+//! shared state.
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+use crate::error::{FetchError, RegistryError};
+use crate::model::{MetadataInfo, ServiceInstance};
+
+/// A stream of full instance snapshots of one app. The first item after a
+/// (re)subscribe is the authoritative current state; an `Err` item or the end
+/// of the stream means the watch must be re-established.
+pub type SnapshotStream = BoxStream<'static, Result<Vec<ServiceInstance>, RegistryError>>;
+
+/// A service registry holding one record per provider instance.
+pub trait Registry: Send + Sync + 'static {
+    /// Lists the current instances of `app`.
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>>;
+    /// Watches `app`, yielding full snapshots (first one at once).
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>>;
+    /// Registers (or replaces) an instance.
+    fn register(&self, instance: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>>;
+    /// Removes an instance.
+    fn unregister(
+        &self,
+        instance: ServiceInstance,
+    ) -> BoxFuture<'static, Result<(), RegistryError>>;
+}
+
+/// Fetches the MetadataInfo of one revision from one provider instance.
+pub trait MetadataFetcher: Send + Sync + 'static {
+    /// Fetches `revision` from `instance`'s MetadataService. Implementations
+    /// connect only to the host the registry record names.
+    fn fetch(
+        &self,
+        instance: &ServiceInstance,
+        revision: &str,
+    ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>>;
+}
+
+/// Checks that fetched metadata is the one asked for.
+pub fn check_metadata(app: &str, revision: &str, info: &MetadataInfo) -> Result<(), FetchError> {
+    if info.app == app && info.revision == revision {
+        Ok(())
+    } else {
+        Err(FetchError::Mismatch {
+            expected: format!("{app}@{revision}"),
+            actual: format!("{}@{}", info.app, info.revision),
+        })
+    }
+}

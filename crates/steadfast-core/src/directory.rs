@@ -1,0 +1,252 @@
+//! Sans-IO directory of one reference: merges the full per-app updates of
+//! the reference's provider apps, answers list/select, and reports why it is
+//! empty or degraded. Randomness for selection is a seeded input.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::update::{DirectoryUpdate, Unresolved, UpdateState};
+use crate::url::ServiceUrl;
+
+/// Why a directory has no endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EmptyReason {
+    /// No update has arrived yet.
+    Pending,
+    /// The registry holds no instance of any provider app.
+    RegistryEmpty,
+    /// Instances exist but their metadata is not resolved yet.
+    Unresolved(Unresolved),
+    /// Providers are resolved but none exports this service.
+    NoMatchingService,
+}
+
+/// What a directory can serve right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DirectoryStatus {
+    /// Endpoints are available; `degraded` lists apps with unresolved revisions.
+    Ready {
+        /// Number of endpoints.
+        endpoints: usize,
+        /// Apps with unresolved revisions (their live instances may be
+        /// served from last-known-good metadata).
+        degraded: Vec<(String, Unresolved)>,
+    },
+    /// No endpoint, and why.
+    Empty(EmptyReason),
+}
+
+impl DirectoryStatus {
+    /// Whether at least one endpoint is available.
+    pub fn is_ready(&self) -> bool {
+        matches!(self, DirectoryStatus::Ready { .. })
+    }
+}
+
+struct AppView {
+    generation: u64,
+    urls: Arc<Vec<ServiceUrl>>,
+    state: UpdateState,
+}
+
+/// The endpoints of one reference.
+pub struct DirectoryMachine {
+    subscribe_key: String,
+    apps: BTreeMap<String, Option<AppView>>,
+    rng: StdRng,
+    version: u64,
+}
+
+impl DirectoryMachine {
+    /// A directory for `subscribe_key` served by `apps`.
+    pub fn new(subscribe_key: impl Into<String>, apps: &[String], seed: u64) -> Self {
+        Self {
+            subscribe_key: subscribe_key.into(),
+            apps: apps.iter().map(|a| (a.clone(), None)).collect(),
+            rng: StdRng::seed_from_u64(seed),
+            version: 0,
+        }
+    }
+
+    /// The subscribe key.
+    pub fn subscribe_key(&self) -> &str {
+        &self.subscribe_key
+    }
+
+    /// Applies a full update for one app. Updates for another key, an unknown
+    /// app, or an older generation are ignored. Returns whether it applied.
+    pub fn apply(&mut self, update: DirectoryUpdate) -> bool {
+        if update.subscribe_key != self.subscribe_key {
+            return false;
+        }
+        let Some(slot) = self.apps.get_mut(&update.app) else {
+            return false;
+        };
+        if matches!(slot, Some(v) if v.generation > update.generation) {
+            return false;
+        }
+        *slot = Some(AppView {
+            generation: update.generation,
+            urls: update.urls,
+            state: update.state,
+        });
+        self.version += 1;
+        true
+    }
+
+    /// Number of updates applied so far.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Every endpoint, in app order.
+    pub fn list(&self) -> Vec<ServiceUrl> {
+        self.views().flat_map(|v| v.urls.iter().cloned()).collect()
+    }
+
+    /// Number of endpoints.
+    pub fn len(&self) -> usize {
+        self.views().map(|v| v.urls.len()).sum()
+    }
+
+    /// Whether there is no endpoint.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Picks an endpoint at random, weighted by instance weight.
+    pub fn select(&mut self) -> Option<ServiceUrl> {
+        let total: u64 = self
+            .views()
+            .flat_map(|v| v.urls.iter())
+            .map(|u| u64::from(u.weight))
+            .sum();
+        if total == 0 {
+            return None;
+        }
+        let mut pick = self.rng.gen_range(0..total);
+        for u in self.apps.values().flatten().flat_map(|v| v.urls.iter()) {
+            let w = u64::from(u.weight);
+            if pick < w {
+                return Some(u.clone());
+            }
+            pick -= w;
+        }
+        None
+    }
+
+    fn views(&self) -> impl Iterator<Item = &AppView> {
+        self.apps.values().flatten()
+    }
+
+    /// What the directory can serve, and why.
+    pub fn status(&self) -> DirectoryStatus {
+        let endpoints = self.len();
+        if endpoints > 0 {
+            let degraded = self
+                .apps
+                .iter()
+                .filter_map(|(app, v)| match v.as_ref().map(|v| &v.state) {
+                    Some(UpdateState::Degraded(u)) | Some(UpdateState::Unresolved(u)) => {
+                        Some((app.clone(), u.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            return DirectoryStatus::Ready {
+                endpoints,
+                degraded,
+            };
+        }
+        let states: Vec<Option<&UpdateState>> = self
+            .apps
+            .values()
+            .map(|v| v.as_ref().map(|v| &v.state))
+            .collect();
+        for s in states.iter().flatten() {
+            if let UpdateState::Unresolved(u) | UpdateState::Degraded(u) = s {
+                return DirectoryStatus::Empty(EmptyReason::Unresolved(u.clone()));
+            }
+        }
+        if states
+            .iter()
+            .any(|s| matches!(s, None | Some(UpdateState::Pending)))
+        {
+            return DirectoryStatus::Empty(EmptyReason::Pending);
+        }
+        if states.iter().any(|s| {
+            matches!(
+                s,
+                Some(UpdateState::NoMatchingService | UpdateState::Resolved)
+            )
+        }) {
+            return DirectoryStatus::Empty(EmptyReason::NoMatchingService);
+        }
+        DirectoryStatus::Empty(EmptyReason::RegistryEmpty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ServiceInfo, ServiceInstance};
+    use std::time::Instant;
+
+    fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUpdate {
+        let svc = ServiceInfo {
+            name: "S".into(),
+            group: None,
+            version: None,
+            protocol: "tri".into(),
+            port: 1,
+            path: "S".into(),
+            params: Default::default(),
+        };
+        let urls = ports
+            .iter()
+            .map(|p| ServiceUrl::build(&ServiceInstance::new(app, "127.0.0.1", *p), &svc))
+            .collect();
+        DirectoryUpdate {
+            app: app.into(),
+            subscribe_key: "S:tri".into(),
+            generation: gen,
+            urls: Arc::new(urls),
+            state,
+        }
+    }
+
+    #[test]
+    fn merges_apps_and_explains_emptiness() {
+        let apps = vec!["a".to_string(), "b".to_string()];
+        let mut d = DirectoryMachine::new("S:tri", &apps, 1);
+        assert_eq!(d.status(), DirectoryStatus::Empty(EmptyReason::Pending));
+        assert!(d.apply(update("a", 1, &[1, 2], UpdateState::Resolved)));
+        assert!(d.apply(update("b", 1, &[], UpdateState::RegistryEmpty)));
+        assert_eq!(d.len(), 2);
+        assert!(d.select().is_some());
+        assert!(
+            !d.apply(update("a", 0, &[], UpdateState::RegistryEmpty)),
+            "older generation"
+        );
+        assert!(d.apply(update("a", 2, &[], UpdateState::RegistryEmpty)));
+        assert_eq!(
+            d.status(),
+            DirectoryStatus::Empty(EmptyReason::RegistryEmpty)
+        );
+        let u = Unresolved {
+            revisions: vec!["r".into()],
+            since: Instant::now(),
+            attempts: 1,
+            last_error: None,
+        };
+        assert!(d.apply(update("b", 2, &[], UpdateState::Unresolved(u.clone()))));
+        assert_eq!(
+            d.status(),
+            DirectoryStatus::Empty(EmptyReason::Unresolved(u))
+        );
+        assert!(d.select().is_none());
+    }
+}

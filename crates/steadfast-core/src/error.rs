@@ -1,0 +1,119 @@
+//! Typed errors of the registry and metadata edges, and their classification
+//! (retry soon, or back off to the cap). Classification is kept apart from
+//! the backoff policy: the policy only reads [`ErrorClass`].
+
+use thiserror::Error;
+
+/// How the engine treats an error when scheduling the next attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// Likely to pass on its own soon (timeout, refused connection, 5xx):
+    /// retry on the normal exponential schedule.
+    Transient,
+    /// The peer answered but the answer is wrong (malformed, mismatched,
+    /// oversized): retry at the capped delay so a fixed provider is picked up
+    /// without hammering a broken one.
+    Persistent,
+}
+
+/// Why fetching a revision's MetadataInfo from an instance failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum FetchError {
+    /// The metadata service could not be reached (connection refused/reset).
+    #[error("metadata service unreachable: {0}")]
+    Unreachable(String),
+    /// The fetch did not complete within the deadline.
+    #[error("metadata fetch timed out")]
+    Timeout,
+    /// The provider does not know the revision (HTTP 404 or equivalent).
+    #[error("revision {0} unknown to the provider")]
+    UnknownRevision(String),
+    /// The provider answered with a server error.
+    #[error("metadata service failed with status {0}")]
+    ServerError(u16),
+    /// The body was not valid MetadataInfo.
+    #[error("malformed metadata: {0}")]
+    Malformed(String),
+    /// The body named another app or revision than the one asked for.
+    #[error("metadata mismatch: asked {expected}, got {actual}")]
+    Mismatch {
+        /// `app@revision` asked for.
+        expected: String,
+        /// `app@revision` received.
+        actual: String,
+    },
+    /// The body exceeded the size cap.
+    #[error("metadata body larger than {limit} bytes")]
+    TooLarge {
+        /// The cap in bytes.
+        limit: usize,
+    },
+    /// The instance record names no usable metadata endpoint.
+    #[error("instance has no usable metadata endpoint: {0}")]
+    NoEndpoint(String),
+    /// No candidate instance was available to fetch from.
+    #[error("no instance to fetch the revision from")]
+    NoCandidates,
+}
+
+impl FetchError {
+    /// Classifies the error for the retry scheduler.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            FetchError::Unreachable(_)
+            | FetchError::Timeout
+            | FetchError::UnknownRevision(_)
+            | FetchError::ServerError(_)
+            | FetchError::NoCandidates => ErrorClass::Transient,
+            FetchError::Malformed(_)
+            | FetchError::Mismatch { .. }
+            | FetchError::TooLarge { .. }
+            | FetchError::NoEndpoint(_) => ErrorClass::Persistent,
+        }
+    }
+
+    /// A short stable label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            FetchError::Unreachable(_) => "unreachable",
+            FetchError::Timeout => "timeout",
+            FetchError::UnknownRevision(_) => "unknown_revision",
+            FetchError::ServerError(_) => "server_error",
+            FetchError::Malformed(_) => "malformed",
+            FetchError::Mismatch { .. } => "mismatch",
+            FetchError::TooLarge { .. } => "too_large",
+            FetchError::NoEndpoint(_) => "no_endpoint",
+            FetchError::NoCandidates => "no_candidates",
+        }
+    }
+}
+
+/// Why a registry operation failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum RegistryError {
+    /// The registry could not be reached.
+    #[error("registry unavailable: {0}")]
+    Unavailable(String),
+    /// The registry answered too late.
+    #[error("registry call timed out")]
+    Timeout,
+    /// The watch stream ended (cleanly or not) and must be re-established.
+    #[error("registry watch ended: {0}")]
+    WatchEnded(String),
+    /// The registry refused the request.
+    #[error("registry rejected the request: {0}")]
+    Rejected(String),
+    /// A fault injected by a test registry.
+    #[error("injected fault: {0}")]
+    Injected(String),
+}
+
+impl RegistryError {
+    /// Classifies the error for the retry scheduler.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            RegistryError::Rejected(_) => ErrorClass::Persistent,
+            _ => ErrorClass::Transient,
+        }
+    }
+}

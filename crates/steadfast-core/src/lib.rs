@@ -1,0 +1,32 @@
+//! Steadfast core: the discovery model and the sans-IO state machines
+//! (resolver with its retry scheduler, directory, metadata cache, backoff).
+//! Nothing here does IO or reads a clock: time and randomness are inputs,
+//! and every machine returns actions for an actor shell to perform.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod backoff;
+pub mod directory;
+pub mod error;
+pub mod incarnation;
+pub mod keys;
+pub mod metadata_cache;
+pub mod model;
+pub mod resolver;
+pub mod revision;
+pub mod update;
+pub mod url;
+
+pub use backend::{check_metadata, MetadataFetcher, Registry, SnapshotStream};
+pub use backoff::BackoffPolicy;
+pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
+pub use error::{ErrorClass, FetchError, RegistryError};
+pub use incarnation::Incarnation;
+pub use keys::{match_key, service_key, Reference};
+pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
+pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
+pub use resolver::{ResolverAction, ResolverMachine, Token};
+pub use update::{DirectoryUpdate, Unresolved, UpdateState};
+pub use url::ServiceUrl;

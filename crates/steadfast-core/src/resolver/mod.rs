@@ -1,0 +1,469 @@
+//! Sans-IO metadata resolver of one provider app. It keeps the latest
+//! registry snapshot and one resolution state per revision, and returns
+//! [`ResolverAction`]s (start or abandon a fetch, arm or cancel a retry
+//! timer) for its actor shell to perform. Time and randomness are inputs.
+//!
+//! Invariants, each checked by the unit tests:
+//! - at most one fetch or one timer per revision, never both;
+//! - nothing is fetched or armed while no subscriber is attached or after close;
+//! - a result or timer whose token is not the revision's current one is dropped;
+//! - a revision that left the snapshot has no fetch and no timer.
+
+mod publish;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::backoff::BackoffPolicy;
+use crate::error::FetchError;
+use crate::model::{MetadataInfo, ServiceInstance};
+use crate::update::DirectoryUpdate;
+
+/// Identifies one fetch or one timer; results carrying an old token are dropped.
+pub type Token = u64;
+
+/// Something the actor shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResolverAction {
+    /// Fetch `revision`, trying `candidates` in order; report with `token`.
+    Fetch {
+        /// Revision to fetch.
+        revision: String,
+        /// Instances advertising it, in the order to try.
+        candidates: Vec<ServiceInstance>,
+        /// Token to report the result with.
+        token: Token,
+    },
+    /// The fetch with `token` is no longer wanted.
+    AbandonFetch {
+        /// Revision of the fetch.
+        revision: String,
+        /// Its token.
+        token: Token,
+    },
+    /// Call [`ResolverMachine::on_retry_due`] with `token` after `delay`.
+    ArmTimer {
+        /// Revision to retry.
+        revision: String,
+        /// Timer token.
+        token: Token,
+        /// Delay from now.
+        delay: Duration,
+    },
+    /// The timer with `token` must not fire.
+    CancelTimer {
+        /// Its token.
+        token: Token,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Phase {
+    Fetching(Token),
+    Waiting { token: Token, due: Instant },
+    Idle,
+}
+
+#[derive(Clone, Debug)]
+enum RevisionState {
+    Resolved,
+    Unresolved {
+        since: Instant,
+        attempts: u32,
+        last_error: Option<FetchError>,
+        phase: Phase,
+    },
+}
+
+/// Resolution state machine of one provider app.
+pub struct ResolverMachine {
+    app: String,
+    backoff: BackoffPolicy,
+    rng: StdRng,
+    generation: u64,
+    instances: Option<Arc<Vec<ServiceInstance>>>,
+    revisions: BTreeMap<String, RevisionState>,
+    metadata: HashMap<String, Arc<MetadataInfo>>,
+    last_good: HashMap<String, String>,
+    subscribers: BTreeMap<String, usize>,
+    next_token: Token,
+    closed: bool,
+    dirty: bool,
+}
+
+impl ResolverMachine {
+    /// A resolver for `app` using `backoff`, with its RNG seeded by `seed`.
+    pub fn new(app: impl Into<String>, backoff: BackoffPolicy, seed: u64) -> Self {
+        Self {
+            app: app.into(),
+            backoff,
+            rng: StdRng::seed_from_u64(seed),
+            generation: 0,
+            instances: None,
+            revisions: BTreeMap::new(),
+            metadata: HashMap::new(),
+            last_good: HashMap::new(),
+            subscribers: BTreeMap::new(),
+            next_token: 1,
+            closed: false,
+            dirty: false,
+        }
+    }
+
+    /// The provider app.
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+
+    /// Whether fetches and timers may run: open and at least one subscriber.
+    pub fn is_active(&self) -> bool {
+        !self.closed && !self.subscribers.is_empty()
+    }
+
+    /// Whether the machine was closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Subscribe keys with at least one subscriber.
+    pub fn subscriber_keys(&self) -> impl Iterator<Item = &str> {
+        self.subscribers.keys().map(String::as_str)
+    }
+
+    /// Generation of the latest snapshot.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Number of revisions waiting for a retry timer.
+    pub fn pending_timers(&self) -> usize {
+        self.count_phase(|p| matches!(p, Phase::Waiting { .. }))
+    }
+
+    /// Number of revisions with a fetch under way.
+    pub fn pending_fetches(&self) -> usize {
+        self.count_phase(|p| matches!(p, Phase::Fetching(_)))
+    }
+
+    fn count_phase(&self, f: impl Fn(&Phase) -> bool) -> usize {
+        self.revisions
+            .values()
+            .filter(|s| matches!(s, RevisionState::Unresolved { phase, .. } if f(phase)))
+            .count()
+    }
+
+    fn token(&mut self) -> Token {
+        let t = self.next_token;
+        self.next_token += 1;
+        t
+    }
+
+    /// Applies a full registry snapshot. Revisions that left it lose their
+    /// fetch and timer; new ones start resolving when active. A snapshot equal
+    /// to the current one changes nothing.
+    pub fn on_snapshot(
+        &mut self,
+        generation: u64,
+        instances: Arc<Vec<ServiceInstance>>,
+        now: Instant,
+    ) -> Vec<ResolverAction> {
+        if self.closed {
+            return Vec::new();
+        }
+        let mut actions = Vec::new();
+        let mut present: BTreeMap<&str, ()> = BTreeMap::new();
+        for i in instances.iter() {
+            if let Some(r) = i.revision() {
+                present.insert(r, ());
+            }
+        }
+        let gone: Vec<String> = self
+            .revisions
+            .keys()
+            .filter(|r| !present.contains_key(r.as_str()))
+            .cloned()
+            .collect();
+        for rev in gone {
+            if let Some(state) = self.revisions.remove(&rev) {
+                Self::stop_phase(&rev, state, &mut actions);
+            }
+        }
+        let new: Vec<String> = present
+            .keys()
+            .filter(|r| !self.revisions.contains_key(**r))
+            .map(|r| r.to_string())
+            .collect();
+        let ids: HashMap<&str, ()> = instances.iter().map(|i| (i.id.as_str(), ())).collect();
+        self.last_good.retain(|id, _| ids.contains_key(id.as_str()));
+        self.generation = generation;
+        self.instances = Some(instances);
+        for rev in new {
+            let state = if self.metadata.contains_key(&rev) {
+                RevisionState::Resolved
+            } else {
+                RevisionState::Unresolved {
+                    since: now,
+                    attempts: 0,
+                    last_error: None,
+                    phase: Phase::Idle,
+                }
+            };
+            self.revisions.insert(rev.clone(), state);
+            self.start_if_idle(&rev, &mut actions);
+        }
+        self.remember_good();
+        self.dirty = true;
+        actions
+    }
+
+    /// Applies the result of the fetch with `token`. Results for revisions
+    /// that left the snapshot, or with an old token, are dropped.
+    pub fn on_fetch_result(
+        &mut self,
+        revision: &str,
+        token: Token,
+        result: Result<Arc<MetadataInfo>, FetchError>,
+        now: Instant,
+    ) -> Vec<ResolverAction> {
+        let Some(RevisionState::Unresolved {
+            attempts,
+            last_error,
+            phase,
+            ..
+        }) = self.revisions.get_mut(revision)
+        else {
+            return Vec::new();
+        };
+        if *phase != Phase::Fetching(token) {
+            return Vec::new();
+        }
+        self.dirty = true;
+        match result {
+            Ok(info) => {
+                self.metadata.insert(revision.to_string(), info);
+                self.revisions
+                    .insert(revision.to_string(), RevisionState::Resolved);
+                self.remember_good();
+                Vec::new()
+            }
+            Err(err) => {
+                let n = *attempts;
+                *attempts += 1;
+                let delay = self.backoff.delay(n, err.class(), &mut self.rng);
+                *last_error = Some(err);
+                let token = self.next_token;
+                self.next_token += 1;
+                let RevisionState::Unresolved { phase, .. } =
+                    self.revisions.get_mut(revision).expect("present above")
+                else {
+                    unreachable!("state checked above")
+                };
+                *phase = Phase::Waiting {
+                    token,
+                    due: now + delay,
+                };
+                vec![ResolverAction::ArmTimer {
+                    revision: revision.to_string(),
+                    token,
+                    delay,
+                }]
+            }
+        }
+    }
+
+    /// The retry timer with `token` fired: fetch again if it is still current.
+    pub fn on_retry_due(&mut self, revision: &str, token: Token) -> Vec<ResolverAction> {
+        match self.revisions.get_mut(revision) {
+            Some(RevisionState::Unresolved { phase, .. }) if matches!(&*phase, Phase::Waiting { token: t, .. } if *t == token) =>
+            {
+                *phase = Phase::Idle;
+            }
+            _ => return Vec::new(),
+        }
+        let mut actions = Vec::new();
+        self.start_if_idle(revision, &mut actions);
+        actions
+    }
+
+    /// A subscriber for `key` attached. The first one resumes resolution.
+    pub fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
+        if self.closed {
+            return Vec::new();
+        }
+        *self.subscribers.entry(key.to_string()).or_default() += 1;
+        self.dirty = true;
+        let mut actions = Vec::new();
+        let revs: Vec<String> = self.revisions.keys().cloned().collect();
+        for rev in revs {
+            self.start_if_idle(&rev, &mut actions);
+        }
+        actions
+    }
+
+    /// A subscriber for `key` detached. When the last one leaves, every fetch
+    /// and timer stops; the revisions stay unresolved until one attaches.
+    pub fn unsubscribe(&mut self, key: &str) -> Vec<ResolverAction> {
+        if let Some(n) = self.subscribers.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                self.subscribers.remove(key);
+            }
+        }
+        if self.is_active() {
+            return Vec::new();
+        }
+        self.pause_all()
+    }
+
+    /// Closes the resolver: every fetch and timer stops, for good.
+    pub fn close(&mut self) -> Vec<ResolverAction> {
+        self.closed = true;
+        self.subscribers.clear();
+        self.pause_all()
+    }
+
+    /// The actor restarted: its old fetches and timers are gone without a
+    /// trace. Re-issue them: timers for their remaining delay, fetches now.
+    pub fn on_restart(&mut self, now: Instant) -> Vec<ResolverAction> {
+        let mut actions = Vec::new();
+        let revs: Vec<String> = self.revisions.keys().cloned().collect();
+        for rev in revs {
+            let token = self.token();
+            let active = self.is_active();
+            if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(&rev) {
+                match phase.clone() {
+                    Phase::Waiting { due, .. } if active => {
+                        *phase = Phase::Waiting { token, due };
+                        actions.push(ResolverAction::ArmTimer {
+                            revision: rev.clone(),
+                            token,
+                            delay: due.saturating_duration_since(now),
+                        });
+                    }
+                    _ => *phase = Phase::Idle,
+                }
+            }
+            self.start_if_idle(&rev, &mut actions);
+        }
+        self.dirty = true;
+        actions
+    }
+
+    fn pause_all(&mut self) -> Vec<ResolverAction> {
+        let mut actions = Vec::new();
+        for (rev, state) in self.revisions.iter_mut() {
+            if let RevisionState::Unresolved { phase, .. } = state {
+                let old = std::mem::replace(phase, Phase::Idle);
+                Self::stop(rev, old, &mut actions);
+            }
+        }
+        actions
+    }
+
+    fn stop_phase(rev: &str, state: RevisionState, actions: &mut Vec<ResolverAction>) {
+        if let RevisionState::Unresolved { phase, .. } = state {
+            Self::stop(rev, phase, actions);
+        }
+    }
+
+    fn stop(rev: &str, phase: Phase, actions: &mut Vec<ResolverAction>) {
+        match phase {
+            Phase::Fetching(token) => actions.push(ResolverAction::AbandonFetch {
+                revision: rev.to_string(),
+                token,
+            }),
+            Phase::Waiting { token, .. } => actions.push(ResolverAction::CancelTimer { token }),
+            Phase::Idle => {}
+        }
+    }
+
+    fn start_if_idle(&mut self, rev: &str, actions: &mut Vec<ResolverAction>) {
+        if !self.is_active() {
+            return;
+        }
+        let attempts = match self.revisions.get(rev) {
+            Some(RevisionState::Unresolved {
+                phase: Phase::Idle,
+                attempts,
+                ..
+            }) => *attempts,
+            _ => return,
+        };
+        let token = self.token();
+        let candidates = self.candidates(rev, attempts as usize);
+        if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(rev) {
+            *phase = Phase::Fetching(token);
+        }
+        actions.push(ResolverAction::Fetch {
+            revision: rev.to_string(),
+            candidates,
+            token,
+        });
+    }
+
+    /// Instances advertising `rev`, serving ones first, rotated by the attempt
+    /// number so consecutive attempts start at different instances.
+    fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
+        let Some(instances) = &self.instances else {
+            return Vec::new();
+        };
+        let mut c: Vec<ServiceInstance> = instances
+            .iter()
+            .filter(|i| i.revision() == Some(rev))
+            .cloned()
+            .collect();
+        c.sort_by_key(|i| !i.is_serving());
+        if !c.is_empty() {
+            let k = attempt % c.len();
+            c.rotate_left(k);
+        }
+        c
+    }
+
+    /// Records, for every instance whose revision is resolved, that revision
+    /// as its last-known-good one, and forgets metadata nobody uses.
+    fn remember_good(&mut self) {
+        if let Some(instances) = &self.instances {
+            for i in instances.iter() {
+                if let Some(r) = i.revision() {
+                    if matches!(self.revisions.get(r), Some(RevisionState::Resolved)) {
+                        if self.last_good.get(&i.id).map(String::as_str) != Some(r) {
+                            self.last_good.insert(i.id.clone(), r.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        let revisions = &self.revisions;
+        let in_use: std::collections::HashSet<&str> =
+            self.last_good.values().map(String::as_str).collect();
+        self.metadata.retain(|rev, _| {
+            matches!(revisions.get(rev), Some(RevisionState::Resolved))
+                || in_use.contains(rev.as_str())
+        });
+    }
+
+    /// The updates for every subscribed key, when something changed since the
+    /// last call. The actor calls this once per burst of inputs.
+    pub fn take_updates(&mut self) -> Vec<DirectoryUpdate> {
+        if !self.dirty || !self.is_active() {
+            return Vec::new();
+        }
+        self.dirty = false;
+        self.subscribers
+            .keys()
+            .map(|k| self.build_update(k))
+            .collect()
+    }
+
+    /// The update for one subscribe key, built now.
+    pub fn update_for(&self, key: &str) -> DirectoryUpdate {
+        self.build_update(key)
+    }
+}

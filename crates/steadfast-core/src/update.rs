@@ -1,0 +1,54 @@
+//! Messages' payloads between the resolver and the directory: a full list of
+//! URLs for one subscribe key plus the reason the list looks the way it does.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::FetchError;
+use crate::url::ServiceUrl;
+
+/// Revisions the resolver could not resolve yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    /// The unresolved revisions, sorted.
+    pub revisions: Vec<String>,
+    /// When the oldest of them first became unresolved.
+    pub since: Instant,
+    /// Failed fetch attempts of the most-tried revision.
+    pub attempts: u32,
+    /// The latest fetch error, if any attempt finished.
+    pub last_error: Option<FetchError>,
+}
+
+/// Why an update carries the URLs it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateState {
+    /// No registry snapshot has arrived yet.
+    Pending,
+    /// Every revision in the snapshot is resolved.
+    Resolved,
+    /// Some revisions are unresolved; the URLs hold the resolved ones plus
+    /// last-known-good URLs of live instances.
+    Degraded(Unresolved),
+    /// The registry holds no instance of the app: the list is really empty.
+    RegistryEmpty,
+    /// Instances exist but their revisions are unresolved, so no URL is known.
+    Unresolved(Unresolved),
+    /// Everything is resolved but no serving instance exports this service.
+    NoMatchingService,
+}
+
+/// A full replacement of the URLs one app provides for one subscribe key.
+#[derive(Clone, Debug)]
+pub struct DirectoryUpdate {
+    /// Provider application the URLs come from.
+    pub app: String,
+    /// Subscribe key (match key) the URLs belong to.
+    pub subscribe_key: String,
+    /// Generation of the registry snapshot the update was built from.
+    pub generation: u64,
+    /// Every URL currently known for the key.
+    pub urls: Arc<Vec<ServiceUrl>>,
+    /// Why the list is what it is.
+    pub state: UpdateState,
+}
