@@ -1,1 +1,47 @@
-//! placeholder
+//! # Steadfast
+//!
+//! Self-healing, actor-based service discovery for actix services.
+//!
+//! A registry holds one record per provider instance, tagged with a metadata
+//! revision. Steadfast watches the registry, resolves each revision's
+//! MetadataInfo (retrying every transient failure on a bounded, jittered
+//! schedule), turns it into per-service endpoint URLs, and feeds one
+//! directory per reference. Every directory says why it looks the way it
+//! does: ready, degraded, unresolved, or really empty.
+//!
+//! ```no_run
+//! # async fn demo(fetcher: impl steadfast::MetadataFetcher) -> Result<(), steadfast::EngineError> {
+//! use steadfast::{Engine, Reference};
+//! let engine = Engine::builder().fetcher(fetcher).start()?;
+//! let dir = engine.subscribe(Reference::new("demo.Greeter", "tri", ["greeter-app"])).await?;
+//! if let Some(endpoint) = dir.select().await? {
+//!     println!("call {endpoint}");
+//! }
+//! engine.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub use steadfast_actors::{
+    Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError, RestartTarget,
+    StatsSnapshot,
+};
+pub use steadfast_core::{
+    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FetchError,
+    Incarnation, MetadataFetcher, MetadataInfo, Reference, Registry, RegistryError, ServiceInfo,
+    ServiceInstance, ServiceUrl, SnapshotStream, Unresolved, UpdateState,
+};
+pub use steadfast_memory::MemoryRegistry;
+
+/// The model and sans-IO state machines, for users who drive them directly.
+pub mod core {
+    pub use steadfast_core::*;
+}
+
+/// Scripted fakes and builders for users' own tests (feature `testkit`).
+#[cfg(feature = "testkit")]
+pub mod testkit {
+    pub use steadfast_testkit::*;
+}

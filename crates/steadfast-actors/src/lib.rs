@@ -1,1 +1,36 @@
-//! placeholder
+//! Steadfast actors: thin actix shells around the core state machines.
+//!
+//! - [`RegistryActor`](registry_actor::RegistryActor) owns the registry
+//!   subscription and sends full snapshots;
+//! - one [`ResolverActor`](resolver_actor::ResolverActor) per provider app
+//!   resolves metadata revisions with its own retry scheduler;
+//! - the [`CacheActor`](cache_actor::CacheActor) runs one fetch flight per
+//!   (app, revision) and caches the results for every resolver;
+//! - one [`DirectoryActor`](directory_actor::DirectoryActor) per reference
+//!   serves endpoints.
+//!
+//! They exchange messages only; no RPC ever runs under shared state.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cache_actor;
+pub mod config;
+mod coordinator;
+pub mod directory_actor;
+pub mod engine;
+pub mod error;
+pub mod handle;
+pub mod messages;
+pub mod registry_actor;
+pub mod resolver_actor;
+pub mod stats;
+mod timer;
+
+pub use config::EngineConfig;
+pub use coordinator::RestartTarget;
+pub use directory_actor::DirectoryView;
+pub use engine::{Engine, EngineBuilder};
+pub use error::EngineError;
+pub use handle::Directory;
+pub use stats::StatsSnapshot;

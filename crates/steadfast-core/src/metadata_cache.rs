@@ -19,9 +19,9 @@ pub type FlightId = u64;
 
 /// What to do with a request.
 #[derive(Debug)]
-pub enum Lookup {
-    /// The metadata is cached: answer now.
-    Hit(Arc<MetadataInfo>),
+pub enum Lookup<W> {
+    /// The metadata is cached: answer the waiter (handed back) now.
+    Hit(Arc<MetadataInfo>, W),
     /// A flight for the key is under way; the waiter joined it.
     Joined,
     /// No flight: start one with this id.
@@ -52,9 +52,9 @@ impl<W> MetadataCache<W> {
     }
 
     /// Looks `key` up for `waiter`.
-    pub fn request(&mut self, key: CacheKey, waiter: W) -> Lookup {
+    pub fn request(&mut self, key: CacheKey, waiter: W) -> Lookup<W> {
         if let Some(hit) = self.lru.get(&key) {
-            return Lookup::Hit(hit.clone());
+            return Lookup::Hit(hit.clone(), waiter);
         }
         if let Some(f) = self.flights.get_mut(&key) {
             f.waiters.push(waiter);
@@ -154,7 +154,7 @@ mod tests {
         };
         assert!(matches!(c.request(key("r1"), 2), Lookup::Joined));
         assert_eq!(c.complete(&key("r1"), id, &Ok(info("r1"))), vec![1, 2]);
-        assert!(matches!(c.request(key("r1"), 3), Lookup::Hit(_)));
+        assert!(matches!(c.request(key("r1"), 3), Lookup::Hit(..)));
     }
 
     #[test]

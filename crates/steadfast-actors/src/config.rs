@@ -1,0 +1,32 @@
+//! Engine configuration with the defaults a production consumer wants.
+
+use std::time::Duration;
+
+use steadfast_core::BackoffPolicy;
+
+/// Tunables of one engine.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Retry schedule of unresolved metadata revisions (per revision).
+    pub backoff: BackoffPolicy,
+    /// Re-subscribe schedule of failed registry watches.
+    pub registry_backoff: BackoffPolicy,
+    /// Revisions kept in the shared metadata cache.
+    pub cache_capacity: usize,
+    /// Deadline of one metadata fetch attempt from one instance.
+    pub fetch_timeout: Duration,
+    /// Seed of every random choice (jitter, endpoint selection).
+    pub seed: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            backoff: BackoffPolicy::default(),
+            registry_backoff: BackoffPolicy::default(),
+            cache_capacity: 1024,
+            fetch_timeout: Duration::from_secs(5),
+            seed: rand::random(),
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The directory actor of one reference: a thin shell around
+//! [`DirectoryMachine`]. It attaches to the resolvers of the reference's
+//! provider apps, applies their full updates, and answers queries.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actix::WeakAddr;
+use steadfast_core::{DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
+
+use crate::messages::{ApplyUpdate, Attach, Detach, ForceRestart, Shutdown};
+use crate::resolver_actor::ResolverActor;
+use crate::stats::{EngineStats, Live, LiveGuard};
+
+/// Everything a directory can tell at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectoryView {
+    /// Number of updates applied so far (grows on every change).
+    pub version: u64,
+    /// What the directory can serve, and why.
+    pub status: DirectoryStatus,
+    /// Every endpoint.
+    pub endpoints: Vec<ServiceUrl>,
+}
+
+/// Query: the whole view.
+#[derive(Message)]
+#[rtype(result = "DirectoryView")]
+pub struct GetView;
+
+/// Query: pick one endpoint, weighted at random.
+#[derive(Message)]
+#[rtype(result = "Option<ServiceUrl>")]
+pub struct SelectEndpoint;
+
+/// The endpoints of one reference.
+pub struct DirectoryActor {
+    id: u64,
+    machine: DirectoryMachine,
+    resolvers: Vec<WeakAddr<ResolverActor>>,
+    terminated: bool,
+    stats: Arc<EngineStats>,
+    _alive: LiveGuard,
+}
+
+impl DirectoryActor {
+    /// A directory for `reference`, fed by `resolvers` (one per provider app).
+    pub fn new(
+        id: u64,
+        reference: &Reference,
+        resolvers: Vec<WeakAddr<ResolverActor>>,
+        seed: u64,
+        stats: Arc<EngineStats>,
+    ) -> Self {
+        Self {
+            id,
+            machine: DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed),
+            resolvers,
+            terminated: false,
+            _alive: LiveGuard::new(&stats, Live::Directory),
+            stats,
+        }
+    }
+}
+
+impl Actor for DirectoryActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.terminated {
+            // Restarted after shutdown while an address was still held:
+            // stay idle; the actor ends when its last address drops.
+            return;
+        }
+        // On first start and after a restart alike: (re)attach, and each
+        // resolver answers with the current update for our key.
+        for r in self.resolvers.iter().filter_map(WeakAddr::upgrade) {
+            r.do_send(Attach {
+                key: self.machine.subscribe_key().to_string(),
+                directory: self.id,
+                recipient: ctx.address().downgrade().recipient(),
+            });
+        }
+    }
+}
+
+impl Supervised for DirectoryActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        EngineStats::bump(&self.stats.restarts);
+    }
+}
+
+impl Handler<ApplyUpdate> for DirectoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: ApplyUpdate, _ctx: &mut Self::Context) {
+        if !self.terminated {
+            self.machine.apply(msg.0);
+        }
+    }
+}
+
+impl Handler<GetView> for DirectoryActor {
+    type Result = MessageResult<GetView>;
+    fn handle(&mut self, _: GetView, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(DirectoryView {
+            version: self.machine.version(),
+            status: self.machine.status(),
+            endpoints: self.machine.list(),
+        })
+    }
+}
+
+impl Handler<SelectEndpoint> for DirectoryActor {
+    type Result = Option<ServiceUrl>;
+    fn handle(&mut self, _: SelectEndpoint, _ctx: &mut Self::Context) -> Self::Result {
+        self.machine.select()
+    }
+}
+
+impl Handler<Shutdown> for DirectoryActor {
+    type Result = ();
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        self.terminated = true;
+        for r in self.resolvers.iter().filter_map(WeakAddr::upgrade) {
+            r.do_send(Detach {
+                key: self.machine.subscribe_key().to_string(),
+                directory: self.id,
+            });
+        }
+        ctx.stop();
+    }
+}
+
+impl Handler<ForceRestart> for DirectoryActor {
+    type Result = ();
+    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}

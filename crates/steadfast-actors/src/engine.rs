@@ -1,0 +1,163 @@
+//! [`Engine`] and its builder: start the actors inside the current actix
+//! System, subscribe references, shut everything down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use steadfast_core::{BackoffPolicy, MetadataFetcher, Reference, Registry};
+use steadfast_memory::MemoryRegistry;
+
+use crate::cache_actor::CacheActor;
+use crate::config::EngineConfig;
+use crate::coordinator::{Coordinator, Restart, RestartTarget, Subscribe, Unsubscribe};
+use crate::error::EngineError;
+use crate::handle::Directory;
+use crate::messages::Shutdown;
+use crate::registry_actor::RegistryActor;
+use crate::stats::{EngineStats, StatsSnapshot};
+
+/// A running discovery engine. Cheap to clone; every clone drives the same
+/// actors.
+#[derive(Clone)]
+pub struct Engine {
+    coordinator: Addr<Coordinator>,
+    stats: Arc<EngineStats>,
+    registry: Arc<dyn Registry>,
+}
+
+impl Engine {
+    /// Starts configuring an engine.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// Subscribes to `reference` and returns its directory. Subscribing the
+    /// same reference again returns the same directory (reference-counted).
+    pub async fn subscribe(&self, reference: Reference) -> Result<Directory, EngineError> {
+        self.coordinator
+            .send(Subscribe(reference))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Ends one subscription of `reference` (the key is derived the same way
+    /// as on subscribe). Returns true when it was the last one and the
+    /// directory, and any resolver no longer needed, stopped.
+    pub async fn unsubscribe(&self, reference: &Reference) -> Result<bool, EngineError> {
+        self.coordinator
+            .send(Unsubscribe(reference.clone()))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Stops every actor: afterwards no timer fires, no fetch starts and no
+    /// actor is alive. Idempotent.
+    pub async fn shutdown(&self) {
+        let _ = self.coordinator.send(Shutdown).await;
+    }
+
+    /// Makes one actor crash-restart under its supervisor (tests, drills).
+    pub async fn force_restart(&self, target: RestartTarget) -> Result<(), EngineError> {
+        self.coordinator
+            .send(Restart(target))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The registry backend the engine watches.
+    pub fn registry(&self) -> Arc<dyn Registry> {
+        self.registry.clone()
+    }
+}
+
+/// Configures and starts an [`Engine`].
+#[derive(Default)]
+pub struct EngineBuilder {
+    config: EngineConfig,
+    registry: Option<Arc<dyn Registry>>,
+    fetcher: Option<Arc<dyn MetadataFetcher>>,
+}
+
+impl EngineBuilder {
+    /// The registry backend (default: a fresh embedded [`MemoryRegistry`]).
+    pub fn registry(mut self, registry: impl Registry) -> Self {
+        self.registry = Some(Arc::new(registry));
+        self
+    }
+
+    /// The registry backend, already shared.
+    pub fn registry_arc(mut self, registry: Arc<dyn Registry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The metadata fetcher (required).
+    pub fn fetcher(mut self, fetcher: impl MetadataFetcher) -> Self {
+        self.fetcher = Some(Arc::new(fetcher));
+        self
+    }
+
+    /// Retry schedule of unresolved revisions (default 1 s doubling to 30 s, +0-25 %).
+    pub fn backoff(mut self, backoff: BackoffPolicy) -> Self {
+        self.config.backoff = backoff;
+        self
+    }
+
+    /// Re-subscribe schedule of failed registry watches.
+    pub fn registry_backoff(mut self, backoff: BackoffPolicy) -> Self {
+        self.config.registry_backoff = backoff;
+        self
+    }
+
+    /// Revisions kept in the shared metadata cache (default 1024).
+    pub fn cache_capacity(mut self, capacity: usize) -> Self {
+        self.config.cache_capacity = capacity;
+        self
+    }
+
+    /// Deadline of one fetch attempt from one instance (default 5 s).
+    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.config.fetch_timeout = timeout;
+        self
+    }
+
+    /// Seed of every random choice, for replayable runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+
+    /// Starts the engine's actors in the current actix System.
+    pub fn start(self) -> Result<Engine, EngineError> {
+        if System::try_current().is_none() {
+            return Err(EngineError::NoSystem);
+        }
+        let fetcher = self.fetcher.ok_or(EngineError::MissingFetcher)?;
+        let registry = self
+            .registry
+            .unwrap_or_else(|| Arc::new(MemoryRegistry::new()));
+        let stats = Arc::new(EngineStats::default());
+        let config = self.config;
+        let (reg, st, backoff, seed) = (
+            registry.clone(),
+            stats.clone(),
+            config.registry_backoff,
+            config.seed,
+        );
+        let registry_actor = Supervisor::start(move |_| RegistryActor::new(reg, backoff, seed, st));
+        let (st, cap, timeout) = (stats.clone(), config.cache_capacity, config.fetch_timeout);
+        let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, timeout, st));
+        let coordinator = Coordinator::new(config, registry_actor, cache, stats.clone()).start();
+        Ok(Engine {
+            coordinator,
+            stats,
+            registry,
+        })
+    }
+}

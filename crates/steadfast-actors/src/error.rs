@@ -1,0 +1,29 @@
+//! Errors of the engine's public API.
+
+use thiserror::Error;
+
+/// Why an engine or directory call failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum EngineError {
+    /// The engine was shut down (or is shutting down) before the call ran.
+    #[error("the engine is shut down")]
+    ShutDown,
+    /// The directory was unsubscribed or the engine shut down.
+    #[error("the directory is closed")]
+    DirectoryClosed,
+    /// A reference named no provider app.
+    #[error("reference {0} names no provider app")]
+    NoProviderApps(String),
+    /// Unsubscribe named a reference that is not subscribed.
+    #[error("reference {0} is not subscribed")]
+    NotSubscribed(String),
+    /// `start()` was called without a metadata fetcher.
+    #[error("no metadata fetcher configured")]
+    MissingFetcher,
+    /// A forced restart named an actor that does not exist.
+    #[error("no actor to restart: {0}")]
+    UnknownTarget(String),
+    /// `start()` was called outside a running actix System.
+    #[error("the engine must be started inside a running actix System")]
+    NoSystem,
+}

@@ -1,0 +1,122 @@
+//! Messages the actors exchange. Every cross-actor reference is weak, so
+//! only the engine keeps actors alive and a shutdown really stops them.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actix::WeakRecipient;
+use steadfast_core::{CacheKey, DirectoryUpdate, FetchError, MetadataInfo, ServiceInstance, Token};
+
+/// A full snapshot of one app's instances (registry -> resolver).
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct InstancesSnapshot {
+    /// Provider app.
+    pub app: String,
+    /// Monotonic per app, across watch re-subscribes and actor restarts.
+    pub generation: u64,
+    /// Every instance of the app.
+    pub instances: Arc<Vec<ServiceInstance>>,
+}
+
+/// Subscribe `subscriber` to snapshots of `app`; idempotent per id. The
+/// registry actor answers at once with the latest snapshot when it has one
+/// (this is how a restarted resolver resyncs).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WatchApp {
+    /// Provider app.
+    pub app: String,
+    /// Subscriber id (one per resolver).
+    pub id: u64,
+    /// Where snapshots go.
+    pub subscriber: WeakRecipient<InstancesSnapshot>,
+}
+
+/// Remove subscriber `id` from `app`; the watch ends with its last subscriber.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct UnwatchApp {
+    /// Provider app.
+    pub app: String,
+    /// Subscriber id.
+    pub id: u64,
+}
+
+/// Resolver -> cache: resolve `key`, trying `candidates` in order.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FetchMetadata {
+    /// (app, revision).
+    pub key: CacheKey,
+    /// Instances advertising the revision.
+    pub candidates: Vec<ServiceInstance>,
+    /// Requesting resolver.
+    pub resolver: u64,
+    /// Token to answer with.
+    pub token: Token,
+    /// Where the answer goes.
+    pub reply: WeakRecipient<MetadataFetched>,
+}
+
+/// Resolver -> cache: the request with `token` is no longer wanted.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AbandonMetadata {
+    /// (app, revision).
+    pub key: CacheKey,
+    /// Requesting resolver.
+    pub resolver: u64,
+    /// Token of the request.
+    pub token: Token,
+}
+
+/// Cache -> resolver: the outcome of a metadata request.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct MetadataFetched {
+    /// Revision asked for.
+    pub revision: String,
+    /// Token of the request.
+    pub token: Token,
+    /// Metadata, or why it could not be had.
+    pub result: Result<Arc<MetadataInfo>, FetchError>,
+}
+
+/// Directory -> resolver: send updates for `key` to `directory`; idempotent per id.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Attach {
+    /// Subscribe key.
+    pub key: String,
+    /// Directory id.
+    pub directory: u64,
+    /// Where updates go.
+    pub recipient: WeakRecipient<ApplyUpdate>,
+}
+
+/// Directory -> resolver: stop sending updates to `directory`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Detach {
+    /// Subscribe key.
+    pub key: String,
+    /// Directory id.
+    pub directory: u64,
+}
+
+/// Resolver -> directory: a full update for one app.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ApplyUpdate(pub DirectoryUpdate);
+
+/// Stops an actor for good: everything it runs is cancelled first.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// Makes a supervised actor stop so its supervisor restarts it (for tests
+/// and chaos drills).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ForceRestart;

@@ -1,0 +1,254 @@
+//! The resolver actor of one provider app: a thin shell around
+//! [`ResolverMachine`]. It feeds the machine snapshots, fetch results, timer
+//! firings and subscriber changes, performs the actions it returns, and
+//! publishes the machine's updates once per burst of inputs. No handler
+//! awaits an RPC: fetches run in the cache actor and answer by message.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actix::{WeakAddr, WeakRecipient};
+use steadfast_core::{BackoffPolicy, ResolverAction, ResolverMachine, Token};
+
+use crate::cache_actor::CacheActor;
+use crate::messages::{
+    AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesSnapshot,
+    MetadataFetched, Shutdown, UnwatchApp, WatchApp,
+};
+use crate::registry_actor::RegistryActor;
+use crate::stats::{EngineStats, Live, LiveGuard};
+use crate::timer;
+
+/// Publishes the machine's pending updates; queued behind the current burst.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Flush;
+
+/// Resolves the metadata revisions of one provider app.
+pub struct ResolverActor {
+    id: u64,
+    machine: ResolverMachine,
+    registry: WeakAddr<RegistryActor>,
+    cache: WeakAddr<CacheActor>,
+    directories: HashMap<u64, (String, WeakRecipient<ApplyUpdate>)>,
+    timers: HashMap<Token, SpawnHandle>,
+    flush_scheduled: bool,
+    started_once: bool,
+    terminated: bool,
+    stats: Arc<EngineStats>,
+    _alive: LiveGuard,
+}
+
+impl ResolverActor {
+    /// A resolver for `app` with subscriber id `id`.
+    pub fn new(
+        id: u64,
+        app: &str,
+        backoff: BackoffPolicy,
+        seed: u64,
+        registry: WeakAddr<RegistryActor>,
+        cache: WeakAddr<CacheActor>,
+        stats: Arc<EngineStats>,
+    ) -> Self {
+        Self {
+            id,
+            machine: ResolverMachine::new(app, backoff, seed),
+            registry,
+            cache,
+            directories: HashMap::new(),
+            timers: HashMap::new(),
+            flush_scheduled: false,
+            started_once: false,
+            terminated: false,
+            _alive: LiveGuard::new(&stats, Live::Resolver),
+            stats,
+        }
+    }
+
+    fn perform(&mut self, actions: Vec<ResolverAction>, ctx: &mut Context<Self>) {
+        let app = self.machine.app().to_string();
+        for action in actions {
+            match action {
+                ResolverAction::Fetch {
+                    revision,
+                    candidates,
+                    token,
+                } => {
+                    if let Some(cache) = self.cache.upgrade() {
+                        cache.do_send(FetchMetadata {
+                            key: (app.clone(), revision),
+                            candidates,
+                            resolver: self.id,
+                            token,
+                            reply: ctx.address().downgrade().recipient(),
+                        });
+                    }
+                }
+                ResolverAction::AbandonFetch { revision, token } => {
+                    if let Some(cache) = self.cache.upgrade() {
+                        cache.do_send(AbandonMetadata {
+                            key: (app.clone(), revision),
+                            resolver: self.id,
+                            token,
+                        });
+                    }
+                }
+                ResolverAction::ArmTimer {
+                    revision,
+                    token,
+                    delay,
+                } => {
+                    let h = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
+                        act.timers.remove(&token);
+                        let actions = act.machine.on_retry_due(&revision, token);
+                        act.perform(actions, ctx);
+                    });
+                    self.timers.insert(token, h);
+                }
+                ResolverAction::CancelTimer { token } => {
+                    if let Some(h) = self.timers.remove(&token) {
+                        ctx.cancel_future(h);
+                    }
+                }
+            }
+        }
+        if !self.flush_scheduled && !self.terminated {
+            self.flush_scheduled = true;
+            ctx.notify(Flush);
+        }
+    }
+
+    fn send_to(&self, key: &str, update: &steadfast_core::DirectoryUpdate) {
+        for (k, r) in self.directories.values() {
+            if k == key {
+                if let Some(r) = r.upgrade() {
+                    r.do_send(ApplyUpdate(update.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl Actor for ResolverActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.terminated {
+            // Restarted after shutdown while an address was still held:
+            // stay idle; the actor ends when its last address drops.
+            return;
+        }
+        if self.started_once {
+            let actions = self.machine.on_restart(timer::now());
+            self.perform(actions, ctx);
+        }
+        self.started_once = true;
+        // First start: subscribe. After a restart: the registry actor answers
+        // with its latest snapshot, so the machine resyncs from the source.
+        if let Some(reg) = self.registry.upgrade() {
+            reg.do_send(WatchApp {
+                app: self.machine.app().to_string(),
+                id: self.id,
+                subscriber: ctx.address().downgrade().recipient(),
+            });
+        }
+    }
+}
+
+impl Supervised for ResolverActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        EngineStats::bump(&self.stats.restarts);
+        self.timers.clear();
+        self.flush_scheduled = false;
+    }
+}
+
+impl Handler<InstancesSnapshot> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, msg: InstancesSnapshot, ctx: &mut Self::Context) {
+        let actions = self
+            .machine
+            .on_snapshot(msg.generation, msg.instances, timer::now());
+        self.perform(actions, ctx);
+    }
+}
+
+impl Handler<MetadataFetched> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, msg: MetadataFetched, ctx: &mut Self::Context) {
+        let actions =
+            self.machine
+                .on_fetch_result(&msg.revision, msg.token, msg.result, timer::now());
+        self.perform(actions, ctx);
+    }
+}
+
+impl Handler<Attach> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
+        if self.terminated {
+            return;
+        }
+        let known = self.directories.contains_key(&msg.directory);
+        self.directories
+            .insert(msg.directory, (msg.key.clone(), msg.recipient.clone()));
+        if known {
+            // A restarted directory re-attaching: just resend its state.
+            if let Some(r) = msg.recipient.upgrade() {
+                r.do_send(ApplyUpdate(self.machine.update_for(&msg.key)));
+            }
+            return;
+        }
+        let actions = self.machine.subscribe(&msg.key);
+        self.perform(actions, ctx);
+    }
+}
+
+impl Handler<Detach> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
+        if self.directories.remove(&msg.directory).is_some() {
+            let actions = self.machine.unsubscribe(&msg.key);
+            self.perform(actions, ctx);
+        }
+    }
+}
+
+impl Handler<Flush> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, _: Flush, _ctx: &mut Self::Context) {
+        self.flush_scheduled = false;
+        for update in self.machine.take_updates() {
+            EngineStats::bump(&self.stats.updates_published);
+            self.send_to(&update.subscribe_key, &update);
+        }
+    }
+}
+
+impl Handler<Shutdown> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        self.terminated = true;
+        let actions = self.machine.close();
+        self.perform(actions, ctx);
+        for (_, h) in self.timers.drain() {
+            ctx.cancel_future(h);
+        }
+        self.directories.clear();
+        if let Some(reg) = self.registry.upgrade() {
+            reg.do_send(UnwatchApp {
+                app: self.machine.app().to_string(),
+                id: self.id,
+            });
+        }
+        ctx.stop();
+    }
+}
+
+impl Handler<ForceRestart> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}

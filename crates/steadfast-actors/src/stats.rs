@@ -1,0 +1,146 @@
+//! Engine counters that tests and operators read: live actors, fetches and
+//! timers under way, and failure metrics. Liveness counters are kept by drop
+//! guards, so a cancelled future or a stopped actor can never leave a count
+//! behind.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Shared counters of one engine.
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub(crate) actors_alive: AtomicI64,
+    pub(crate) resolvers_alive: AtomicI64,
+    pub(crate) directories_alive: AtomicI64,
+    pub(crate) flights_in_flight: AtomicI64,
+    pub(crate) timers_pending: AtomicI64,
+    pub(crate) watches_active: AtomicI64,
+    pub(crate) fetch_attempts: AtomicU64,
+    pub(crate) fetch_failures: AtomicU64,
+    pub(crate) flights_started: AtomicU64,
+    pub(crate) timers_fired: AtomicU64,
+    pub(crate) results_dropped: AtomicU64,
+    pub(crate) snapshots_received: AtomicU64,
+    pub(crate) updates_published: AtomicU64,
+    pub(crate) watch_failures: AtomicU64,
+    pub(crate) register_failures: AtomicU64,
+    pub(crate) restarts: AtomicU64,
+}
+
+/// A point-in-time copy of [`EngineStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Actors currently alive (registry, cache, resolvers, directories, engine).
+    pub actors_alive: i64,
+    /// Resolver actors alive.
+    pub resolvers_alive: i64,
+    /// Directory actors alive.
+    pub directories_alive: i64,
+    /// Metadata fetch flights under way (spawned and not finished or dropped).
+    pub flights_in_flight: i64,
+    /// Timers armed and not yet fired or cancelled (retries and re-subscribes).
+    pub timers_pending: i64,
+    /// Registry watch streams open.
+    pub watches_active: i64,
+    /// Calls made to the metadata fetcher (one per candidate tried).
+    pub fetch_attempts: u64,
+    /// Fetcher calls that failed.
+    pub fetch_failures: u64,
+    /// Flights started (one per (app, revision) at a time, shared by listeners).
+    pub flights_started: u64,
+    /// Timers that fired.
+    pub timers_fired: u64,
+    /// Fetch results or timers dropped because their revision or token was stale.
+    pub results_dropped: u64,
+    /// Registry snapshots received.
+    pub snapshots_received: u64,
+    /// Directory updates published by resolvers.
+    pub updates_published: u64,
+    /// Registry watches that failed or ended and were re-established.
+    pub watch_failures: u64,
+    /// Failed register/unregister attempts.
+    pub register_failures: u64,
+    /// Actor restarts under supervision.
+    pub restarts: u64,
+}
+
+impl EngineStats {
+    /// Copies every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let i = |a: &AtomicI64| a.load(Ordering::SeqCst);
+        let u = |a: &AtomicU64| a.load(Ordering::SeqCst);
+        StatsSnapshot {
+            actors_alive: i(&self.actors_alive),
+            resolvers_alive: i(&self.resolvers_alive),
+            directories_alive: i(&self.directories_alive),
+            flights_in_flight: i(&self.flights_in_flight),
+            timers_pending: i(&self.timers_pending),
+            watches_active: i(&self.watches_active),
+            fetch_attempts: u(&self.fetch_attempts),
+            fetch_failures: u(&self.fetch_failures),
+            flights_started: u(&self.flights_started),
+            timers_fired: u(&self.timers_fired),
+            results_dropped: u(&self.results_dropped),
+            snapshots_received: u(&self.snapshots_received),
+            updates_published: u(&self.updates_published),
+            watch_failures: u(&self.watch_failures),
+            register_failures: u(&self.register_failures),
+            restarts: u(&self.restarts),
+        }
+    }
+
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Which liveness counter a [`LiveGuard`] holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Live {
+    Actor,
+    Resolver,
+    Directory,
+    Flight,
+    Timer,
+    Watch,
+}
+
+/// Increments a liveness counter on creation and decrements it on drop.
+#[derive(Debug)]
+pub(crate) struct LiveGuard {
+    stats: Arc<EngineStats>,
+    kind: Live,
+}
+
+impl LiveGuard {
+    pub(crate) fn new(stats: &Arc<EngineStats>, kind: Live) -> Self {
+        Self::counter(stats, kind).fetch_add(1, Ordering::SeqCst);
+        if matches!(kind, Live::Resolver | Live::Directory) {
+            stats.actors_alive.fetch_add(1, Ordering::SeqCst);
+        }
+        Self {
+            stats: stats.clone(),
+            kind,
+        }
+    }
+
+    fn counter(stats: &EngineStats, kind: Live) -> &AtomicI64 {
+        match kind {
+            Live::Actor => &stats.actors_alive,
+            Live::Resolver => &stats.resolvers_alive,
+            Live::Directory => &stats.directories_alive,
+            Live::Flight => &stats.flights_in_flight,
+            Live::Timer => &stats.timers_pending,
+            Live::Watch => &stats.watches_active,
+        }
+    }
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        Self::counter(&self.stats, self.kind).fetch_sub(1, Ordering::SeqCst);
+        if matches!(self.kind, Live::Resolver | Live::Directory) {
+            self.stats.actors_alive.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Shared fixture of the message-level integration tests: an engine on the
+//! embedded registry with a scripted fetcher, and bounded waits on virtual
+//! time (every test pauses the tokio clock first).
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use steadfast::{
+    Directory, DirectoryView, Engine, MemoryRegistry, MetadataInfo, Reference, ServiceInstance,
+};
+use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
+use tokio::time::{sleep, Instant};
+
+/// Provider app used by most tests.
+pub const APP: &str = "greeter";
+/// Interface used by most tests.
+pub const IFACE: &str = "demo.Greeter";
+
+/// An engine wired to an embedded registry and a scripted fetcher.
+pub struct Fixture {
+    pub engine: Engine,
+    pub registry: MemoryRegistry,
+    pub fetcher: ScriptedFetcher,
+}
+
+impl Fixture {
+    /// Starts an engine with seed 7 and default backoff.
+    pub fn start() -> Self {
+        Self::start_with(|b| b)
+    }
+
+    /// Starts an engine after letting `f` adjust the builder.
+    pub fn start_with(
+        f: impl FnOnce(steadfast::EngineBuilder) -> steadfast::EngineBuilder,
+    ) -> Self {
+        tokio::time::pause();
+        Self::start_paused(f)
+    }
+
+    /// Like [`Fixture::start_with`] on a clock the test already paused.
+    pub fn start_paused(
+        f: impl FnOnce(steadfast::EngineBuilder) -> steadfast::EngineBuilder,
+    ) -> Self {
+        let registry = MemoryRegistry::new();
+        let fetcher = ScriptedFetcher::new();
+        let builder = Engine::builder()
+            .registry(registry.clone())
+            .fetcher(fetcher.clone())
+            .seed(7);
+        let engine = f(builder).start().expect("engine starts");
+        Self {
+            engine,
+            registry,
+            fetcher,
+        }
+    }
+
+    /// Subscribes to the default reference.
+    pub async fn subscribe(&self) -> Directory {
+        self.engine.subscribe(reference()).await.expect("subscribe")
+    }
+}
+
+/// The default reference: `demo.Greeter` over `tri`, served by `greeter`.
+pub fn reference() -> Reference {
+    Reference::new(IFACE, "tri", [APP])
+}
+
+/// Metadata of `app` exporting `demo.Greeter` on `port`; `tag` makes the
+/// revision distinct (like a new export timestamp after a restart).
+pub fn metadata(app: &str, port: u16, tag: &str) -> MetadataInfo {
+    MetadataBuilder::new(app)
+        .service(IFACE, "tri", port)
+        .param("timestamp", tag)
+        .build()
+}
+
+/// An instance of `info`'s app on 127.0.0.1:`port` advertising its revision.
+pub fn instance(info: &MetadataInfo, port: u16) -> ServiceInstance {
+    instance_for(info, "127.0.0.1", port)
+}
+
+/// Lets queued messages run without moving the clock meaningfully.
+pub async fn settle() {
+    for _ in 0..3 {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Advances virtual time by `d` in small steps, letting actors run.
+pub async fn advance(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        let step = (end - Instant::now()).min(Duration::from_millis(100));
+        sleep(step).await;
+    }
+    settle().await;
+}
+
+/// Polls the directory every 10 ms of virtual time until `pred` holds;
+/// panics with the last view after `limit`.
+pub async fn wait_for(
+    dir: &Directory,
+    what: &str,
+    limit: Duration,
+    pred: impl Fn(&DirectoryView) -> bool,
+) -> DirectoryView {
+    let start = Instant::now();
+    loop {
+        let view = dir.view().await.expect("directory open");
+        if pred(&view) {
+            return view;
+        }
+        assert!(
+            start.elapsed() <= limit,
+            "timed out after {limit:?} waiting for {what}; last view: {view:#?}"
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Ports of the endpoints in a view, sorted.
+pub fn ports(view: &DirectoryView) -> Vec<u16> {
+    let mut p: Vec<u16> = view.endpoints.iter().map(|u| u.port).collect();
+    p.sort_unstable();
+    p
+}
