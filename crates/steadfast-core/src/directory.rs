@@ -3,6 +3,7 @@
 //! empty or degraded. Randomness for selection is a seeded input.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
@@ -43,6 +44,57 @@ impl DirectoryStatus {
     /// Whether at least one endpoint is available.
     pub fn is_ready(&self) -> bool {
         matches!(self, DirectoryStatus::Ready { .. })
+    }
+}
+
+impl fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let revs: Vec<&str> = self
+            .revisions
+            .iter()
+            .map(|r| &r[..r.len().min(8)])
+            .collect();
+        write!(
+            f,
+            "unresolved revision(s) {} after {} attempt(s)",
+            revs.join(","),
+            self.attempts
+        )?;
+        if let Some(e) = &self.last_error {
+            write!(f, ", last error: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for DirectoryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DirectoryStatus::Ready {
+                endpoints,
+                degraded,
+            } if degraded.is_empty() => write!(f, "ready ({endpoints} endpoint(s))"),
+            DirectoryStatus::Ready {
+                endpoints,
+                degraded,
+            } => {
+                write!(f, "degraded ({endpoints} endpoint(s)")?;
+                for (app, u) in degraded {
+                    write!(f, "; {app}: {u}")?;
+                }
+                write!(f, ")")
+            }
+            DirectoryStatus::Empty(EmptyReason::Pending) => {
+                write!(f, "empty: waiting for the registry")
+            }
+            DirectoryStatus::Empty(EmptyReason::RegistryEmpty) => {
+                write!(f, "empty: the registry holds no provider instance")
+            }
+            DirectoryStatus::Empty(EmptyReason::Unresolved(u)) => write!(f, "empty: {u}"),
+            DirectoryStatus::Empty(EmptyReason::NoMatchingService) => {
+                write!(f, "empty: no provider exports this service")
+            }
+        }
     }
 }
 

@@ -1,0 +1,191 @@
+//! Self-heal demo on the embedded registry.
+//!
+//! A provider app restarts with a new metadata revision, and its
+//! MetadataService is not ready for the first fetch (the failure that leaves
+//! dubbo-go consumers empty forever). Steadfast retries on its own backoff,
+//! with no further registry event, and the directory recovers. Prints a
+//! timeline and ends with `recovered in <ms> ms after the metadata service
+//! healed`; exits non-zero if it did not recover.
+//!
+//! Run: `cargo run --example self_heal`
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use steadfast::{
+    DirectoryStatus, Engine, FetchError, Incarnation, MemoryRegistry, MetadataFetcher,
+    MetadataInfo, Reference, ServiceInfo, ServiceInstance,
+};
+
+const APP: &str = "greeter-app";
+const IFACE: &str = "demo.Greeter";
+
+/// The provider's MetadataService, in process: serves each revision once it
+/// is ready, and refuses connections before that.
+#[derive(Clone, Default)]
+struct DemoMetadataService {
+    revisions: Arc<Mutex<HashMap<String, (MetadataInfo, Instant)>>>,
+    calls: Arc<Mutex<Vec<(Instant, String, bool)>>>,
+}
+
+impl DemoMetadataService {
+    fn publish(&self, info: MetadataInfo, ready_at: Instant) {
+        let mut map = self.revisions.lock().expect("demo lock");
+        map.insert(info.revision.clone(), (info, ready_at));
+    }
+}
+
+impl MetadataFetcher for DemoMetadataService {
+    fn fetch(
+        &self,
+        _instance: &ServiceInstance,
+        revision: &str,
+    ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>> {
+        let now = Instant::now();
+        let found = self
+            .revisions
+            .lock()
+            .expect("demo lock")
+            .get(revision)
+            .cloned();
+        let result = match found {
+            Some((info, ready_at)) if now >= ready_at => Ok(info),
+            Some(_) => Err(FetchError::Unreachable("connection refused".into())),
+            None => Err(FetchError::UnknownRevision(revision.into())),
+        };
+        let mut calls = self.calls.lock().expect("demo lock");
+        calls.push((now, revision.to_string(), result.is_ok()));
+        Box::pin(async move { result })
+    }
+}
+
+/// The provider's exported metadata at one boot.
+fn provider_boot(export_ms: u64) -> (MetadataInfo, ServiceInstance) {
+    let mut params = std::collections::BTreeMap::new();
+    params.insert("methods".to_string(), "greet".to_string());
+    params.insert("timestamp".to_string(), export_ms.to_string());
+    let service = ServiceInfo {
+        name: IFACE.into(),
+        group: None,
+        version: None,
+        protocol: "tri".into(),
+        port: 50051,
+        path: IFACE.into(),
+        params,
+    };
+    let info = MetadataInfo::new(APP, [service]);
+    let mut instance = ServiceInstance::new(APP, "127.0.0.1", 50051);
+    instance.set_revision(info.revision.clone());
+    Incarnation::new(export_ms, &mut rand::thread_rng()).stamp(&mut instance.metadata);
+    (info, instance)
+}
+
+fn short(rev: &str) -> &str {
+    &rev[..rev.len().min(8)]
+}
+
+fn describe(status: &DirectoryStatus) -> String {
+    status.to_string()
+}
+
+#[actix_rt::main]
+async fn main() -> ExitCode {
+    let t0 = Instant::now();
+    let at = |what: &str| println!("[{:>6} ms] {what}", t0.elapsed().as_millis());
+    let registry = MemoryRegistry::new();
+    let metadata_service = DemoMetadataService::default();
+    let engine = match Engine::builder()
+        .registry(registry.clone())
+        .fetcher(metadata_service.clone())
+        .start()
+    {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("engine failed to start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dir = match engine.subscribe(Reference::new(IFACE, "tri", [APP])).await {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("subscribe failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+
+    let (v1, instance_v1) = provider_boot(1_000);
+    metadata_service.publish(v1.clone(), Instant::now());
+    registry.put(instance_v1.clone());
+    at(&format!("provider up, revision {}", short(&v1.revision)));
+    let Some(ready) = wait(&dir, Duration::from_secs(5), |s| s.is_ready()).await else {
+        eprintln!("directory never became ready");
+        return ExitCode::FAILURE;
+    };
+    at(&format!("consumer: {}", describe(&ready)));
+
+    // Restart: unregister, come back with a new revision whose metadata
+    // service needs 300 ms before it answers.
+    registry.remove(APP, &instance_v1.id);
+    at("provider stopping: instance unregistered");
+    let (v2, instance_v2) = provider_boot(2_000);
+    let healed_at = Instant::now() + Duration::from_millis(300);
+    metadata_service.publish(v2.clone(), healed_at);
+    registry.put(instance_v2);
+    at(&format!(
+        "provider restarted, revision {}; metadata service not ready yet",
+        short(&v2.revision)
+    ));
+    if let Some(s) = wait(&dir, Duration::from_secs(1), |s| !s.is_ready()).await {
+        at(&format!("consumer: {}", describe(&s)));
+    }
+    tokio::time::sleep_until(healed_at.into()).await;
+    at("metadata service healed (no new registry event will come)");
+
+    let recovered = wait(&dir, Duration::from_secs(10), |s| s.is_ready()).await;
+    for (when, rev, ok) in metadata_service.calls.lock().expect("demo lock").iter() {
+        println!(
+            "           fetch of {} at {:>5} ms: {}",
+            short(rev),
+            when.duration_since(t0).as_millis(),
+            if *ok { "ok" } else { "failed" }
+        );
+    }
+    engine.shutdown().await;
+    match recovered {
+        Some(status) => {
+            at(&format!("consumer: {}", describe(&status)));
+            println!(
+                "recovered in {} ms after the metadata service healed",
+                Instant::now()
+                    .saturating_duration_since(healed_at)
+                    .as_millis()
+            );
+            ExitCode::SUCCESS
+        }
+        None => {
+            println!("did NOT recover within 10 s after the metadata service healed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Polls the directory every 5 ms until `pred` holds, for at most `limit`.
+async fn wait(
+    dir: &steadfast::Directory,
+    limit: Duration,
+    pred: impl Fn(&DirectoryStatus) -> bool,
+) -> Option<DirectoryStatus> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let Ok(s) = dir.status().await {
+            if pred(&s) {
+                return Some(s);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
