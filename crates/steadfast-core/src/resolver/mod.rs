@@ -173,7 +173,8 @@ impl ResolverMachine {
         instances: Arc<Vec<ServiceInstance>>,
         now: Instant,
     ) -> Vec<ResolverAction> {
-        if self.closed {
+        if self.closed || (self.instances.is_some() && generation < self.generation) {
+            // Closed, or an older snapshot overtaken by a newer one.
             return Vec::new();
         }
         let mut actions = Vec::new();
@@ -407,23 +408,24 @@ impl ResolverMachine {
         });
     }
 
-    /// Instances advertising `rev`, serving ones first, rotated by the attempt
-    /// number so consecutive attempts start at different instances.
+    /// Instances advertising `rev`: serving ones first, rotated by the
+    /// attempt number so consecutive attempts start at different instances,
+    /// then the non-serving ones as a last resort.
     fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
         let Some(instances) = &self.instances else {
             return Vec::new();
         };
-        let mut c: Vec<ServiceInstance> = instances
+        let (mut serving, resting): (Vec<ServiceInstance>, Vec<ServiceInstance>) = instances
             .iter()
             .filter(|i| i.revision() == Some(rev))
             .cloned()
-            .collect();
-        c.sort_by_key(|i| !i.is_serving());
-        if !c.is_empty() {
-            let k = attempt % c.len();
-            c.rotate_left(k);
+            .partition(ServiceInstance::is_serving);
+        if !serving.is_empty() {
+            let k = attempt % serving.len();
+            serving.rotate_left(k);
         }
-        c
+        serving.extend(resting);
+        serving
     }
 
     /// Records, for every instance whose revision is resolved, that revision
@@ -432,10 +434,10 @@ impl ResolverMachine {
         if let Some(instances) = &self.instances {
             for i in instances.iter() {
                 if let Some(r) = i.revision() {
-                    if matches!(self.revisions.get(r), Some(RevisionState::Resolved)) {
-                        if self.last_good.get(&i.id).map(String::as_str) != Some(r) {
-                            self.last_good.insert(i.id.clone(), r.to_string());
-                        }
+                    if matches!(self.revisions.get(r), Some(RevisionState::Resolved))
+                        && self.last_good.get(&i.id).map(String::as_str) != Some(r)
+                    {
+                        self.last_good.insert(i.id.clone(), r.to_string());
                     }
                 }
             }
