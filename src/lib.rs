@@ -25,13 +25,14 @@
 #![warn(missing_docs)]
 
 pub use steadfast_actors::{
-    Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError, RestartTarget,
-    StatsSnapshot,
+    Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError, ExportHandle,
+    ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport, StatsSnapshot,
 };
 pub use steadfast_core::{
     BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FetchError,
-    Incarnation, MetadataFetcher, MetadataInfo, Reference, Registry, RegistryError, ServiceInfo,
-    ServiceInstance, ServiceUrl, SnapshotStream, Unresolved, UpdateState,
+    Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError, Reference,
+    Registry, RegistryError, ServiceInfo, ServiceInstance, ServiceUrl, SnapshotStream, Unresolved,
+    UpdateState,
 };
 pub use steadfast_memory::MemoryRegistry;
 

@@ -42,13 +42,20 @@ impl Fixture {
     pub fn start_paused(
         f: impl FnOnce(steadfast::EngineBuilder) -> steadfast::EngineBuilder,
     ) -> Self {
+        Self::start_full(|b, _| f(b))
+    }
+
+    /// Starts on a paused clock; `f` also sees the scripted fetcher.
+    pub fn start_full(
+        f: impl FnOnce(steadfast::EngineBuilder, &ScriptedFetcher) -> steadfast::EngineBuilder,
+    ) -> Self {
         let registry = MemoryRegistry::new();
         let fetcher = ScriptedFetcher::new();
         let builder = Engine::builder()
             .registry(registry.clone())
             .fetcher(fetcher.clone())
             .seed(7);
-        let engine = f(builder).start().expect("engine starts");
+        let engine = f(builder, &fetcher).start().expect("engine starts");
         Self {
             engine,
             registry,

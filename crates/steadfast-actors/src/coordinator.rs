@@ -6,15 +6,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use steadfast_core::Reference;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use steadfast_core::{MetadataPublisher, Reference, Registry};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
 use crate::directory_actor::DirectoryActor;
 use crate::error::EngineError;
+use crate::export::{
+    build_export, ExportActor, ExportHandle, ExportSpec, InFlight, ShutdownReport,
+};
 use crate::handle::Directory;
 use crate::messages::{ForceRestart, Shutdown};
 use crate::registry_actor::RegistryActor;
@@ -49,6 +55,24 @@ pub(crate) struct Unsubscribe(pub Reference);
 #[rtype(result = "Result<(), EngineError>")]
 pub(crate) struct Restart(pub RestartTarget);
 
+/// Export a provider instance.
+#[derive(Message)]
+#[rtype(result = "Result<ExportHandle, EngineError>")]
+pub(crate) struct Export(pub ExportSpec);
+
+/// Gracefully stop one export.
+#[derive(Message)]
+#[rtype(result = "Result<ShutdownReport, EngineError>")]
+pub(crate) struct StopExport {
+    pub id: u64,
+    pub drain: Duration,
+}
+
+/// Gracefully stop every export (engine shutdown).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct StopAllExports(pub Duration);
+
 struct Counted<A: Actor> {
     addr: Addr<A>,
     refs: usize,
@@ -61,6 +85,9 @@ pub(crate) struct Coordinator {
     cache: Option<Addr<CacheActor>>,
     resolvers: HashMap<String, Counted<ResolverActor>>,
     directories: HashMap<Reference, (Counted<DirectoryActor>, Directory)>,
+    exports: HashMap<u64, Addr<ExportActor>>,
+    registry_backend: Arc<dyn Registry>,
+    publishers: Vec<Arc<dyn MetadataPublisher>>,
     next_id: u64,
     shut_down: bool,
     _alive: LiveGuard,
@@ -69,12 +96,16 @@ pub(crate) struct Coordinator {
 impl Coordinator {
     pub(crate) fn new(
         config: EngineConfig,
+        backends: (Arc<dyn Registry>, Vec<Arc<dyn MetadataPublisher>>),
         registry: Addr<RegistryActor>,
         cache: Addr<CacheActor>,
         stats: Arc<EngineStats>,
     ) -> Self {
         Self {
             config,
+            exports: HashMap::new(),
+            registry_backend: backends.0,
+            publishers: backends.1,
             registry: Some(registry),
             cache: Some(cache),
             resolvers: HashMap::new(),
@@ -135,6 +166,9 @@ impl Coordinator {
         }
         for (_, c) in self.resolvers.drain() {
             c.addr.do_send(Shutdown);
+        }
+        for (_, e) in self.exports.drain() {
+            e.do_send(Shutdown);
         }
         if let Some(r) = self.registry.take() {
             r.do_send(Shutdown);
@@ -233,5 +267,73 @@ impl Handler<Restart> for Coordinator {
                 .map(|(c, _)| c.addr.do_send(ForceRestart)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
+    }
+}
+
+impl Handler<Export> for Coordinator {
+    type Result = Result<ExportHandle, EngineError>;
+    fn handle(&mut self, msg: Export, ctx: &mut Self::Context) -> Self::Result {
+        if self.shut_down {
+            return Err(EngineError::ShutDown);
+        }
+        if msg.0.services.is_empty() {
+            return Err(EngineError::NothingToExport(msg.0.app));
+        }
+        let id = self.id();
+        let seed = self.seed(id);
+        let export_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        let (info, instance) = build_export(&msg.0, export_ms, &mut StdRng::seed_from_u64(seed));
+        let in_flight = InFlight::default();
+        let (registry, publishers) = (self.registry_backend.clone(), self.publishers.clone());
+        let (i, m, f, backoff, stats) = (
+            instance.clone(),
+            info.clone(),
+            in_flight.clone(),
+            self.config.registry_backoff,
+            self.stats.clone(),
+        );
+        let addr = Supervisor::start(move |_| {
+            ExportActor::new(registry, publishers, m, i, backoff, seed, f, stats)
+        });
+        let handle = ExportHandle {
+            id,
+            instance,
+            info,
+            addr: addr.downgrade(),
+            coordinator: ctx.address().downgrade(),
+            in_flight,
+        };
+        self.exports.insert(id, addr);
+        Ok(handle)
+    }
+}
+
+impl Handler<StopExport> for Coordinator {
+    type Result = ResponseFuture<Result<ShutdownReport, EngineError>>;
+    fn handle(&mut self, msg: StopExport, _ctx: &mut Self::Context) -> Self::Result {
+        let addr = self.exports.remove(&msg.id);
+        Box::pin(async move {
+            let addr = addr.ok_or(EngineError::ShutDown)?;
+            addr.send(crate::export::GracefulStop(msg.drain))
+                .await
+                .map_err(|_| EngineError::ShutDown)
+        })
+    }
+}
+
+impl Handler<StopAllExports> for Coordinator {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, msg: StopAllExports, _ctx: &mut Self::Context) -> Self::Result {
+        let stops: Vec<_> = self
+            .exports
+            .drain()
+            .map(|(_, a)| a.send(crate::export::GracefulStop(msg.0)))
+            .collect();
+        Box::pin(async move {
+            futures::future::join_all(stops).await;
+        })
     }
 }

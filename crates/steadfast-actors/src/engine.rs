@@ -5,13 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use steadfast_core::{BackoffPolicy, MetadataFetcher, Reference, Registry};
+use steadfast_core::{BackoffPolicy, MetadataFetcher, MetadataPublisher, Reference, Registry};
 use steadfast_memory::MemoryRegistry;
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
-use crate::coordinator::{Coordinator, Restart, RestartTarget, Subscribe, Unsubscribe};
+use crate::coordinator::{
+    Coordinator, Export, Restart, RestartTarget, StopAllExports, Subscribe, Unsubscribe,
+};
 use crate::error::EngineError;
+use crate::export::{ExportHandle, ExportSpec};
 use crate::handle::Directory;
 use crate::messages::Shutdown;
 use crate::registry_actor::RegistryActor;
@@ -54,7 +57,19 @@ impl Engine {
     /// Stops every actor: afterwards no timer fires, no fetch starts and no
     /// actor is alive. Idempotent.
     pub async fn shutdown(&self) {
+        // Providers first: announce closing and unregister (no drain wait).
+        let _ = self.coordinator.send(StopAllExports(Duration::ZERO)).await;
         let _ = self.coordinator.send(Shutdown).await;
+    }
+
+    /// Exports a provider instance: computes its revision, stamps its
+    /// incarnation, publishes its metadata to every configured publisher and
+    /// registers it, retrying with backoff until it lands.
+    pub async fn export(&self, spec: ExportSpec) -> Result<ExportHandle, EngineError> {
+        self.coordinator
+            .send(Export(spec))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
     }
 
     /// Makes one actor crash-restart under its supervisor (tests, drills).
@@ -82,6 +97,7 @@ pub struct EngineBuilder {
     config: EngineConfig,
     registry: Option<Arc<dyn Registry>>,
     fetcher: Option<Arc<dyn MetadataFetcher>>,
+    publishers: Vec<Arc<dyn MetadataPublisher>>,
 }
 
 impl EngineBuilder {
@@ -100,6 +116,13 @@ impl EngineBuilder {
     /// The metadata fetcher (required).
     pub fn fetcher(mut self, fetcher: impl MetadataFetcher) -> Self {
         self.fetcher = Some(Arc::new(fetcher));
+        self
+    }
+
+    /// Adds a place exported metadata is published to (the provider's own
+    /// MetadataService store, a remote metadata report, ...).
+    pub fn metadata_publisher(mut self, publisher: impl MetadataPublisher) -> Self {
+        self.publishers.push(Arc::new(publisher));
         self
     }
 
@@ -153,7 +176,9 @@ impl EngineBuilder {
         let registry_actor = Supervisor::start(move |_| RegistryActor::new(reg, backoff, seed, st));
         let (st, cap, timeout) = (stats.clone(), config.cache_capacity, config.fetch_timeout);
         let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, timeout, st));
-        let coordinator = Coordinator::new(config, registry_actor, cache, stats.clone()).start();
+        let backends = (registry.clone(), self.publishers);
+        let coordinator =
+            Coordinator::new(config, backends, registry_actor, cache, stats.clone()).start();
         Ok(Engine {
             coordinator,
             stats,

@@ -23,6 +23,9 @@ pub enum EngineError {
     /// A forced restart named an actor that does not exist.
     #[error("no actor to restart: {0}")]
     UnknownTarget(String),
+    /// An export named no service.
+    #[error("provider {0} exports no service")]
+    NothingToExport(String),
     /// `start()` was called outside a running actix System.
     #[error("the engine must be started inside a running actix System")]
     NoSystem,

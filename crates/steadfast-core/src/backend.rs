@@ -6,7 +6,7 @@
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-use crate::error::{FetchError, RegistryError};
+use crate::error::{FetchError, PublishError, RegistryError};
 use crate::model::{MetadataInfo, ServiceInstance};
 
 /// A stream of full instance snapshots of one app. The first item after a
@@ -38,6 +38,15 @@ pub trait MetadataFetcher: Send + Sync + 'static {
         instance: &ServiceInstance,
         revision: &str,
     ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>>;
+}
+
+/// Where a provider publishes its MetadataInfo so consumers can fetch it:
+/// its own MetadataService, a remote metadata report, or both.
+pub trait MetadataPublisher: Send + Sync + 'static {
+    /// Makes `info` available under its app and revision.
+    fn publish(&self, info: MetadataInfo) -> BoxFuture<'static, Result<(), PublishError>>;
+    /// Stops serving `revision` of `app`.
+    fn withdraw(&self, app: &str, revision: &str) -> BoxFuture<'static, Result<(), PublishError>>;
 }
 
 /// Checks that fetched metadata is the one asked for.

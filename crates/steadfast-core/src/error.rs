@@ -117,3 +117,14 @@ impl RegistryError {
         }
     }
 }
+
+/// Why publishing or withdrawing MetadataInfo failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum PublishError {
+    /// The metadata store (e.g. a remote report) could not be reached.
+    #[error("metadata store unavailable: {0}")]
+    Unavailable(String),
+    /// The store refused the metadata.
+    #[error("metadata store rejected the request: {0}")]
+    Rejected(String),
+}

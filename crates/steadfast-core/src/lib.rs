@@ -19,10 +19,10 @@ pub mod revision;
 pub mod update;
 pub mod url;
 
-pub use backend::{check_metadata, MetadataFetcher, Registry, SnapshotStream};
+pub use backend::{check_metadata, MetadataFetcher, MetadataPublisher, Registry, SnapshotStream};
 pub use backoff::BackoffPolicy;
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
-pub use error::{ErrorClass, FetchError, RegistryError};
+pub use error::{ErrorClass, FetchError, PublishError, RegistryError};
 pub use incarnation::Incarnation;
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};

@@ -1,0 +1,12 @@
+//! Provider export: from the services a provider exposes, compute the
+//! revision, stamp the incarnation, publish the metadata, register the
+//! instance (retrying until it lands), and shut down gracefully.
+
+mod actor;
+mod in_flight;
+mod spec;
+
+pub(crate) use actor::GracefulStop;
+pub use actor::{ExportActor, ExportHandle, ShutdownReport};
+pub use in_flight::{InFlight, InFlightGuard};
+pub use spec::{build_export, ExportSpec, CLOSING_KEY};

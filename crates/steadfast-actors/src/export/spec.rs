@@ -1,0 +1,125 @@
+//! What a provider exports, and how it becomes a [`MetadataInfo`] plus a
+//! registry record.
+
+use std::collections::BTreeMap;
+
+use rand::Rng;
+use steadfast_core::model::METADATA_PORT_KEY;
+use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
+
+/// Metadata key set on a record while its provider shuts down.
+pub const CLOSING_KEY: &str = "steadfast.closing";
+
+/// The services one provider instance exports.
+#[derive(Clone, Debug)]
+pub struct ExportSpec {
+    /// Provider application name.
+    pub app: String,
+    /// Host consumers reach the instance on.
+    pub host: String,
+    /// Main port of the instance.
+    pub port: u16,
+    /// Port of its MetadataService, when not the main port.
+    pub metadata_port: Option<u16>,
+    /// Load-balancing weight.
+    pub weight: u32,
+    /// Exported services.
+    pub services: Vec<ServiceInfo>,
+    /// Extra instance metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl ExportSpec {
+    /// An export of `app` on `host:port` with no service yet.
+    pub fn new(app: impl Into<String>, host: impl Into<String>, port: u16) -> Self {
+        Self {
+            app: app.into(),
+            host: host.into(),
+            port,
+            metadata_port: None,
+            weight: 100,
+            services: Vec::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Adds an exported service.
+    pub fn service(mut self, service: ServiceInfo) -> Self {
+        self.services.push(service);
+        self
+    }
+
+    /// Sets the MetadataService port.
+    pub fn metadata_port(mut self, port: u16) -> Self {
+        self.metadata_port = Some(port);
+        self
+    }
+
+    /// Sets the weight.
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+}
+
+/// Builds the metadata and the registry record of an export at `export_ms`:
+/// every service gets a `timestamp` param (so a restart yields a new
+/// revision), the record carries the revision and a fresh incarnation.
+pub fn build_export(
+    spec: &ExportSpec,
+    export_ms: u64,
+    rng: &mut impl Rng,
+) -> (MetadataInfo, ServiceInstance) {
+    let services = spec.services.iter().cloned().map(|mut s| {
+        s.params
+            .entry("timestamp".to_string())
+            .or_insert_with(|| export_ms.to_string());
+        s
+    });
+    let info = MetadataInfo::new(spec.app.clone(), services);
+    let mut instance = ServiceInstance::new(spec.app.clone(), spec.host.clone(), spec.port);
+    instance.weight = spec.weight;
+    instance.metadata.extend(spec.metadata.clone());
+    instance.set_revision(info.revision.clone());
+    if let Some(p) = spec.metadata_port {
+        instance
+            .metadata
+            .insert(METADATA_PORT_KEY.to_string(), p.to_string());
+    }
+    Incarnation::new(export_ms, rng).stamp(&mut instance.metadata);
+    (info, instance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    fn spec() -> ExportSpec {
+        ExportSpec::new("app", "127.0.0.1", 9000)
+            .metadata_port(9001)
+            .service(ServiceInfo {
+                name: "S".into(),
+                group: None,
+                version: None,
+                protocol: "tri".into(),
+                port: 9000,
+                path: "S".into(),
+                params: Default::default(),
+            })
+    }
+
+    #[test]
+    fn a_restart_yields_a_new_revision_and_incarnation() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let (m1, i1) = build_export(&spec(), 1000, &mut rng);
+        let (m2, i2) = build_export(&spec(), 2000, &mut rng);
+        assert_ne!(m1.revision, m2.revision);
+        assert_eq!(i1.revision(), Some(m1.revision.as_str()));
+        assert_eq!(i1.metadata_port(), 9001);
+        let (a, b) = (i1.incarnation().unwrap(), i2.incarnation().unwrap());
+        assert_eq!((a.export_ms, b.export_ms), (1000, 2000));
+        assert_ne!(a.boot_id, b.boot_id);
+    }
+}

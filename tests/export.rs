@@ -1,0 +1,127 @@
+//! Provider export through the engine: the record lands even when the
+//! registry refuses the first registers, consumers resolve it, and a
+//! graceful shutdown announces closing, unregisters and drains.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use futures::future::BoxFuture;
+use steadfast::{ExportSpec, MetadataInfo, MetadataPublisher, PublishError, ServiceInfo};
+use steadfast_testkit::ScriptedFetcher;
+
+/// Publishes into the scripted fetcher, as a provider's MetadataService would.
+struct PublishInto(ScriptedFetcher);
+
+impl MetadataPublisher for PublishInto {
+    fn publish(&self, info: MetadataInfo) -> BoxFuture<'static, Result<(), PublishError>> {
+        self.0.serve(info);
+        Box::pin(async { Ok(()) })
+    }
+    fn withdraw(&self, _app: &str, revision: &str) -> BoxFuture<'static, Result<(), PublishError>> {
+        self.0.forget(revision);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+fn spec(port: u16) -> ExportSpec {
+    ExportSpec::new(APP, "127.0.0.1", port).service(ServiceInfo {
+        name: IFACE.into(),
+        group: None,
+        version: None,
+        protocol: "tri".into(),
+        port,
+        path: IFACE.into(),
+        params: Default::default(),
+    })
+}
+
+#[actix_rt::test]
+async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
+    tokio::time::pause();
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(PublishInto(f.clone())));
+    fx.registry.fail_next_registers(2);
+    let exported = fx.engine.export(spec(9100)).await.unwrap();
+    let dir = fx.subscribe().await;
+    settle().await;
+    assert!(!exported.is_registered().await.unwrap());
+    assert!(fx.registry.instances(APP).is_empty());
+    assert_eq!(fx.engine.stats().register_failures, 1);
+
+    // 1 s then 2 s (+jitter) later the third register lands.
+    let v = wait_for(
+        &dir,
+        "exported instance resolved",
+        Duration::from_secs(5),
+        |v| v.status.is_ready(),
+    )
+    .await;
+    assert!(exported.is_registered().await.unwrap());
+    assert_eq!(ports(&v), vec![9100]);
+    let record = &fx.registry.instances(APP)[0];
+    assert_eq!(
+        record.revision(),
+        Some(exported.metadata().revision.as_str())
+    );
+    let inc = record.incarnation().expect("incarnation stamped");
+    let url = &v.endpoints[0];
+    assert_eq!(
+        url.params.get("steadfast.boot-id"),
+        Some(&inc.boot_id),
+        "incarnation reaches the URL"
+    );
+    assert_eq!(fx.engine.stats().register_failures, 2);
+}
+
+#[actix_rt::test]
+async fn graceful_shutdown_announces_unregisters_and_drains() {
+    tokio::time::pause();
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(PublishInto(f.clone())));
+    let exported = fx.engine.export(spec(9200)).await.unwrap();
+    let dir = fx.subscribe().await;
+    wait_for(&dir, "ready", Duration::from_secs(1), |v| {
+        v.status.is_ready()
+    })
+    .await;
+
+    let request = exported.in_flight().enter().expect("serving");
+    let handle = exported.clone();
+    let stop = actix_rt::spawn(async move { handle.shutdown(Duration::from_secs(10)).await });
+    settle().await;
+    assert!(
+        exported.in_flight().enter().is_none(),
+        "closing refuses new requests"
+    );
+    assert!(
+        fx.registry.instances(APP).is_empty(),
+        "unregistered before draining"
+    );
+    let v = dir.view().await.unwrap();
+    assert!(v.endpoints.is_empty(), "consumers stop picking it");
+    assert!(!stop.is_finished(), "waits for the in-flight request");
+    advance(Duration::from_secs(2)).await;
+    drop(request);
+    let report = stop.await.unwrap().unwrap();
+    assert!(report.unregistered && report.drained);
+    settle().await;
+    let alive = fx.engine.stats().actors_alive;
+    assert_eq!(alive, 5, "export actor gone: registry, cache, engine, resolver, directory");
+}
+
+#[actix_rt::test]
+async fn drain_is_bounded() {
+    let fx = Fixture::start();
+    let exported = fx.engine.export(spec(9300)).await.unwrap();
+    settle().await;
+    let _stuck = exported.in_flight().enter().unwrap();
+    let report = exported.shutdown(Duration::from_secs(3)).await.unwrap();
+    assert!(report.unregistered);
+    assert!(!report.drained, "gave up after the drain limit");
+    settle().await;
+    assert_eq!(
+        fx.engine.stats().actors_alive,
+        3,
+        "registry, cache, engine only"
+    );
+}
