@@ -7,23 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use futures::future::BoxFuture;
-use steadfast::{ExportSpec, MetadataInfo, MetadataPublisher, PublishError, ServiceInfo};
-use steadfast_testkit::ScriptedFetcher;
-
-/// Publishes into the scripted fetcher, as a provider's MetadataService would.
-struct PublishInto(ScriptedFetcher);
-
-impl MetadataPublisher for PublishInto {
-    fn publish(&self, info: MetadataInfo) -> BoxFuture<'static, Result<(), PublishError>> {
-        self.0.serve(info);
-        Box::pin(async { Ok(()) })
-    }
-    fn withdraw(&self, _app: &str, revision: &str) -> BoxFuture<'static, Result<(), PublishError>> {
-        self.0.forget(revision);
-        Box::pin(async { Ok(()) })
-    }
-}
+use steadfast::{ExportSpec, ServiceInfo};
 
 fn spec(port: u16) -> ExportSpec {
     ExportSpec::new(APP, "127.0.0.1", port).service(ServiceInfo {
@@ -40,7 +24,7 @@ fn spec(port: u16) -> ExportSpec {
 #[actix_rt::test]
 async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
     tokio::time::pause();
-    let fx = Fixture::start_full(|b, f| b.metadata_publisher(PublishInto(f.clone())));
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
     fx.registry.fail_next_registers(2);
     let exported = fx.engine.export(spec(9100)).await.unwrap();
     let dir = fx.subscribe().await;
@@ -77,7 +61,7 @@ async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
 #[actix_rt::test]
 async fn graceful_shutdown_announces_unregisters_and_drains() {
     tokio::time::pause();
-    let fx = Fixture::start_full(|b, f| b.metadata_publisher(PublishInto(f.clone())));
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
     let exported = fx.engine.export(spec(9200)).await.unwrap();
     let dir = fx.subscribe().await;
     wait_for(&dir, "ready", Duration::from_secs(1), |v| {
@@ -106,7 +90,10 @@ async fn graceful_shutdown_announces_unregisters_and_drains() {
     assert!(report.unregistered && report.drained);
     settle().await;
     let alive = fx.engine.stats().actors_alive;
-    assert_eq!(alive, 5, "export actor gone: registry, cache, engine, resolver, directory");
+    assert_eq!(
+        alive, 5,
+        "export actor gone: registry, cache, engine, resolver, directory"
+    );
 }
 
 #[actix_rt::test]
