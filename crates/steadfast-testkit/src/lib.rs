@@ -6,6 +6,9 @@
 //! * [`InstanceBuilder`], [`MetadataBuilder`] and [`instance_for`]: terse
 //!   construction of instances and metadata.
 //!
+//! * [`TcpProxy`]: a loopback TCP proxy that can forward, blackhole or
+//!   refuse connections, to cut a real socket path at a chosen moment.
+//!
 //! The in-process registry lives in the `steadfast-memory` crate.
 
 #![forbid(unsafe_code)]
@@ -13,9 +16,11 @@
 
 mod builders;
 mod fetcher;
+mod proxy;
 
 pub use builders::{instance_for, InstanceBuilder, MetadataBuilder};
 pub use fetcher::{scripted_error, ScriptedFetcher};
+pub use proxy::{ProxyMode, TcpProxy};
 
 #[cfg(test)]
 mod fetcher_tests;
