@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use steadfast_core::{BackoffPolicy, MetadataFetcher, MetadataPublisher, Reference, Registry};
+use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
 
 use crate::cache_actor::CacheActor;
@@ -113,7 +114,8 @@ impl EngineBuilder {
         self
     }
 
-    /// The metadata fetcher (required).
+    /// The metadata fetcher (default: HTTP to each instance's MetadataService
+    /// with 5 s timeouts and a 1 MiB body cap).
     pub fn fetcher(mut self, fetcher: impl MetadataFetcher) -> Self {
         self.fetcher = Some(Arc::new(fetcher));
         self
@@ -161,7 +163,14 @@ impl EngineBuilder {
         if System::try_current().is_none() {
             return Err(EngineError::NoSystem);
         }
-        let fetcher = self.fetcher.ok_or(EngineError::MissingFetcher)?;
+        let fetcher: Arc<dyn MetadataFetcher> = match self.fetcher {
+            Some(f) => f,
+            None => Arc::new(
+                HttpMetadataFetcher::builder()
+                    .build()
+                    .map_err(|e| EngineError::FetcherSetup(e.to_string()))?,
+            ),
+        };
         let registry = self
             .registry
             .unwrap_or_else(|| Arc::new(MemoryRegistry::new()));

@@ -17,9 +17,9 @@ pub enum EngineError {
     /// Unsubscribe named a reference that is not subscribed.
     #[error("reference {0} is not subscribed")]
     NotSubscribed(String),
-    /// `start()` was called without a metadata fetcher.
-    #[error("no metadata fetcher configured")]
-    MissingFetcher,
+    /// The default HTTP metadata fetcher could not be built.
+    #[error("metadata fetcher setup failed: {0}")]
+    FetcherSetup(String),
     /// A forced restart named an actor that does not exist.
     #[error("no actor to restart: {0}")]
     UnknownTarget(String),
