@@ -1,0 +1,197 @@
+//! Typed errors of the gateway client and their mapping onto the core's
+//! [`RegistryError`] and [`FetchError`]. Decisions (rotate to another
+//! endpoint, treat as "lease gone", map to a class) read the variants and the
+//! gRPC code, never the message text.
+
+use std::time::Duration;
+
+use steadfast_core::{FetchError, PublishError, RegistryError};
+use thiserror::Error;
+
+/// gRPC status codes etcd puts in its error objects.
+pub mod grpc {
+    /// The request was malformed (e.g. bad base64).
+    pub const INVALID_ARGUMENT: i64 = 3;
+    /// The lease (or other entity) does not exist.
+    pub const NOT_FOUND: i64 = 5;
+    /// The revision was compacted or is in the future.
+    pub const OUT_OF_RANGE: i64 = 11;
+    /// The member cannot serve now (no leader, shutting down, timed out).
+    pub const UNAVAILABLE: i64 = 14;
+}
+
+/// Why a call to the etcd JSON gateway failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum GatewayError {
+    /// The client was built with an empty endpoint list.
+    #[error("no etcd endpoint configured")]
+    NoEndpoints,
+    /// Building the HTTP client failed (e.g. TLS backend initialisation).
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    /// Every endpoint tried in one pass refused the connection, reset it or
+    /// closed it before answering; `endpoint` is the last one tried.
+    #[error("etcd unreachable (last tried {endpoint}): {reason}")]
+    Unreachable {
+        /// Last endpoint tried.
+        endpoint: String,
+        /// Transport error text, for logs only.
+        reason: String,
+    },
+    /// The last endpoint tried accepted the request but did not answer within
+    /// the per-request timeout (or, for a watch, the open timeout).
+    #[error("etcd at {endpoint} did not answer within {timeout:?}")]
+    Timeout {
+        /// Last endpoint tried.
+        endpoint: String,
+        /// The deadline that passed.
+        timeout: Duration,
+    },
+    /// etcd answered with a non-2xx status and (usually) an error object.
+    #[error("etcd refused the request (HTTP {status}, gRPC code {code}): {message}")]
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// gRPC code from the error object (0 when the body had none).
+        code: i64,
+        /// Error text, for logs only.
+        message: String,
+    },
+    /// The connection broke while the answer body was being read.
+    #[error("reading the etcd answer failed: {0}")]
+    Body(String),
+    /// The answer was not the JSON shape expected.
+    #[error("unexpected etcd answer: {0}")]
+    Decode(String),
+}
+
+impl GatewayError {
+    /// Whether etcd said the entity (lease, ...) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, GatewayError::Status { code, .. } if *code == grpc::NOT_FOUND)
+    }
+
+    /// Whether the revision asked for was compacted or is in the future.
+    pub fn is_out_of_range(&self) -> bool {
+        matches!(self, GatewayError::Status { code, .. } if *code == grpc::OUT_OF_RANGE)
+    }
+
+    /// Whether the answering member cannot serve right now, so another
+    /// endpoint (or a later attempt) may succeed.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            GatewayError::Unreachable { .. }
+            | GatewayError::Timeout { .. }
+            | GatewayError::Body(_) => true,
+            GatewayError::Status { status, code, .. } => {
+                *code == grpc::UNAVAILABLE || *status == 503
+            }
+            GatewayError::NoEndpoints | GatewayError::Client(_) | GatewayError::Decode(_) => false,
+        }
+    }
+}
+
+impl From<GatewayError> for RegistryError {
+    fn from(e: GatewayError) -> Self {
+        match e {
+            GatewayError::Timeout { .. } => RegistryError::Timeout,
+            ref u if u.is_unavailable() => RegistryError::Unavailable(u.to_string()),
+            GatewayError::Status { status, .. } if status >= 500 => {
+                RegistryError::Unavailable(e.to_string())
+            }
+            other => RegistryError::Rejected(other.to_string()),
+        }
+    }
+}
+
+impl From<GatewayError> for FetchError {
+    fn from(e: GatewayError) -> Self {
+        match e {
+            GatewayError::Timeout { .. } => FetchError::Timeout,
+            GatewayError::Status { status, .. } => FetchError::ServerError(status),
+            GatewayError::Decode(m) => FetchError::Malformed(m),
+            other => FetchError::Unreachable(other.to_string()),
+        }
+    }
+}
+
+impl From<GatewayError> for PublishError {
+    fn from(e: GatewayError) -> Self {
+        if e.is_unavailable() {
+            PublishError::Unavailable(e.to_string())
+        } else {
+            PublishError::Rejected(e.to_string())
+        }
+    }
+}
+
+/// Why an etcd record was skipped as not a valid provider record.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum InvalidRecord {
+    /// The key is not `<prefix>/services/<app>/<id>` for the watched app
+    /// (extra path segments, empty id, not UTF-8).
+    #[error("key {0:?} does not follow <prefix>/services/<app>/<id>")]
+    BadKey(String),
+    /// The value is not ServiceInstance JSON (bad JSON or missing fields).
+    #[error("value of {key} is not a ServiceInstance: {reason}")]
+    BadJson {
+        /// The record's key.
+        key: String,
+        /// serde's error text, for logs only.
+        reason: String,
+    },
+    /// The record names another app than its key.
+    #[error("record {key} names app {actual:?}, its key says {expected:?}")]
+    ForeignApp {
+        /// The record's key.
+        key: String,
+        /// App from the key.
+        expected: String,
+        /// App inside the record.
+        actual: String,
+    },
+    /// The record names another instance id than its key.
+    #[error("record {key} names id {actual:?}, its key says {expected:?}")]
+    IdMismatch {
+        /// The record's key.
+        key: String,
+        /// Id from the key.
+        expected: String,
+        /// Id inside the record.
+        actual: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_reads_codes_not_text() {
+        let lease_gone = GatewayError::Status {
+            status: 404,
+            code: grpc::NOT_FOUND,
+            message: "whatever".into(),
+        };
+        assert!(lease_gone.is_not_found() && !lease_gone.is_unavailable());
+        assert!(matches!(
+            RegistryError::from(lease_gone),
+            RegistryError::Rejected(_)
+        ));
+        let no_leader = GatewayError::Status {
+            status: 503,
+            code: grpc::UNAVAILABLE,
+            message: "etcdserver: no leader".into(),
+        };
+        assert!(matches!(
+            RegistryError::from(no_leader),
+            RegistryError::Unavailable(_)
+        ));
+        let t = GatewayError::Timeout {
+            endpoint: "e".into(),
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(RegistryError::from(t.clone()), RegistryError::Timeout);
+        assert_eq!(FetchError::from(t), FetchError::Timeout);
+    }
+}

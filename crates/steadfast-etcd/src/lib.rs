@@ -1,0 +1,43 @@
+//! Steadfast etcd backend: a [`steadfast_core::Registry`] and a remote
+//! metadata report over etcd's v3 JSON gateway, with plain `reqwest` over
+//! HTTP/1.1 (no gRPC, no protoc).
+//!
+//! * [`gateway`]: [`EtcdClient`], the few gateway calls needed (range, put,
+//!   delete, lease grant/keepalive/revoke, compaction, status, watch), with
+//!   per-request timeouts and endpoint rotation;
+//! * [`wire`] and [`framing`]: the gateway's JSON shapes and NDJSON framing;
+//! * [`watch_machine`]: the sans-IO watch state (resume, resync, invalid
+//!   records), driven by an internal `unfold` stream;
+//! * [`registry`]: [`EtcdRegistry`], each lease kept alive by a task;
+//! * [`metadata`]: [`EtcdMetadataReport`] and [`FallbackFetcher`];
+//! * `harness` (feature `harness`): real etcd processes for tests.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod framing;
+pub mod gateway;
+mod keepalive;
+pub mod metadata;
+pub mod records;
+pub mod registry;
+pub mod stats;
+pub mod watch_body;
+pub mod watch_machine;
+mod watch_stream;
+pub mod wire;
+
+#[cfg(any(test, feature = "harness"))]
+pub mod harness;
+
+pub use config::EtcdConfig;
+pub use error::{GatewayError, InvalidRecord};
+pub use gateway::EtcdClient;
+pub use metadata::{EtcdMetadataReport, FallbackFetcher};
+pub use records::KeyLayout;
+pub use registry::EtcdRegistry;
+pub use stats::{EtcdStats, StatsSnapshot};
+pub use watch_body::{watch_stream, WatchError, WatchStream};
+pub use watch_machine::{Interruption, Next, Resume, Step, WatchMachine};

@@ -1,0 +1,168 @@
+//! Key layout and record decoding.
+//!
+//! Instances live at `<prefix>/services/<app>/<instance-id>` with the
+//! [`ServiceInstance`] as JSON; remote metadata at
+//! `<prefix>/metadata/<app>/<revision>` with the MetadataInfo as JSON.
+//! Watches and lists use the prefix `<prefix>/services/<app>/` including the
+//! trailing slash, so app `web` never matches `webx`.
+
+use steadfast_core::{RegistryError, ServiceInstance};
+
+use crate::error::InvalidRecord;
+
+/// Where records live in the etcd keyspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLayout {
+    prefix: String,
+}
+
+impl KeyLayout {
+    /// A layout under `prefix` (trailing slashes dropped; `""` is allowed
+    /// and puts records under `/services/...`).
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The normalised prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `<prefix>/services/<app>/`: the range and watch prefix of one app.
+    pub fn app_prefix(&self, app: &str) -> String {
+        format!("{}/services/{app}/", self.prefix)
+    }
+
+    /// `<prefix>/services/<app>/<id>`.
+    pub fn instance_key(&self, app: &str, id: &str) -> String {
+        format!("{}/services/{app}/{id}", self.prefix)
+    }
+
+    /// `<prefix>/metadata/<app>/<revision>`.
+    pub fn metadata_key(&self, app: &str, revision: &str) -> String {
+        format!("{}/metadata/{app}/{revision}", self.prefix)
+    }
+
+    /// The instance id named by `key`, which must be `<app prefix><id>` with
+    /// a non-empty id without `/`.
+    pub fn instance_id<'k>(&self, app: &str, key: &'k [u8]) -> Result<&'k str, InvalidRecord> {
+        let bad = || InvalidRecord::BadKey(String::from_utf8_lossy(key).into_owned());
+        let key = std::str::from_utf8(key).map_err(|_| bad())?;
+        let id = key.strip_prefix(&self.app_prefix(app)).ok_or_else(bad)?;
+        if id.is_empty() || id.contains('/') {
+            return Err(bad());
+        }
+        Ok(id)
+    }
+
+    /// Decodes the record stored under `key` for `app`: the key must follow
+    /// the layout, the value must be ServiceInstance JSON whose `app` and
+    /// `id` match the key.
+    pub fn decode_instance(
+        &self,
+        app: &str,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<ServiceInstance, InvalidRecord> {
+        let id = self.instance_id(app, key)?;
+        let key_str = || String::from_utf8_lossy(key).into_owned();
+        let inst: ServiceInstance =
+            serde_json::from_slice(value).map_err(|e| InvalidRecord::BadJson {
+                key: key_str(),
+                reason: e.to_string(),
+            })?;
+        if inst.app != app {
+            return Err(InvalidRecord::ForeignApp {
+                key: key_str(),
+                expected: app.to_string(),
+                actual: inst.app,
+            });
+        }
+        if inst.id != id {
+            return Err(InvalidRecord::IdMismatch {
+                key: key_str(),
+                expected: id.to_string(),
+                actual: inst.id,
+            });
+        }
+        Ok(inst)
+    }
+}
+
+/// Checks that `name` (an app, instance id or revision) can be one path
+/// segment of a key: non-empty, no `/`.
+pub fn check_segment(what: &str, name: &str) -> Result<(), RegistryError> {
+    if name.is_empty() || name.contains('/') {
+        Err(RegistryError::Rejected(format!(
+            "{what} {name:?} cannot be a key segment (empty or contains '/')"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(i: &ServiceInstance) -> Vec<u8> {
+        serde_json::to_vec(i).unwrap()
+    }
+
+    #[test]
+    fn decodes_valid_records_and_names_every_kind_of_invalid_one() {
+        let l = KeyLayout::new("/t/1/");
+        assert_eq!(l.app_prefix("web"), "/t/1/services/web/");
+        let i = ServiceInstance::new("web", "10.0.0.1", 80);
+        let key = l.instance_key("web", &i.id);
+        assert_eq!(
+            l.decode_instance("web", key.as_bytes(), &json(&i)),
+            Ok(i.clone())
+        );
+
+        let bad_key = b"/t/1/services/web/a/b";
+        assert!(matches!(
+            l.decode_instance("web", bad_key, &json(&i)),
+            Err(InvalidRecord::BadKey(_))
+        ));
+        assert!(matches!(
+            l.decode_instance("web", b"/t/1/services/web/", &json(&i)),
+            Err(InvalidRecord::BadKey(_))
+        ));
+        assert!(matches!(
+            l.decode_instance("web", b"/t/1/services/webx/i", &json(&i)),
+            Err(InvalidRecord::BadKey(_))
+        ));
+        assert!(matches!(
+            l.decode_instance("web", key.as_bytes(), b"{not json"),
+            Err(InvalidRecord::BadJson { .. })
+        ));
+        assert!(matches!(
+            l.decode_instance(
+                "web",
+                key.as_bytes(),
+                br#"{"id":"10.0.0.1:80","app":"web"}"#
+            ),
+            Err(InvalidRecord::BadJson { .. })
+        ));
+        let foreign = ServiceInstance::new("db", "10.0.0.1", 80);
+        assert!(matches!(
+            l.decode_instance("web", key.as_bytes(), &json(&foreign)),
+            Err(InvalidRecord::ForeignApp { .. })
+        ));
+        let other = ServiceInstance::new("web", "10.0.0.2", 80);
+        assert!(matches!(
+            l.decode_instance("web", key.as_bytes(), &json(&other)),
+            Err(InvalidRecord::IdMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn segments_must_be_non_empty_without_slash() {
+        assert!(check_segment("app", "web").is_ok());
+        assert!(check_segment("app", "").is_err());
+        assert!(check_segment("id", "a/b").is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! Helpers shared by the integration tests: a fast config, bounded waits on
+//! snapshot streams and on conditions.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use steadfast_core::{BackoffPolicy, Registry, RegistryError, ServiceInstance, SnapshotStream};
+use steadfast_etcd::harness::unique_prefix;
+use steadfast_etcd::{EtcdClient, EtcdConfig};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Upper bound of one whole test.
+pub const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs a test body under [`TEST_LIMIT`].
+pub async fn bounded<F: Future<Output = ()>>(body: F) {
+    tokio::time::timeout(TEST_LIMIT, body)
+        .await
+        .expect("test exceeded its time limit");
+}
+
+/// A config for tests: unique prefix, 2 s leases, short timeouts, fast
+/// backoff without jitter, and no give-up.
+pub fn config(endpoints: Vec<String>) -> EtcdConfig {
+    let mut c = EtcdConfig::new(endpoints)
+        .with_prefix(unique_prefix())
+        .with_lease_ttl(Duration::from_secs(2))
+        .with_backoff(BackoffPolicy {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(400),
+            multiplier: 2.0,
+            jitter: 0.0,
+        });
+    c.request_timeout = Duration::from_secs(1);
+    c.watch_open_timeout = Duration::from_secs(2);
+    c.unavailable_after = 1000;
+    c
+}
+
+/// A raw client on `endpoints`.
+pub fn client(endpoints: Vec<String>) -> EtcdClient {
+    EtcdClient::new(endpoints, Duration::from_secs(2), Duration::from_secs(2)).unwrap()
+}
+
+/// An instance of `app` on `host`.
+pub fn inst(app: &str, host: &str) -> ServiceInstance {
+    ServiceInstance::new(app, host, 8080)
+}
+
+/// Sorted instance ids.
+pub fn ids(v: &[ServiceInstance]) -> Vec<String> {
+    let mut ids: Vec<String> = v.iter().map(|i| i.id.clone()).collect();
+    ids.sort();
+    ids
+}
+
+/// Sorted ids of `insts`.
+pub fn ids_of(insts: &[&ServiceInstance]) -> Vec<String> {
+    let mut ids: Vec<String> = insts.iter().map(|i| i.id.clone()).collect();
+    ids.sort();
+    ids
+}
+
+type Item = Result<Vec<ServiceInstance>, RegistryError>;
+
+/// A snapshot stream polled continuously by a task (as the engine does), so
+/// the watch stays open between reads. Dropping it drops the stream.
+pub struct Watch {
+    rx: mpsc::UnboundedReceiver<Item>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Pumps `stream` into a [`Watch`].
+pub fn pump(mut stream: SnapshotStream) -> Watch {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        while let Some(item) = stream.next().await {
+            if tx.send(item).is_err() {
+                return;
+            }
+        }
+    });
+    Watch { rx, task }
+}
+
+/// Watches `app` on `reg` and pumps the stream.
+pub async fn watch(reg: &impl Registry, app: &str) -> Watch {
+    pump(reg.watch(app).await.expect("watch"))
+}
+
+/// The next item of `w` (`None` = the stream ended), within `limit`.
+pub async fn next_item(w: &mut Watch, limit: Duration) -> Option<Item> {
+    tokio::time::timeout(limit, w.rx.recv())
+        .await
+        .expect("no watch item in time")
+}
+
+/// Reads snapshots until one satisfies `pred`, within `limit`; panics on an
+/// error item, the end of the stream, a snapshot with a duplicated id, or
+/// the deadline. Returns that snapshot.
+pub async fn wait_snapshot(
+    w: &mut Watch,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&[ServiceInstance]) -> bool,
+) -> Vec<ServiceInstance> {
+    let deadline = Instant::now() + limit;
+    let mut last = None;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.rx.recv()).await {
+            Err(_) => panic!("timed out waiting for {what}; last snapshot {last:?}"),
+            Ok(None) => panic!("watch ended while waiting for {what}"),
+            Ok(Some(Err(e))) => panic!("watch error while waiting for {what}: {e}"),
+            Ok(Some(Ok(s))) => {
+                let mut unique = ids(&s);
+                unique.dedup();
+                assert_eq!(unique.len(), s.len(), "duplicated instance in {s:?}");
+                if pred(&s) {
+                    return s;
+                }
+                last = Some(ids(&s));
+            }
+        }
+    }
+}
+
+/// Polls `cond` every 50 ms until it holds, within `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
