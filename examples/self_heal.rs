@@ -7,7 +7,8 @@
 //! timeline and ends with `recovered in <ms> ms after the metadata service
 //! healed`; exits non-zero if it did not recover.
 //!
-//! Run: `cargo run --example self_heal`
+//! Run: `cargo run --example self_heal` (embedded registry), or against a
+//! real etcd: `cargo run --example self_heal -- --registry etcd://127.0.0.1:2379`
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -17,8 +18,9 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use steadfast::{
     DirectoryStatus, Engine, FetchError, Incarnation, MemoryRegistry, MetadataFetcher,
-    MetadataInfo, Reference, ServiceInfo, ServiceInstance,
+    MetadataInfo, Reference, Registry, ServiceInfo, ServiceInstance,
 };
+use steadfast_etcd::{EtcdConfig, EtcdRegistry};
 
 const APP: &str = "greeter-app";
 const IFACE: &str = "demo.Greeter";
@@ -91,14 +93,41 @@ fn describe(status: &DirectoryStatus) -> String {
     status.to_string()
 }
 
+/// The registry named by `--registry` (default: embedded).
+fn registry_from_args() -> Result<(Arc<dyn Registry>, String), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => Ok((Arc::new(MemoryRegistry::new()), "embedded registry".into())),
+        [flag, url] if flag == "--registry" => {
+            let Some(hostport) = url.strip_prefix("etcd://") else {
+                return Err(format!("unsupported registry {url}; use etcd://host:port"));
+            };
+            let endpoints: Vec<String> =
+                hostport.split(',').map(|h| format!("http://{h}")).collect();
+            let prefix = format!("/steadfast-demo/{}", std::process::id());
+            let config = EtcdConfig::new(endpoints).with_prefix(prefix);
+            let registry = EtcdRegistry::new(config).map_err(|e| e.to_string())?;
+            Ok((Arc::new(registry), format!("etcd at {hostport}")))
+        }
+        _ => Err("usage: self_heal [--registry etcd://host:port[,host:port...]]".into()),
+    }
+}
+
 #[actix_rt::main]
 async fn main() -> ExitCode {
     let t0 = Instant::now();
     let at = |what: &str| println!("[{:>6} ms] {what}", t0.elapsed().as_millis());
-    let registry = MemoryRegistry::new();
+    let (registry, registry_name) = match registry_from_args() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    at(&format!("registry: {registry_name}"));
     let metadata_service = DemoMetadataService::default();
     let engine = match Engine::builder()
-        .registry(registry.clone())
+        .registry_arc(registry.clone())
         .fetcher(metadata_service.clone())
         .start()
     {
@@ -118,7 +147,10 @@ async fn main() -> ExitCode {
 
     let (v1, instance_v1) = provider_boot(1_000);
     metadata_service.publish(v1.clone(), Instant::now());
-    registry.put(instance_v1.clone());
+    if let Err(e) = registry.register(instance_v1.clone()).await {
+        eprintln!("register failed: {e}");
+        return ExitCode::FAILURE;
+    }
     at(&format!("provider up, revision {}", short(&v1.revision)));
     let Some(ready) = wait(&dir, Duration::from_secs(5), |s| s.is_ready()).await else {
         eprintln!("directory never became ready");
@@ -128,12 +160,18 @@ async fn main() -> ExitCode {
 
     // Restart: unregister, come back with a new revision whose metadata
     // service needs 300 ms before it answers.
-    registry.remove(APP, &instance_v1.id);
+    if let Err(e) = registry.unregister(instance_v1).await {
+        eprintln!("unregister failed: {e}");
+        return ExitCode::FAILURE;
+    }
     at("provider stopping: instance unregistered");
     let (v2, instance_v2) = provider_boot(2_000);
     let healed_at = Instant::now() + Duration::from_millis(300);
     metadata_service.publish(v2.clone(), healed_at);
-    registry.put(instance_v2);
+    if let Err(e) = registry.register(instance_v2.clone()).await {
+        eprintln!("register failed: {e}");
+        return ExitCode::FAILURE;
+    }
     at(&format!(
         "provider restarted, revision {}; metadata service not ready yet",
         short(&v2.revision)
@@ -153,6 +191,7 @@ async fn main() -> ExitCode {
             if *ok { "ok" } else { "failed" }
         );
     }
+    let _ = registry.unregister(instance_v2).await;
     engine.shutdown().await;
     match recovered {
         Some(status) => {

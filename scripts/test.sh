@@ -25,3 +25,22 @@ cargo test --workspace --doc
 
 echo "== demo: cargo run --example self_heal"
 cargo run --quiet --example self_heal
+
+echo "== demo against a real etcd"
+ETCD_DIR=$(mktemp -d /tmp/steadfast-demo-etcd.XXXXXX)
+read -r ETCD_PORT ETCD_PEER_PORT < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+etcd --name demo --data-dir "$ETCD_DIR/data" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "demo=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --logger=zap --log-outputs=stderr --log-level=warn >"$ETCD_DIR/etcd.log" 2>&1 &
+ETCD_PID=$!
+trap 'kill "$ETCD_PID" 2>/dev/null || true; wait "$ETCD_PID" 2>/dev/null || true; rm -rf "$ETCD_DIR"' EXIT
+for _ in $(seq 1 100); do
+  if curl -fsS -m 1 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; then break; fi
+  sleep 0.1
+done
+cargo run --quiet --example self_heal -- --registry "etcd://127.0.0.1:$ETCD_PORT"

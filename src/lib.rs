@@ -41,6 +41,16 @@ pub mod core {
     pub use steadfast_core::*;
 }
 
+/// The HTTP MetadataService: provider scope and server, consumer fetcher.
+pub mod http {
+    pub use steadfast_http::*;
+}
+
+/// The etcd registry backend and remote metadata report.
+pub mod etcd {
+    pub use steadfast_etcd::*;
+}
+
 /// Scripted fakes and builders for users' own tests (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub mod testkit {
