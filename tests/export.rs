@@ -51,8 +51,8 @@ async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
     let inc = record.incarnation().expect("incarnation stamped");
     let url = &v.endpoints[0];
     assert_eq!(
-        url.params.get("steadfast.boot-id"),
-        Some(&inc.boot_id),
+        url.param("steadfast.boot-id"),
+        Some(inc.boot_id.clone()),
         "incarnation reaches the URL"
     );
     assert_eq!(fx.engine.stats().register_failures, 2);

@@ -123,7 +123,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     })
     .await
     .expect("boot 1 resolved");
-    assert_eq!(url.port, port);
+    assert_eq!(url.port(), port);
 
     // Restart on the same port: graceful stop, then a new boot whose first
     // metadata fetch goes into a blackhole.
@@ -154,7 +154,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     let healed = Instant::now();
     let url = poll(Duration::from_secs(10), async || {
         let u = dir.select().await.ok().flatten()?;
-        (u.params.get("steadfast.boot-id") == Some(&new_boot)).then_some(u)
+        (u.param("steadfast.boot-id") == Some(new_boot.clone())).then_some(u)
     })
     .await
     .expect("consumer recovered after the metadata path healed");
@@ -167,7 +167,9 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     let body = http
         .get(format!(
             "http://{}:{}/{}/greet",
-            url.host, url.port, url.path
+            url.host,
+            url.port(),
+            url.path()
         ))
         .send()
         .await

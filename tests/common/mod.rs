@@ -132,7 +132,7 @@ pub async fn wait_for(
 
 /// Ports of the endpoints in a view, sorted.
 pub fn ports(view: &DirectoryView) -> Vec<u16> {
-    let mut p: Vec<u16> = view.endpoints.iter().map(|u| u.port).collect();
+    let mut p: Vec<u16> = view.endpoints.iter().map(|u| u.port()).collect();
     p.sort_unstable();
     p
 }

@@ -68,11 +68,6 @@ pub(crate) struct StopExport {
     pub drain: Duration,
 }
 
-/// Gracefully stop every export (engine shutdown).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct StopAllExports(pub Duration);
-
 struct Counted<A: Actor> {
     addr: Addr<A>,
     refs: usize,
@@ -241,10 +236,24 @@ impl Handler<Unsubscribe> for Coordinator {
 }
 
 impl Handler<Shutdown> for Coordinator {
-    type Result = ();
-    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
-        self.shutdown_all();
-        ctx.stop();
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
+        // Refuse new work at once; let providers announce closing and
+        // unregister (no drain wait), then stop everything.
+        self.shut_down = true;
+        let stops: Vec<_> = self
+            .exports
+            .drain()
+            .map(|(_, a)| a.send(crate::export::GracefulStop(Duration::ZERO)))
+            .collect();
+        Box::pin(
+            futures::future::join_all(stops)
+                .into_actor(self)
+                .map(|_, act, ctx| {
+                    act.shutdown_all();
+                    ctx.stop();
+                }),
+        )
     }
 }
 
@@ -320,20 +329,6 @@ impl Handler<StopExport> for Coordinator {
             addr.send(crate::export::GracefulStop(msg.drain))
                 .await
                 .map_err(|_| EngineError::ShutDown)
-        })
-    }
-}
-
-impl Handler<StopAllExports> for Coordinator {
-    type Result = ResponseFuture<()>;
-    fn handle(&mut self, msg: StopAllExports, _ctx: &mut Self::Context) -> Self::Result {
-        let stops: Vec<_> = self
-            .exports
-            .drain()
-            .map(|(_, a)| a.send(crate::export::GracefulStop(msg.0)))
-            .collect();
-        Box::pin(async move {
-            futures::future::join_all(stops).await;
         })
     }
 }

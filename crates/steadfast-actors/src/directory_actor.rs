@@ -8,6 +8,7 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use steadfast_core::{DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
 
+use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{ApplyUpdate, Attach, Detach, ForceRestart, Shutdown};
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -38,6 +39,7 @@ pub struct DirectoryActor {
     id: u64,
     machine: DirectoryMachine,
     resolvers: Vec<WeakAddr<ResolverActor>>,
+    graveyard: Graveyard,
     terminated: bool,
     stats: Arc<EngineStats>,
     _alive: LiveGuard,
@@ -56,6 +58,7 @@ impl DirectoryActor {
             id,
             machine: DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed),
             resolvers,
+            graveyard: Graveyard::default(),
             terminated: false,
             _alive: LiveGuard::new(&stats, Live::Directory),
             stats,
@@ -84,17 +87,27 @@ impl Actor for DirectoryActor {
     }
 }
 
+impl Buries for DirectoryActor {
+    fn graveyard(&mut self) -> &mut Graveyard {
+        &mut self.graveyard
+    }
+}
+
 impl Supervised for DirectoryActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
+        self.graveyard.reset();
     }
 }
 
 impl Handler<ApplyUpdate> for DirectoryActor {
     type Result = ();
-    fn handle(&mut self, msg: ApplyUpdate, _ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: ApplyUpdate, ctx: &mut Self::Context) {
         if !self.terminated {
-            self.machine.apply(msg.0);
+            if let (_, Some(old)) = self.machine.apply_retiring(msg.0) {
+                self.graveyard.bury(old);
+                Graveyard::arm(self, ctx);
+            }
         }
     }
 }

@@ -11,9 +11,7 @@ use steadfast_memory::MemoryRegistry;
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
-use crate::coordinator::{
-    Coordinator, Export, Restart, RestartTarget, StopAllExports, Subscribe, Unsubscribe,
-};
+use crate::coordinator::{Coordinator, Export, Restart, RestartTarget, Subscribe, Unsubscribe};
 use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
 use crate::handle::Directory;
@@ -58,8 +56,8 @@ impl Engine {
     /// Stops every actor: afterwards no timer fires, no fetch starts and no
     /// actor is alive. Idempotent.
     pub async fn shutdown(&self) {
-        // Providers first: announce closing and unregister (no drain wait).
-        let _ = self.coordinator.send(StopAllExports(Duration::ZERO)).await;
+        // The coordinator refuses new work at once, lets exported providers
+        // announce closing and unregister, then stops every actor.
         let _ = self.coordinator.send(Shutdown).await;
     }
 

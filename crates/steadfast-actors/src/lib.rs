@@ -21,6 +21,7 @@ pub mod directory_actor;
 pub mod engine;
 pub mod error;
 pub mod export;
+mod graveyard;
 pub mod handle;
 pub mod messages;
 pub mod registry_actor;

@@ -38,7 +38,7 @@ struct AppWatch {
 pub(crate) struct WatchItem {
     app: String,
     epoch: u64,
-    item: Option<Result<Vec<ServiceInstance>, RegistryError>>,
+    item: Option<Result<Arc<Vec<ServiceInstance>>, RegistryError>>,
 }
 
 /// Owns the registry backend and the per-app watches.
@@ -157,14 +157,13 @@ impl RegistryActor {
         }
     }
 
-    fn on_snapshot(&mut self, app: &str, instances: Vec<ServiceInstance>) {
+    fn on_snapshot(&mut self, app: &str, instances: Arc<Vec<ServiceInstance>>) {
         EngineStats::bump(&self.stats.snapshots_received);
         let Some(w) = self.apps.get_mut(app) else {
             return;
         };
         w.attempts = 0;
         w.generation += 1;
-        let instances = Arc::new(instances);
         w.latest = Some(instances.clone());
         let msg = InstancesSnapshot {
             app: app.to_string(),

@@ -12,6 +12,7 @@ use actix::{WeakAddr, WeakRecipient};
 use steadfast_core::{BackoffPolicy, ResolverAction, ResolverMachine, Token};
 
 use crate::cache_actor::CacheActor;
+use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{
     AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesSnapshot,
     MetadataFetched, Shutdown, UnwatchApp, WatchApp,
@@ -34,6 +35,10 @@ pub struct ResolverActor {
     directories: HashMap<u64, (String, WeakRecipient<ApplyUpdate>)>,
     timers: HashMap<Token, SpawnHandle>,
     flush_scheduled: bool,
+    /// A second reference to the machine's snapshot, so replacing it never
+    /// frees it inside the handler (see [`Graveyard`]).
+    snapshot: Option<Arc<Vec<steadfast_core::ServiceInstance>>>,
+    graveyard: Graveyard,
     started_once: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
@@ -59,6 +64,8 @@ impl ResolverActor {
             directories: HashMap::new(),
             timers: HashMap::new(),
             flush_scheduled: false,
+            snapshot: None,
+            graveyard: Graveyard::default(),
             started_once: false,
             terminated: false,
             _alive: LiveGuard::new(&stats, Live::Resolver),
@@ -156,21 +163,33 @@ impl Actor for ResolverActor {
     }
 }
 
+impl Buries for ResolverActor {
+    fn graveyard(&mut self) -> &mut Graveyard {
+        &mut self.graveyard
+    }
+}
+
 impl Supervised for ResolverActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
         self.timers.clear();
         self.flush_scheduled = false;
+        self.graveyard.reset();
     }
 }
 
 impl Handler<InstancesSnapshot> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: InstancesSnapshot, ctx: &mut Self::Context) {
+        let previous = self.snapshot.replace(msg.instances.clone());
         let actions = self
             .machine
             .on_snapshot(msg.generation, msg.instances, timer::now());
         self.perform(actions, ctx);
+        if let Some(previous) = previous {
+            // Freed after the update built from the new one is published.
+            self.graveyard.bury(previous);
+        }
     }
 }
 
@@ -217,12 +236,13 @@ impl Handler<Detach> for ResolverActor {
 
 impl Handler<Flush> for ResolverActor {
     type Result = ();
-    fn handle(&mut self, _: Flush, _ctx: &mut Self::Context) {
+    fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
         self.flush_scheduled = false;
         for update in self.machine.take_updates() {
             EngineStats::bump(&self.stats.updates_published);
             self.send_to(&update.subscribe_key, &update);
         }
+        Graveyard::arm(self, ctx);
     }
 }
 

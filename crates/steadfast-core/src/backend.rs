@@ -3,16 +3,22 @@
 //! them and get the result back as a message; nothing awaits them under
 //! shared state.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::error::{FetchError, PublishError, RegistryError};
 use crate::model::{MetadataInfo, ServiceInstance};
 
+/// One full instance snapshot of an app, shared (never copied) between the
+/// registry, its watchers and the engine.
+pub type Snapshot = Arc<Vec<ServiceInstance>>;
+
 /// A stream of full instance snapshots of one app. The first item after a
 /// (re)subscribe is the authoritative current state; an `Err` item or the end
 /// of the stream means the watch must be re-established.
-pub type SnapshotStream = BoxStream<'static, Result<Vec<ServiceInstance>, RegistryError>>;
+pub type SnapshotStream = BoxStream<'static, Result<Snapshot, RegistryError>>;
 
 /// A service registry holding one record per provider instance.
 pub trait Registry: Send + Sync + 'static {

@@ -110,6 +110,9 @@ pub struct DirectoryMachine {
     apps: BTreeMap<String, Option<AppView>>,
     rng: StdRng,
     version: u64,
+    /// Running weight totals over every endpoint in app order, rebuilt on
+    /// each update, so a pick is a binary search.
+    cumulative: Vec<u64>,
 }
 
 impl DirectoryMachine {
@@ -120,6 +123,7 @@ impl DirectoryMachine {
             apps: apps.iter().map(|a| (a.clone(), None)).collect(),
             rng: StdRng::seed_from_u64(seed),
             version: 0,
+            cumulative: Vec::new(),
         }
     }
 
@@ -131,22 +135,37 @@ impl DirectoryMachine {
     /// Applies a full update for one app. Updates for another key, an unknown
     /// app, or an older generation are ignored. Returns whether it applied.
     pub fn apply(&mut self, update: DirectoryUpdate) -> bool {
+        self.apply_retiring(update).0
+    }
+
+    /// Like [`DirectoryMachine::apply`], and also hands back the replaced URL
+    /// list so the caller can free it off the update path.
+    pub fn apply_retiring(
+        &mut self,
+        update: DirectoryUpdate,
+    ) -> (bool, Option<Arc<Vec<ServiceUrl>>>) {
         if update.subscribe_key != self.subscribe_key {
-            return false;
+            return (false, None);
         }
         let Some(slot) = self.apps.get_mut(&update.app) else {
-            return false;
+            return (false, None);
         };
         if matches!(slot, Some(v) if v.generation > update.generation) {
-            return false;
+            return (false, None);
         }
-        *slot = Some(AppView {
+        let old = slot.replace(AppView {
             generation: update.generation,
             urls: update.urls,
             state: update.state,
         });
         self.version += 1;
-        true
+        self.cumulative.clear();
+        let mut total = 0u64;
+        for u in self.apps.values().flatten().flat_map(|v| v.urls.iter()) {
+            total += u64::from(u.weight);
+            self.cumulative.push(total);
+        }
+        (true, old.map(|v| v.urls))
     }
 
     /// Number of updates applied so far.
@@ -171,21 +190,17 @@ impl DirectoryMachine {
 
     /// Picks an endpoint at random, weighted by instance weight.
     pub fn select(&mut self) -> Option<ServiceUrl> {
-        let total: u64 = self
-            .views()
-            .flat_map(|v| v.urls.iter())
-            .map(|u| u64::from(u.weight))
-            .sum();
+        let total = *self.cumulative.last()?;
         if total == 0 {
             return None;
         }
-        let mut pick = self.rng.gen_range(0..total);
-        for u in self.apps.values().flatten().flat_map(|v| v.urls.iter()) {
-            let w = u64::from(u.weight);
-            if pick < w {
-                return Some(u.clone());
+        let pick = self.rng.gen_range(0..total);
+        let mut index = self.cumulative.partition_point(|&c| c <= pick);
+        for v in self.views() {
+            if index < v.urls.len() {
+                return Some(v.urls[index].clone());
             }
-            pick -= w;
+            index -= v.urls.len();
         }
         None
     }

@@ -12,7 +12,7 @@ pub const EXPORT_MS_KEY: &str = "steadfast.export-ms";
 pub const BOOT_ID_KEY: &str = "steadfast.boot-id";
 
 /// When and in which boot an instance was exported.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Incarnation {
     /// Export time, milliseconds since the Unix epoch.
     pub export_ms: u64,

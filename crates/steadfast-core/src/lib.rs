@@ -19,7 +19,9 @@ pub mod revision;
 pub mod update;
 pub mod url;
 
-pub use backend::{check_metadata, MetadataFetcher, MetadataPublisher, Registry, SnapshotStream};
+pub use backend::{
+    check_metadata, MetadataFetcher, MetadataPublisher, Registry, Snapshot, SnapshotStream,
+};
 pub use backoff::BackoffPolicy;
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{ErrorClass, FetchError, PublishError, RegistryError};
@@ -29,4 +31,4 @@ pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use update::{DirectoryUpdate, Unresolved, UpdateState};
-pub use url::ServiceUrl;
+pub use url::{ServiceEndpoint, ServiceUrl};

@@ -1,34 +1,34 @@
 //! Endpoint URLs built from an instance's host and a [`ServiceInfo`].
+//!
+//! A URL is split in two: the [`ServiceEndpoint`] (protocol, port, path and
+//! params of one service at one revision) is built once and shared by every
+//! instance of that revision; the per-instance part is just the host, id,
+//! weight and incarnation. A directory of 100k endpoints therefore holds
+//! 100k small records, not 100k copies of the same parameter map.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::incarnation::{BOOT_ID_KEY, EXPORT_MS_KEY};
+use crate::incarnation::{Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
 use crate::model::{ServiceInfo, ServiceInstance};
 
-/// One callable endpoint of one service on one instance.
+/// The part of an endpoint shared by every instance of one revision.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ServiceUrl {
+pub struct ServiceEndpoint {
     /// Protocol, e.g. `tri`.
     pub protocol: String,
-    /// Host taken from the registry record (never from metadata params).
-    pub host: String,
     /// Service port.
     pub port: u16,
     /// Service path.
     pub path: String,
-    /// Id of the instance the URL belongs to.
-    pub instance_id: String,
-    /// Load-balancing weight of the instance.
-    pub weight: u32,
-    /// Service params plus the instance's incarnation.
-    pub params: Arc<BTreeMap<String, String>>,
+    /// Service params, plus `interface`, `group` and `version`.
+    pub params: BTreeMap<String, String>,
 }
 
-impl ServiceUrl {
-    /// Builds the URL of `service` on `instance`.
-    pub fn build(instance: &ServiceInstance, service: &ServiceInfo) -> Self {
+impl ServiceEndpoint {
+    /// The shared endpoint part of `service`.
+    pub fn of(service: &ServiceInfo) -> Arc<Self> {
         let mut params = service.params.clone();
         params.insert("interface".into(), service.name.clone());
         if let Some(g) = &service.group {
@@ -37,40 +37,133 @@ impl ServiceUrl {
         if let Some(v) = &service.version {
             params.insert("version".into(), v.clone());
         }
-        for key in [EXPORT_MS_KEY, BOOT_ID_KEY] {
-            if let Some(v) = instance.metadata.get(key) {
-                params.insert(key.into(), v.clone());
-            }
-        }
-        Self {
+        Arc::new(Self {
             protocol: service.protocol.clone(),
-            host: instance.host.clone(),
             port: service.port,
             path: service.path.clone(),
+            params,
+        })
+    }
+}
+
+/// One callable endpoint of one service on one instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServiceUrl {
+    /// Host taken from the registry record (never from metadata params).
+    pub host: String,
+    /// Id of the instance the URL belongs to.
+    pub instance_id: String,
+    /// Load-balancing weight of the instance.
+    pub weight: u32,
+    /// When and in which boot the instance was exported, if stamped.
+    pub incarnation: Option<Incarnation>,
+    /// Protocol, port, path and params, shared with the other instances of
+    /// the same revision.
+    pub service: Arc<ServiceEndpoint>,
+}
+
+impl ServiceUrl {
+    /// The URL of `endpoint` on `instance`.
+    pub fn new(instance: &ServiceInstance, endpoint: &Arc<ServiceEndpoint>) -> Self {
+        Self {
+            host: instance.host.clone(),
             instance_id: instance.id.clone(),
             weight: instance.weight,
-            params: Arc::new(params),
+            incarnation: instance.incarnation(),
+            service: endpoint.clone(),
+        }
+    }
+
+    /// Builds the URL of `service` on `instance` (allocating its endpoint
+    /// part; use [`ServiceUrl::new`] to share one across instances).
+    pub fn build(instance: &ServiceInstance, service: &ServiceInfo) -> Self {
+        Self::new(instance, &ServiceEndpoint::of(service))
+    }
+
+    /// Protocol, e.g. `tri`.
+    pub fn protocol(&self) -> &str {
+        &self.service.protocol
+    }
+
+    /// Service port.
+    pub fn port(&self) -> u16 {
+        self.service.port
+    }
+
+    /// Service path.
+    pub fn path(&self) -> &str {
+        &self.service.path
+    }
+
+    /// A URL parameter: a service param, or the incarnation's
+    /// `steadfast.export-ms` / `steadfast.boot-id`.
+    pub fn param(&self, key: &str) -> Option<String> {
+        match (key, &self.incarnation) {
+            (EXPORT_MS_KEY, Some(inc)) => Some(inc.export_ms.to_string()),
+            (BOOT_ID_KEY, Some(inc)) => Some(inc.boot_id.clone()),
+            _ => self.service.params.get(key).cloned(),
         }
     }
 
     /// `host:port` of the endpoint.
     pub fn address(&self) -> String {
-        format!("{}:{}", self.host, self.port)
+        format!("{}:{}", self.host, self.service.port)
     }
 }
 
 impl fmt::Display for ServiceUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}://{}:{}/{}",
-            self.protocol, self.host, self.port, self.path
-        )?;
+        let s = &self.service;
+        write!(f, "{}://{}:{}/{}", s.protocol, self.host, s.port, s.path)?;
+        let mut params: BTreeMap<&str, String> = s
+            .params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        if let Some(inc) = &self.incarnation {
+            params.insert(EXPORT_MS_KEY, inc.export_ms.to_string());
+            params.insert(BOOT_ID_KEY, inc.boot_id.clone());
+        }
         let mut sep = '?';
-        for (k, v) in self.params.iter() {
+        for (k, v) in params {
             write!(f, "{sep}{k}={v}")?;
             sep = '&';
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_the_endpoint_and_shows_the_incarnation() {
+        let svc = ServiceInfo {
+            name: "demo.S".into(),
+            group: Some("g".into()),
+            version: None,
+            protocol: "tri".into(),
+            port: 50051,
+            path: "demo.S".into(),
+            params: [("methods".to_string(), "a,b".to_string())].into(),
+        };
+        let mut inst = ServiceInstance::new("app", "10.0.0.1", 8080);
+        Incarnation {
+            export_ms: 7,
+            boot_id: "b1".into(),
+        }
+        .stamp(&mut inst.metadata);
+        let ep = ServiceEndpoint::of(&svc);
+        let (a, b) = (ServiceUrl::new(&inst, &ep), ServiceUrl::new(&inst, &ep));
+        assert!(Arc::ptr_eq(&a.service, &b.service));
+        assert_eq!(a.param("steadfast.boot-id").as_deref(), Some("b1"));
+        assert_eq!(a.param("group").as_deref(), Some("g"));
+        assert_eq!(
+            a.to_string(),
+            "tri://10.0.0.1:50051/demo.S?group=g&interface=demo.S&methods=a,b\
+             &steadfast.boot-id=b1&steadfast.export-ms=7"
+        );
+        assert_eq!(a.address(), "10.0.0.1:50051");
     }
 }

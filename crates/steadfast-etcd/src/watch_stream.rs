@@ -72,7 +72,7 @@ pub(crate) async fn open(
     };
     Ok(stream::unfold(driver, |mut d| async move {
         let item = d.next_item().await?;
-        Some((item, d))
+        Some((item.map(std::sync::Arc::new), d))
     })
     .boxed())
 }

@@ -6,7 +6,9 @@
 //! the [`Registry`] methods are already complete. No lock is ever held across
 //! an `await` (there is none inside).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+
+use rustc_hash::FxHashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::channel::mpsc;
@@ -17,7 +19,7 @@ use steadfast_core::{Registry, RegistryError, ServiceInstance, SnapshotStream};
 use crate::faults::Faults;
 
 /// One item of a watch stream.
-type Item = Result<Vec<ServiceInstance>, RegistryError>;
+type Item = Result<Arc<Vec<ServiceInstance>>, RegistryError>;
 
 /// The sending half of one live watch.
 type Watcher = mpsc::UnboundedSender<Item>;
@@ -25,8 +27,10 @@ type Watcher = mpsc::UnboundedSender<Item>;
 /// Everything the registry knows about one app.
 #[derive(Default)]
 struct AppState {
-    /// Instances by id.
-    instances: BTreeMap<String, ServiceInstance>,
+    /// Instances in registration order (ids unique), shared with watchers:
+    /// a push never copies the snapshot, a change copies it only while a
+    /// watcher still holds the previous one.
+    instances: Arc<Vec<ServiceInstance>>,
     /// Live watches of the app (closed ones are pruned lazily).
     watchers: Vec<Watcher>,
     /// Upcoming pushes that are swallowed instead of delivered.
@@ -34,9 +38,29 @@ struct AppState {
 }
 
 impl AppState {
-    /// The full current snapshot, ordered by instance id.
-    fn snapshot(&self) -> Vec<ServiceInstance> {
-        self.instances.values().cloned().collect()
+    /// The full current snapshot, in registration order.
+    fn snapshot(&self) -> Arc<Vec<ServiceInstance>> {
+        self.instances.clone()
+    }
+
+    /// Inserts or replaces (in place) the instance with `instance.id`.
+    fn upsert(&mut self, instance: ServiceInstance) {
+        let list = Arc::make_mut(&mut self.instances);
+        match list.iter_mut().find(|i| i.id == instance.id) {
+            Some(slot) => *slot = instance,
+            None => list.push(instance),
+        }
+    }
+
+    /// Removes the instance with `id`; true when it was there.
+    fn delete(&mut self, id: &str) -> bool {
+        match self.instances.iter().position(|i| i.id == id) {
+            Some(pos) => {
+                Arc::make_mut(&mut self.instances).remove(pos);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Pushes the current snapshot to every live watcher, unless a dropped
@@ -119,7 +143,7 @@ impl MemoryRegistry {
     pub fn put(&self, instance: ServiceInstance) {
         let app = instance.app.clone();
         self.with_app(&app, |st| {
-            st.instances.insert(instance.id.clone(), instance);
+            st.upsert(instance);
             st.push(&app);
         });
     }
@@ -128,7 +152,7 @@ impl MemoryRegistry {
     /// when it was present; does nothing and returns `false` otherwise.
     pub fn remove(&self, app: &str, id: &str) -> bool {
         self.with_app(app, |st| {
-            let removed = st.instances.remove(id).is_some();
+            let removed = st.delete(id);
             if removed {
                 st.push(app);
             }
@@ -139,24 +163,38 @@ impl MemoryRegistry {
     /// Replaces every instance of `app` with `instances` and pushes exactly
     /// one snapshot. Instances are stored under `app` (their `app` field is
     /// overwritten); a later instance with the same id replaces an earlier one.
-    pub fn set_instances(&self, app: &str, instances: Vec<ServiceInstance>) {
+    pub fn set_instances(&self, app: &str, mut instances: Vec<ServiceInstance>) {
+        for i in instances.iter_mut().filter(|i| i.app != app) {
+            i.app = app.to_string();
+        }
+        let has_duplicates = {
+            let mut seen = FxHashSet::with_capacity_and_hasher(instances.len(), Default::default());
+            !instances.iter().all(|i| seen.insert(i.id.as_str()))
+        };
+        if has_duplicates {
+            // Duplicate ids: keep the last of each, in its first position.
+            let mut last: HashMap<String, ServiceInstance> = HashMap::new();
+            let mut order = Vec::new();
+            for i in instances {
+                if !last.contains_key(&i.id) {
+                    order.push(i.id.clone());
+                }
+                last.insert(i.id.clone(), i);
+            }
+            instances = order.iter().filter_map(|id| last.remove(id)).collect();
+        }
         self.with_app(app, |st| {
-            st.instances = instances
-                .into_iter()
-                .map(|mut i| {
-                    i.app = app.to_string();
-                    (i.id.clone(), i)
-                })
-                .collect();
+            st.instances = Arc::new(instances);
             st.push(app);
         });
     }
 
-    /// The current instances of `app`, ordered by id (no fault, no counter).
+    /// The current instances of `app`, in registration order (no fault, no
+    /// counter).
     pub fn instances(&self, app: &str) -> Vec<ServiceInstance> {
         self.apps()
             .get(app)
-            .map(AppState::snapshot)
+            .map(|st| st.instances.as_ref().clone())
             .unwrap_or_default()
     }
 

@@ -13,17 +13,21 @@ mod publish;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::backoff::BackoffPolicy;
 use crate::error::FetchError;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::update::DirectoryUpdate;
+
+/// Marks an instance without a revision in the per-instance index.
+const NO_REVISION: u32 = u32::MAX;
 
 /// Identifies one fetch or one timer; results carrying an old token are dropped.
 pub type Token = u64;
@@ -90,7 +94,14 @@ pub struct ResolverMachine {
     instances: Option<Arc<Vec<ServiceInstance>>>,
     revisions: BTreeMap<String, RevisionState>,
     metadata: HashMap<String, Arc<MetadataInfo>>,
-    last_good: HashMap<String, String>,
+    /// Instances whose current revision is unresolved, mapped to the
+    /// resolved revision they served before (kept while they stay).
+    last_good: FxHashMap<String, String>,
+    /// Per instance of the snapshot, the index of its revision in
+    /// `rev_names` (or [`NO_REVISION`]).
+    rev_index: Vec<u32>,
+    /// The distinct revisions of the snapshot.
+    rev_names: Vec<String>,
     subscribers: BTreeMap<String, usize>,
     next_token: Token,
     closed: bool,
@@ -108,7 +119,9 @@ impl ResolverMachine {
             instances: None,
             revisions: BTreeMap::new(),
             metadata: HashMap::new(),
-            last_good: HashMap::new(),
+            last_good: FxHashMap::default(),
+            rev_index: Vec::new(),
+            rev_names: Vec::new(),
             subscribers: BTreeMap::new(),
             next_token: 1,
             closed: false,
@@ -178,16 +191,28 @@ impl ResolverMachine {
             return Vec::new();
         }
         let mut actions = Vec::new();
-        let mut present: BTreeMap<&str, ()> = BTreeMap::new();
+        // One pass over the instances: each one's revision as an index into
+        // a small table, reused when publishing.
+        let mut table: FxHashMap<&str, u32> = FxHashMap::default();
+        let mut rev_index = Vec::with_capacity(instances.len());
         for i in instances.iter() {
-            if let Some(r) = i.revision() {
-                present.insert(r, ());
-            }
+            rev_index.push(match i.revision() {
+                Some(r) => {
+                    let next = table.len() as u32;
+                    *table.entry(r).or_insert(next)
+                }
+                None => NO_REVISION,
+            });
         }
+        let mut rev_names = vec![String::new(); table.len()];
+        for (r, k) in &table {
+            rev_names[*k as usize] = r.to_string();
+        }
+        let present: FxHashSet<&str> = table.keys().copied().collect();
         let gone: Vec<String> = self
             .revisions
             .keys()
-            .filter(|r| !present.contains_key(r.as_str()))
+            .filter(|r| !present.contains(r.as_str()))
             .cloned()
             .collect();
         for rev in gone {
@@ -195,17 +220,14 @@ impl ResolverMachine {
                 Self::stop_phase(&rev, state, &mut actions);
             }
         }
-        let new: Vec<String> = present
-            .keys()
-            .filter(|r| !self.revisions.contains_key(**r))
-            .map(|r| r.to_string())
+        let mut new: Vec<&str> = present
+            .iter()
+            .copied()
+            .filter(|r| !self.revisions.contains_key(*r))
             .collect();
-        let ids: HashMap<&str, ()> = instances.iter().map(|i| (i.id.as_str(), ())).collect();
-        self.last_good.retain(|id, _| ids.contains_key(id.as_str()));
-        self.generation = generation;
-        self.instances = Some(instances);
+        new.sort_unstable();
         for rev in new {
-            let state = if self.metadata.contains_key(&rev) {
+            let state = if self.metadata.contains_key(rev) {
                 RevisionState::Resolved
             } else {
                 RevisionState::Unresolved {
@@ -215,12 +237,80 @@ impl ResolverMachine {
                     phase: Phase::Idle,
                 }
             };
-            self.revisions.insert(rev.clone(), state);
+            self.revisions.insert(rev.to_string(), state);
+        }
+        self.last_good = self.carry_last_good(&instances);
+        self.generation = generation;
+        self.rev_index = rev_index;
+        self.rev_names = rev_names;
+        self.instances = Some(instances);
+        self.forget_unused_metadata();
+        let unresolved: Vec<String> = self.revisions.keys().cloned().collect();
+        for rev in unresolved {
             self.start_if_idle(&rev, &mut actions);
         }
-        self.remember_good();
         self.dirty = true;
         actions
+    }
+
+    /// Last-known-good revisions for the instances of `next` whose revision
+    /// is unresolved: the revision each one served in the current snapshot
+    /// (directly, or itself from last-known-good), when its metadata is
+    /// known. Costs nothing while every revision is resolved.
+    fn carry_last_good(&self, next: &[ServiceInstance]) -> FxHashMap<String, String> {
+        let mut out = FxHashMap::default();
+        let unresolved = |r: &str| {
+            matches!(
+                self.revisions.get(r),
+                Some(RevisionState::Unresolved { .. })
+            )
+        };
+        // `revisions` holds exactly the revisions of `next` at this point.
+        let any_unresolved = self
+            .revisions
+            .values()
+            .any(|s| matches!(s, RevisionState::Unresolved { .. }));
+        if !any_unresolved {
+            return out;
+        }
+        let Some(current) = &self.instances else {
+            return out;
+        };
+        let served: FxHashMap<&str, &str> = current
+            .iter()
+            .filter_map(|i| {
+                let rev = i.revision()?;
+                // Metadata is only ever held for revisions that resolved.
+                let eff = if self.metadata.contains_key(rev) {
+                    rev
+                } else {
+                    self.last_good.get(&i.id)?.as_str()
+                };
+                Some((i.id.as_str(), eff))
+            })
+            .collect();
+        for i in next {
+            match i.revision() {
+                Some(rev) if unresolved(rev) => {}
+                _ => continue,
+            }
+            if let Some(prev) = served.get(i.id.as_str()) {
+                if self.metadata.contains_key(*prev) {
+                    out.insert(i.id.clone(), prev.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// Drops metadata no resolved revision and no last-known-good entry uses.
+    fn forget_unused_metadata(&mut self) {
+        let revisions = &self.revisions;
+        let in_use: HashSet<&str> = self.last_good.values().map(String::as_str).collect();
+        self.metadata.retain(|rev, _| {
+            matches!(revisions.get(rev), Some(RevisionState::Resolved))
+                || in_use.contains(rev.as_str())
+        });
     }
 
     /// Applies the result of the fetch with `token`. Results for revisions
@@ -250,7 +340,6 @@ impl ResolverMachine {
                 self.metadata.insert(revision.to_string(), info);
                 self.revisions
                     .insert(revision.to_string(), RevisionState::Resolved);
-                self.remember_good();
                 Vec::new()
             }
             Err(err) => {
@@ -426,29 +515,6 @@ impl ResolverMachine {
         }
         serving.extend(resting);
         serving
-    }
-
-    /// Records, for every instance whose revision is resolved, that revision
-    /// as its last-known-good one, and forgets metadata nobody uses.
-    fn remember_good(&mut self) {
-        if let Some(instances) = &self.instances {
-            for i in instances.iter() {
-                if let Some(r) = i.revision() {
-                    if matches!(self.revisions.get(r), Some(RevisionState::Resolved))
-                        && self.last_good.get(&i.id).map(String::as_str) != Some(r)
-                    {
-                        self.last_good.insert(i.id.clone(), r.to_string());
-                    }
-                }
-            }
-        }
-        let revisions = &self.revisions;
-        let in_use: std::collections::HashSet<&str> =
-            self.last_good.values().map(String::as_str).collect();
-        self.metadata.retain(|rev, _| {
-            matches!(revisions.get(rev), Some(RevisionState::Resolved))
-                || in_use.contains(rev.as_str())
-        });
     }
 
     /// The updates for every subscribed key, when something changed since the

@@ -3,9 +3,28 @@
 
 use std::sync::Arc;
 
-use super::{ResolverMachine, RevisionState};
+use rustc_hash::FxHashMap;
+
+use super::{ResolverMachine, RevisionState, NO_REVISION};
 use crate::update::{DirectoryUpdate, Unresolved, UpdateState};
-use crate::url::ServiceUrl;
+use crate::url::{ServiceEndpoint, ServiceUrl};
+
+/// What one revision offers for one subscribe key.
+#[derive(Clone)]
+enum Offer {
+    Service(Arc<ServiceEndpoint>),
+    Nothing,
+    Unresolved,
+}
+
+impl Offer {
+    fn endpoint(&self) -> Option<Arc<ServiceEndpoint>> {
+        match self {
+            Offer::Service(ep) => Some(ep.clone()),
+            _ => None,
+        }
+    }
+}
 
 impl ResolverMachine {
     pub(super) fn build_update(&self, key: &str) -> DirectoryUpdate {
@@ -13,18 +32,29 @@ impl ResolverMachine {
             None => (Vec::new(), UpdateState::Pending),
             Some(instances) if instances.is_empty() => (Vec::new(), UpdateState::RegistryEmpty),
             Some(instances) => {
-                let mut urls = Vec::new();
-                for inst in instances.iter().filter(|i| i.is_serving()) {
-                    let Some(rev) = inst.revision() else { continue };
-                    let effective = match self.revisions.get(rev) {
-                        Some(RevisionState::Resolved) => Some(rev),
-                        _ => self.last_good.get(&inst.id).map(String::as_str),
+                let mut urls = Vec::with_capacity(instances.len());
+                // What each revision offers for `key`, looked up once.
+                let mut offers: Vec<Option<Offer>> = vec![None; self.rev_names.len()];
+                let mut good_offers: FxHashMap<&str, Offer> = FxHashMap::default();
+                for (inst, &k) in instances.iter().zip(&self.rev_index) {
+                    if k == NO_REVISION || !inst.is_serving() {
+                        continue;
+                    }
+                    let offer = offers[k as usize]
+                        .get_or_insert_with(|| self.offer(&self.rev_names[k as usize], key));
+                    let endpoint = match offer {
+                        Offer::Service(ep) => Some(ep.clone()),
+                        Offer::Nothing => None,
+                        Offer::Unresolved => match self.last_good.get(&inst.id) {
+                            Some(good) => good_offers
+                                .entry(good.as_str())
+                                .or_insert_with(|| self.offer(good, key))
+                                .endpoint(),
+                            None => None,
+                        },
                     };
-                    let service = effective
-                        .and_then(|r| self.metadata.get(r))
-                        .and_then(|m| m.services.get(key));
-                    if let Some(svc) = service {
-                        urls.push(ServiceUrl::build(inst, svc));
+                    if let Some(ep) = endpoint {
+                        urls.push(ServiceUrl::new(inst, &ep));
                     }
                 }
                 let state = match (self.unresolved(), urls.is_empty()) {
@@ -42,6 +72,18 @@ impl ResolverMachine {
             generation: self.generation,
             urls: Arc::new(urls),
             state,
+        }
+    }
+
+    /// What `rev` offers for `key`: resolved revisions (and last-known-good
+    /// ones, whose metadata is kept) answer from their metadata.
+    fn offer(&self, rev: &str, key: &str) -> Offer {
+        match (self.revisions.get(rev), self.metadata.get(rev)) {
+            (Some(RevisionState::Unresolved { .. }), _) | (_, None) => Offer::Unresolved,
+            (_, Some(m)) => m
+                .services
+                .get(key)
+                .map_or(Offer::Nothing, |s| Offer::Service(ServiceEndpoint::of(s))),
         }
     }
 

@@ -97,7 +97,7 @@ fn superseded_fetch_is_abandoned_and_its_late_result_never_published() {
     assert_eq!(updates.last().unwrap().state, UpdateState::Resolved);
     assert_eq!(addrs(updates.last().unwrap()), set(&["a:20002"]));
     for u in &updates {
-        assert!(u.urls.iter().all(|url| url.port != 20001), "{u:?}");
+        assert!(u.urls.iter().all(|url| url.port() != 20001), "{u:?}");
     }
 }
 

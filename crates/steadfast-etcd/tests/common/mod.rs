@@ -84,7 +84,7 @@ pub fn pump(mut stream: SnapshotStream) -> Watch {
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         while let Some(item) = stream.next().await {
-            if tx.send(item).is_err() {
+            if tx.send(item.map(std::sync::Arc::unwrap_or_clone)).is_err() {
                 return;
             }
         }
