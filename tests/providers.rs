@@ -59,16 +59,7 @@ async fn really_empty_provider_set_empties_at_once_without_gone_addresses() {
 #[actix_rt::test]
 async fn watch_failure_resubscribes_with_backoff_and_fresh_snapshot_wins() {
     let fx = Fixture::start();
-    let m1 = metadata(APP, 20000, "t1");
-    let m2 = metadata(APP, 20001, "t2");
-    fx.fetcher.serve(m1.clone());
-    fx.fetcher.serve(m2.clone());
-    let dir = fx.subscribe().await;
-    fx.registry.put(instance(&m1, 8001));
-    wait_for(&dir, "ready", Duration::from_millis(50), |v| {
-        v.status.is_ready()
-    })
-    .await;
+    let (m1, m2, dir) = fx.ready_on_r1().await;
     let watches = fx.registry.watch_calls();
 
     // The watch breaks and the next two re-subscribes fail; meanwhile the

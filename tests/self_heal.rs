@@ -116,16 +116,7 @@ async fn identical_failing_snapshots_keep_one_pending_retry() {
 #[actix_rt::test]
 async fn live_instance_keeps_previous_urls_until_new_revision_resolves() {
     let fx = Fixture::start();
-    let m1 = metadata(APP, 20000, "t1");
-    let m2 = metadata(APP, 20001, "t2");
-    fx.fetcher.serve(m1.clone());
-    fx.fetcher.serve(m2.clone());
-    let dir = fx.subscribe().await;
-    fx.registry.put(instance(&m1, 8001));
-    wait_for(&dir, "R1 ready", Duration::from_millis(50), |v| {
-        v.status.is_ready()
-    })
-    .await;
+    let (_m1, m2, dir) = fx.ready_on_r1().await;
 
     fx.fetcher.fail_next(&m2.revision, 3);
     fx.registry.put(instance(&m2, 8001));

@@ -67,6 +67,23 @@ impl Fixture {
     pub async fn subscribe(&self) -> Directory {
         self.engine.subscribe(reference()).await.expect("subscribe")
     }
+
+    /// Serves two revisions (R1 on service port 20000, R2 on 20001),
+    /// subscribes, registers an instance on R1 at :8001 and waits until the
+    /// directory is ready with it.
+    pub async fn ready_on_r1(&self) -> (MetadataInfo, MetadataInfo, Directory) {
+        let m1 = metadata(APP, 20000, "t1");
+        let m2 = metadata(APP, 20001, "t2");
+        self.fetcher.serve(m1.clone());
+        self.fetcher.serve(m2.clone());
+        let dir = self.subscribe().await;
+        self.registry.put(instance(&m1, 8001));
+        wait_for(&dir, "R1 ready", Duration::from_millis(50), |v| {
+            v.status.is_ready()
+        })
+        .await;
+        (m1, m2, dir)
+    }
 }
 
 /// The default reference: `demo.Greeter` over `tri`, served by `greeter`.
