@@ -237,3 +237,55 @@ async fn forced_restart_of_each_actor_converges_to_the_same_state() {
     })
     .await;
 }
+
+#[actix_rt::test]
+async fn resolver_restart_mid_fetch_then_unsubscribe_leaves_no_flight() {
+    let fx = Fixture::start_with(|b| b.fetch_timeout(Duration::from_secs(3600)));
+    let m1 = metadata(APP, 20000, "t1");
+    fx.fetcher.serve(m1.clone());
+    fx.fetcher.block(&m1.revision);
+    let _dir = fx.subscribe().await;
+    fx.registry.put(instance(&m1, 8001));
+    settle().await;
+    assert_eq!(fx.engine.stats().flights_in_flight, 1);
+    fx.engine
+        .force_restart(RestartTarget::Resolver(APP.into()))
+        .await
+        .unwrap();
+    settle().await;
+    assert_eq!(
+        fx.engine.stats().flights_in_flight,
+        1,
+        "joined, not doubled"
+    );
+    assert!(fx.engine.unsubscribe(&reference()).await.unwrap());
+    settle().await;
+    let s = fx.engine.stats();
+    assert_eq!(s.resolvers_alive, 0);
+    assert_eq!(
+        s.flights_in_flight, 0,
+        "the last detach abandons the fetch: {s:?}"
+    );
+    assert_eq!(fx.fetcher.in_flight(), 0);
+}
+
+#[actix_rt::test]
+async fn cache_restart_mid_flight_still_answers_the_resolver() {
+    let fx = Fixture::start();
+    let m1 = metadata(APP, 20000, "t1");
+    fx.fetcher.serve(m1.clone());
+    fx.fetcher.block(&m1.revision);
+    let dir = fx.subscribe().await;
+    fx.registry.put(instance(&m1, 8001));
+    settle().await;
+    fx.engine.force_restart(RestartTarget::Cache).await.unwrap();
+    settle().await;
+    fx.fetcher.release(&m1.revision);
+    wait_for(
+        &dir,
+        "resolved after cache restart",
+        Duration::from_secs(2),
+        |v| v.status.is_ready(),
+    )
+    .await;
+}

@@ -10,8 +10,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use actix::WeakRecipient;
 use steadfast_core::{
-    check_metadata, CacheKey, FetchError, Lookup, MetadataCache, MetadataFetcher, MetadataInfo,
-    ServiceInstance,
+    check_metadata, CacheKey, ErrorClass, FetchError, Lookup, MetadataCache, MetadataFetcher,
+    MetadataInfo, ServiceInstance,
 };
 
 use crate::messages::{AbandonMetadata, FetchMetadata, ForceRestart, MetadataFetched, Shutdown};
@@ -120,7 +120,11 @@ async fn fetch_first(
 ) -> Result<Arc<MetadataInfo>, FetchError> {
     let _in_flight = LiveGuard::new(&stats, Live::Flight);
     let (app, revision) = key;
+    // The error reported when every candidate fails: a transient one if any
+    // candidate failed transiently, so one broken instance does not push
+    // the whole revision to the capped delay while others may recover soon.
     let mut last = FetchError::NoCandidates;
+    let mut transient: Option<FetchError> = None;
     for instance in &candidates {
         EngineStats::bump(&stats.fetch_attempts);
         let outcome = match tokio::time::timeout(deadline, fetcher.fetch(instance, &revision)).await
@@ -134,11 +138,14 @@ async fn fetch_first(
             Err(e) => {
                 EngineStats::bump(&stats.fetch_failures);
                 tracing::warn!(app, revision, instance = %instance.id, error = %e, kind = e.label(), "metadata fetch failed");
+                if e.class() == ErrorClass::Transient {
+                    transient = Some(e.clone());
+                }
                 last = e;
             }
         }
     }
-    Err(last)
+    Err(transient.unwrap_or(last))
 }
 
 impl Actor for CacheActor {

@@ -24,14 +24,15 @@ pub struct DirectoryView {
     pub endpoints: Vec<ServiceUrl>,
 }
 
-/// Query: the whole view.
+/// Query: the whole view (`None` once the directory is closed).
 #[derive(Message)]
-#[rtype(result = "DirectoryView")]
+#[rtype(result = "Option<DirectoryView>")]
 pub struct GetView;
 
-/// Query: pick one endpoint, weighted at random.
+/// Query: pick one endpoint, weighted at random (outer `None` once the
+/// directory is closed).
 #[derive(Message)]
-#[rtype(result = "Option<ServiceUrl>")]
+#[rtype(result = "Option<Option<ServiceUrl>>")]
 pub struct SelectEndpoint;
 
 /// The endpoints of one reference.
@@ -115,18 +116,20 @@ impl Handler<ApplyUpdate> for DirectoryActor {
 impl Handler<GetView> for DirectoryActor {
     type Result = MessageResult<GetView>;
     fn handle(&mut self, _: GetView, _ctx: &mut Self::Context) -> Self::Result {
-        MessageResult(DirectoryView {
+        // A query racing an unsubscribe must not be answered from a closed
+        // directory's stale state.
+        MessageResult((!self.terminated).then(|| DirectoryView {
             version: self.machine.version(),
             status: self.machine.status(),
             endpoints: self.machine.list(),
-        })
+        }))
     }
 }
 
 impl Handler<SelectEndpoint> for DirectoryActor {
-    type Result = Option<ServiceUrl>;
+    type Result = Option<Option<ServiceUrl>>;
     fn handle(&mut self, _: SelectEndpoint, _ctx: &mut Self::Context) -> Self::Result {
-        self.machine.select()
+        (!self.terminated).then(|| self.machine.select())
     }
 }
 

@@ -29,7 +29,9 @@ impl Directory {
         let addr = self.addr.upgrade().ok_or(EngineError::DirectoryClosed)?;
         addr.send(GetView)
             .await
-            .map_err(|_| EngineError::DirectoryClosed)
+            .ok()
+            .flatten()
+            .ok_or(EngineError::DirectoryClosed)
     }
 
     /// Every endpoint.
@@ -47,7 +49,9 @@ impl Directory {
         let addr = self.addr.upgrade().ok_or(EngineError::DirectoryClosed)?;
         addr.send(SelectEndpoint)
             .await
-            .map_err(|_| EngineError::DirectoryClosed)
+            .ok()
+            .flatten()
+            .ok_or(EngineError::DirectoryClosed)
     }
 
     /// Whether the directory actor is still running.

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::error::GatewayError;
@@ -40,11 +41,14 @@ pub(crate) async fn establish(
 }
 
 /// A live registration: the current lease and the task keeping it alive.
-/// Dropping it aborts the task (the record then expires with its lease).
+/// [`Registration::stop`] ends the task between rounds (so a re-register in
+/// progress lands before the caller deletes the record); dropping it aborts
+/// the task (the record then expires with its lease).
 #[derive(Debug)]
 pub(crate) struct Registration {
     lease: Arc<AtomicI64>,
-    task: JoinHandle<()>,
+    stop: Arc<Notify>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Registration {
@@ -58,6 +62,7 @@ impl Registration {
         stats: Arc<EtcdStats>,
     ) -> Self {
         let lease = Arc::new(AtomicI64::new(lease));
+        let stop = Arc::new(Notify::new());
         let keeper = Keeper {
             client,
             key,
@@ -68,8 +73,19 @@ impl Registration {
         };
         Self {
             lease,
-            task: tokio::spawn(keeper.run()),
+            task: Some(tokio::spawn(keeper.run(stop.clone()))),
+            stop,
         }
+    }
+
+    /// Stops keeping the record alive once the current round (if any) is
+    /// done, and returns the lease it ended on.
+    pub(crate) async fn stop(mut self) -> i64 {
+        self.stop.notify_one();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.lease()
     }
 
     /// The lease the record is currently attached to.
@@ -80,7 +96,9 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 
@@ -109,10 +127,13 @@ impl Keeper {
         (ttl / 3).max(MIN_PERIOD)
     }
 
-    async fn run(self) {
+    async fn run(self, stop: Arc<Notify>) {
         let period = self.period();
         loop {
-            tokio::time::sleep(period).await;
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.notified() => return,
+            }
             let lease = self.lease.load(Ordering::Acquire);
             match self.check(lease).await {
                 Health::Alive => {}

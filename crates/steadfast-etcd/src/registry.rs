@@ -155,8 +155,10 @@ impl Inner {
         let _serial = self.ops.lock().await;
         // Stop the old keepalive first so it cannot put the old record back.
         let old = self.registrations().remove(&key);
-        let old_lease = old.as_ref().map(Registration::lease);
-        drop(old);
+        let old_lease = match old {
+            Some(reg) => Some(reg.stop().await),
+            None => None,
+        };
         let lease = establish(&self.client, key.as_bytes(), &value, ttl).await?;
         let reg = Registration::spawn(
             self.client.clone(),
@@ -181,8 +183,11 @@ impl Inner {
         let key = self.layout.instance_key(&instance.app, &instance.id);
         let _serial = self.ops.lock().await;
         let reg = self.registrations().remove(&key);
-        let lease = reg.as_ref().map(Registration::lease);
-        drop(reg);
+        // Let a re-register in progress land before the delete, not after.
+        let lease = match reg {
+            Some(reg) => Some(reg.stop().await),
+            None => None,
+        };
         self.client.delete(key.as_bytes()).await?;
         if let Some(lease) = lease {
             if let Err(e) = self.client.lease_revoke(lease).await {

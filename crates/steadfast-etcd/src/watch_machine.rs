@@ -219,8 +219,12 @@ impl WatchMachine {
             return Step::next(Next::Continue);
         }
         let mut applied = false;
+        // Several events can share one revision (a prefix delete, a txn, a
+        // lease expiring with several keys): compare with the revision seen
+        // before this message, not with the one the loop advances.
+        let seen = self.last_revision;
         for ev in &m.events {
-            if ev.kv.mod_revision <= self.last_revision {
+            if ev.kv.mod_revision <= seen {
                 continue;
             }
             match ev.kind {
@@ -229,7 +233,7 @@ impl WatchMachine {
                     self.instances.remove(&ev.kv.key);
                 }
             }
-            self.last_revision = ev.kv.mod_revision;
+            self.last_revision = self.last_revision.max(ev.kv.mod_revision);
             applied = true;
         }
         Step {

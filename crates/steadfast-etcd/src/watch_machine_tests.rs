@@ -299,3 +299,23 @@ fn invalid_records_are_skipped_counted_and_evict_a_previously_good_instance() {
     assert_eq!(stats.snapshot().invalid_records, 5);
     assert_eq!(m.last_revision(), 10);
 }
+
+#[test]
+fn events_sharing_one_revision_all_apply() {
+    let (mut m, _) = machine(5);
+    let (a, b) = (inst("a"), inst("b"));
+    m.on_range(&range(7, vec![kv(&a, 3), kv(&b, 5)]));
+    m.on_message(&created(7, 2));
+    let s = m.on_message(&events(
+        8,
+        vec![
+            (EventType::Delete, raw("/p/services/web/a:80", b"", 8)),
+            (EventType::Delete, raw("/p/services/web/b:80", b"", 8)),
+        ],
+    ));
+    assert_eq!(
+        ids(&s),
+        Vec::<String>::new(),
+        "both deletes of revision 8 apply"
+    );
+}

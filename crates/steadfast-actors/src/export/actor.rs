@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use futures::future::join_all;
+use futures::future::{join_all, BoxFuture, FutureExt, Shared};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use steadfast_core::{
@@ -32,6 +32,12 @@ pub struct ShutdownReport {
     /// Whether every in-flight request finished within the drain limit.
     pub drained: bool,
 }
+
+/// One publish-and-register attempt, shared so a graceful stop can await it.
+type Attempt = Shared<BoxFuture<'static, Result<(), (String, ErrorClass)>>>;
+
+/// Longest wait for a register attempt already under way at shutdown.
+const ATTEMPT_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -61,6 +67,7 @@ pub struct ExportActor {
     attempts: u32,
     phase: Phase,
     task: Option<SpawnHandle>,
+    attempt: Option<Attempt>,
     in_flight: InFlight,
     stats: Arc<EngineStats>,
     _alive: LiveGuard,
@@ -88,6 +95,7 @@ impl ExportActor {
             attempts: 0,
             phase: Phase::Syncing,
             task: None,
+            attempt: None,
             in_flight,
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
@@ -110,9 +118,15 @@ impl ExportActor {
                 r.map_err(|e| (e.to_string(), ErrorClass::Transient))?;
             }
             register.await.map_err(|e| (e.to_string(), e.class()))
-        };
+        }
+        .boxed()
+        .shared();
+        // A graceful stop waits for this attempt instead of cutting it off,
+        // so a put already on the wire cannot land after the unregister.
+        self.attempt = Some(fut.clone());
         let handle = ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
             act.task = None;
+            act.attempt = None;
             match res {
                 Ok(()) => {
                     act.attempts = 0;
@@ -152,6 +166,7 @@ impl Supervised for ExportActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
         self.task = None;
+        self.attempt = None;
     }
 }
 
@@ -168,6 +183,7 @@ impl Handler<GracefulStop> for ExportActor {
         if let Some(h) = self.task.take() {
             ctx.cancel_future(h);
         }
+        let attempt = self.attempt.take();
         let was = std::mem::replace(&mut self.phase, Phase::Closed);
         self.in_flight.close();
         let registry = self.registry.clone();
@@ -182,6 +198,9 @@ impl Handler<GracefulStop> for ExportActor {
             .map(|p| p.withdraw(&self.info.app, &self.info.revision))
             .collect();
         let fut = async move {
+            if let Some(attempt) = attempt {
+                let _ = tokio::time::timeout(ATTEMPT_WAIT, attempt).await;
+            }
             if was != Phase::Syncing {
                 // Announce first so consumers stop picking this instance
                 // before its record disappears.
@@ -205,6 +224,7 @@ impl Handler<Shutdown> for ExportActor {
     type Result = ();
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         self.phase = Phase::Closed;
+        self.attempt = None;
         if let Some(h) = self.task.take() {
             ctx.cancel_future(h);
         }

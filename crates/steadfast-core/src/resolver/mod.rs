@@ -367,6 +367,7 @@ impl ResolverMachine {
         for rev in revs {
             let token = self.token();
             let active = self.is_active();
+            let mut superseded = None;
             if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(&rev) {
                 match phase.clone() {
                     Phase::Waiting { due, .. } if active => {
@@ -377,10 +378,23 @@ impl ResolverMachine {
                             delay: due.saturating_duration_since(now),
                         });
                     }
+                    Phase::Fetching(old) => {
+                        superseded = Some(old);
+                        *phase = Phase::Idle;
+                    }
                     _ => *phase = Phase::Idle,
                 }
             }
             self.start_if_idle(&rev, &mut actions);
+            if let Some(old) = superseded {
+                // The fetch may still run elsewhere (the cache): join it with
+                // the new token first, then let go of the old one, so it is
+                // neither cancelled now nor kept alive by a dead waiter.
+                actions.push(ResolverAction::AbandonFetch {
+                    revision: rev.clone(),
+                    token: old,
+                });
+            }
         }
         self.dirty = true;
         actions

@@ -322,7 +322,11 @@ fn restart_rearms_remaining_delay_and_refetches() {
     let due = t0 + secs(2) + delay;
     let at = t0 + secs(2) + Duration::from_millis(400);
     let a = h.restart(at);
-    assert_eq!(a.len(), 2);
+    assert_eq!(a.len(), 3, "re-arm R1, re-fetch R2, abandon R2's old fetch");
+    assert!(a.contains(&ResolverAction::AbandonFetch {
+        revision: r2.to_string(),
+        token: f2
+    }));
     let (timer2, remaining) = armed(&a, r1);
     assert_eq!(remaining, due - at);
     assert_ne!(timer2, timer);

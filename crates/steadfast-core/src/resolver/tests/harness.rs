@@ -107,6 +107,9 @@ pub(super) struct Harness {
     pub(super) timers: BTreeMap<Token, (String, Instant)>,
     /// In-flight fetches: token -> revision.
     pub(super) fetches: BTreeMap<Token, String>,
+    /// Fetches issued before a restart: they may still run in the cache, so
+    /// the machine must abandon each one (and may name it only for that).
+    orphans: BTreeMap<Token, String>,
     /// Revisions of the latest snapshot.
     pub(super) revisions: BTreeSet<String>,
 }
@@ -118,6 +121,7 @@ impl Harness {
             now: t0,
             timers: BTreeMap::new(),
             fetches: BTreeMap::new(),
+            orphans: BTreeMap::new(),
             revisions: BTreeSet::new(),
         }
     }
@@ -147,7 +151,10 @@ impl Harness {
                     self.fetches.insert(*token, revision.clone());
                 }
                 ResolverAction::AbandonFetch { revision, token } => {
-                    let r = self.fetches.remove(token);
+                    let r = self
+                        .fetches
+                        .remove(token)
+                        .or_else(|| self.orphans.remove(token));
                     assert_eq!(
                         r.as_ref(),
                         Some(revision),
@@ -287,9 +294,14 @@ impl Harness {
         let fetching = |f: &BTreeMap<Token, String>| f.values().cloned().collect::<BTreeSet<_>>();
         let (timers, fetches) = (due(&self.timers), fetching(&self.fetches));
         self.timers.clear();
-        self.fetches.clear();
+        self.orphans = std::mem::take(&mut self.fetches);
         let a = self.m.on_restart(now);
         let a = self.apply(a);
+        assert!(
+            self.orphans.is_empty(),
+            "fetches from before the restart left behind: {:?}",
+            self.orphans
+        );
         assert_eq!(due(&self.timers), timers, "timers after restart");
         assert_eq!(fetching(&self.fetches), fetches, "fetches after restart");
         a
