@@ -187,7 +187,7 @@ async fn bench_size(n: usize, warmups: u32, runs: u32) -> Row {
     registry.set_instances(APP, warm);
     let mut version = loop {
         let v = dir.view().await.expect("directory open");
-        if matches!(&v.status, DirectoryStatus::Ready { endpoints, degraded }
+        if matches!(&v.status, DirectoryStatus::Ready { endpoints, degraded, .. }
             if *endpoints == n && degraded.is_empty())
         {
             break v.version;

@@ -98,6 +98,38 @@ async fn watch_failure_resubscribes_with_backoff_and_fresh_snapshot_wins() {
     .await;
 }
 
+#[actix_rt::test]
+async fn registry_outage_keeps_endpoints_and_says_they_are_stale() {
+    let fx = Fixture::start();
+    let (_m1, _m2, dir) = fx.ready_on_r1().await;
+    let stale = |v: &steadfast::DirectoryView| match &v.status {
+        DirectoryStatus::Ready { stale_since, .. } => stale_since.is_some(),
+        DirectoryStatus::Empty(_) => false,
+    };
+    assert!(!stale(&dir.view().await.unwrap()));
+
+    fx.registry.fail_next_watches(3);
+    fx.registry.error_watches(APP);
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert_eq!(
+        ports(&v),
+        vec![20000],
+        "an outage never empties the directory"
+    );
+    assert!(
+        stale(&v),
+        "but it says the endpoints may be stale: {:?}",
+        v.status
+    );
+    assert!(v.status.to_string().contains("registry unreachable"));
+
+    // Back after 1 + 2 + 4 + 8 s of backoff (+jitter): fresh, not stale.
+    let v = wait_for(&dir, "fresh again", Duration::from_secs(20), |v| !stale(v)).await;
+    assert_eq!(ports(&v), vec![20000]);
+    assert_eq!(fx.registry.watcher_count(APP), 1);
+}
+
 /// Fetches of one failing revision during a 10-minute outage.
 async fn outage_fetches(listeners: usize, seed: u64) -> usize {
     let fx = Fixture::start_paused(|b| b.seed(seed));

@@ -19,6 +19,17 @@ pub struct InstancesSnapshot {
     pub instances: Arc<Vec<ServiceInstance>>,
 }
 
+/// The registry watch of `app` went down (`stale_since: Some`) or is back
+/// (`None`) (registry -> resolver).
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct RegistryHealth {
+    /// Provider app.
+    pub app: String,
+    /// When the watch went down, while it is down.
+    pub stale_since: Option<std::time::Instant>,
+}
+
 /// Subscribe `subscriber` to snapshots of `app`; idempotent per id. The
 /// registry actor answers at once with the latest snapshot when it has one
 /// (this is how a restarted resolver resyncs).
@@ -31,6 +42,8 @@ pub struct WatchApp {
     pub id: u64,
     /// Where snapshots go.
     pub subscriber: WeakRecipient<InstancesSnapshot>,
+    /// Where watch health changes go.
+    pub health: WeakRecipient<RegistryHealth>,
 }
 
 /// Remove subscriber `id` from `app`; the watch ends with its last subscriber.

@@ -15,13 +15,22 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use steadfast_core::{BackoffPolicy, Registry, RegistryError, ServiceInstance};
 
-use crate::messages::{ForceRestart, InstancesSnapshot, Shutdown, UnwatchApp, WatchApp};
+use crate::messages::{
+    ForceRestart, InstancesSnapshot, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
+};
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 
 #[derive(Default)]
 struct AppWatch {
-    subscribers: HashMap<u64, WeakRecipient<InstancesSnapshot>>,
+    subscribers: HashMap<
+        u64,
+        (
+            WeakRecipient<InstancesSnapshot>,
+            WeakRecipient<RegistryHealth>,
+        ),
+    >,
+    stale_since: Option<std::time::Instant>,
     generation: u64,
     latest: Option<Arc<Vec<ServiceInstance>>>,
     epoch: u64,
@@ -140,6 +149,20 @@ impl RegistryActor {
         }
         w.stream_guard = None;
         w.epoch += 1;
+        if w.stale_since.is_none() {
+            // Subscribers keep serving the last snapshot, marked stale.
+            let since = timer::now();
+            w.stale_since = Some(since);
+            let msg = RegistryHealth {
+                app: app.to_string(),
+                stale_since: Some(since),
+            };
+            for (_, h) in w.subscribers.values() {
+                if let Some(h) = h.upgrade() {
+                    h.do_send(msg.clone());
+                }
+            }
+        }
         let delay = self.backoff.delay(w.attempts, err.class(), &mut self.rng);
         w.attempts = w.attempts.saturating_add(1);
         tracing::warn!(app, error = %err, ?delay, "registry watch failed; re-subscribing");
@@ -163,6 +186,8 @@ impl RegistryActor {
             return;
         };
         w.attempts = 0;
+        // A snapshot is fresh: receivers clear their stale mark on it.
+        w.stale_since = None;
         w.generation += 1;
         w.latest = Some(instances.clone());
         let msg = InstancesSnapshot {
@@ -170,7 +195,7 @@ impl RegistryActor {
             generation: w.generation,
             instances,
         };
-        w.subscribers.retain(|_, s| match s.upgrade() {
+        w.subscribers.retain(|_, (s, _)| match s.upgrade() {
             Some(r) => {
                 r.do_send(msg.clone());
                 true
@@ -231,7 +256,13 @@ impl Handler<WatchApp> for RegistryActor {
                 instances: latest.clone(),
             });
         }
-        w.subscribers.insert(msg.id, msg.subscriber);
+        if let (Some(since), Some(h)) = (w.stale_since, msg.health.upgrade()) {
+            h.do_send(RegistryHealth {
+                app: msg.app.clone(),
+                stale_since: Some(since),
+            });
+        }
+        w.subscribers.insert(msg.id, (msg.subscriber, msg.health));
         if fresh {
             self.start_watch(&msg.app, ctx);
         }

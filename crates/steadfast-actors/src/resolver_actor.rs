@@ -15,7 +15,7 @@ use crate::cache_actor::CacheActor;
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{
     AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesSnapshot,
-    MetadataFetched, Shutdown, UnwatchApp, WatchApp,
+    MetadataFetched, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -158,6 +158,7 @@ impl Actor for ResolverActor {
                 app: self.machine.app().to_string(),
                 id: self.id,
                 subscriber: ctx.address().downgrade().recipient(),
+                health: ctx.address().downgrade().recipient(),
             });
         }
     }
@@ -190,6 +191,14 @@ impl Handler<InstancesSnapshot> for ResolverActor {
             // Freed after the update built from the new one is published.
             self.graveyard.bury(previous);
         }
+    }
+}
+
+impl Handler<RegistryHealth> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, msg: RegistryHealth, ctx: &mut Self::Context) {
+        self.machine.set_registry_stale(msg.stale_since);
+        self.perform(Vec::new(), ctx);
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -32,6 +33,9 @@ pub enum DirectoryStatus {
     Ready {
         /// Number of endpoints.
         endpoints: usize,
+        /// Set while a provider app's registry watch is down: the endpoints
+        /// are the last state seen (earliest outage start of all apps).
+        stale_since: Option<Instant>,
         /// Apps with unresolved revisions (their live instances may be
         /// served from last-known-good metadata).
         degraded: Vec<(String, Unresolved)>,
@@ -73,14 +77,19 @@ impl fmt::Display for DirectoryStatus {
             DirectoryStatus::Ready {
                 endpoints,
                 degraded,
-            } if degraded.is_empty() => write!(f, "ready ({endpoints} endpoint(s))"),
-            DirectoryStatus::Ready {
-                endpoints,
-                degraded,
+                stale_since,
             } => {
-                write!(f, "degraded ({endpoints} endpoint(s)")?;
+                let word = if degraded.is_empty() {
+                    "ready"
+                } else {
+                    "degraded"
+                };
+                write!(f, "{word} ({endpoints} endpoint(s)")?;
                 for (app, u) in degraded {
                     write!(f, "; {app}: {u}")?;
+                }
+                if stale_since.is_some() {
+                    write!(f, "; registry unreachable, serving the last state seen")?;
                 }
                 write!(f, ")")
             }
@@ -102,6 +111,7 @@ struct AppView {
     generation: u64,
     urls: Arc<Vec<ServiceUrl>>,
     state: UpdateState,
+    stale_since: Option<Instant>,
 }
 
 /// The endpoints of one reference.
@@ -157,6 +167,7 @@ impl DirectoryMachine {
             generation: update.generation,
             urls: update.urls,
             state: update.state,
+            stale_since: update.stale_since,
         });
         self.version += 1;
         self.cumulative.clear();
@@ -223,8 +234,10 @@ impl DirectoryMachine {
                     _ => None,
                 })
                 .collect();
+            let stale_since = self.views().filter_map(|v| v.stale_since).min();
             return DirectoryStatus::Ready {
                 endpoints,
+                stale_since,
                 degraded,
             };
         }
@@ -282,6 +295,7 @@ mod tests {
             generation: gen,
             urls: Arc::new(urls),
             state,
+            stale_since: None,
         }
     }
 

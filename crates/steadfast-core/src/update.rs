@@ -51,4 +51,7 @@ pub struct DirectoryUpdate {
     pub urls: Arc<Vec<ServiceUrl>>,
     /// Why the list is what it is.
     pub state: UpdateState,
+    /// Set while the registry watch is down: the URLs are the last state
+    /// seen, kept (an outage never empties a directory) but possibly stale.
+    pub stale_since: Option<Instant>,
 }

@@ -107,6 +107,7 @@ pub struct ResolverMachine {
     next_token: Token,
     closed: bool,
     dirty: bool,
+    stale_since: Option<Instant>,
 }
 
 impl ResolverMachine {
@@ -127,6 +128,7 @@ impl ResolverMachine {
             next_token: 1,
             closed: false,
             dirty: false,
+            stale_since: None,
         }
     }
 
@@ -242,6 +244,7 @@ impl ResolverMachine {
         }
         self.last_good = self.carry_last_good(&instances);
         self.generation = generation;
+        self.stale_since = None;
         self.rev_index = rev_index;
         self.rev_names = rev_names;
         self.instances = Some(instances);
@@ -320,6 +323,15 @@ impl ResolverMachine {
         let mut actions = Vec::new();
         self.start_if_idle(revision, &mut actions);
         actions
+    }
+
+    /// The registry watch went down (`Some(since)`) or came back (`None`).
+    /// While down, updates say since when their URLs may be stale.
+    pub fn set_registry_stale(&mut self, since: Option<Instant>) {
+        if self.stale_since != since && !self.closed {
+            self.stale_since = since;
+            self.dirty = true;
+        }
     }
 
     /// A subscriber for `key` attached. The first one resumes resolution.

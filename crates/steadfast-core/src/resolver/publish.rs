@@ -72,6 +72,7 @@ impl ResolverMachine {
             generation: self.generation,
             urls: Arc::new(urls),
             state,
+            stale_since: self.stale_since,
         }
     }
 
