@@ -15,7 +15,10 @@ async fn one_failing_revision_never_hides_a_healthy_provider() {
     let bad = metadata(APP, 20001, "bad");
     fx.fetcher.serve(ok.clone());
     fx.fetcher.serve(bad.clone());
-    fx.fetcher.fail_always(&bad.revision);
+    fx.fetcher.fail_always_with(
+        &bad.revision,
+        steadfast::FetchError::Malformed("bad json".into()),
+    );
     let dir = fx.subscribe().await;
     fx.registry.put(instance(&bad, 8002));
     fx.registry.put(instance(&ok, 8001));
@@ -31,6 +34,10 @@ async fn one_failing_revision_never_hides_a_healthy_provider() {
         }
         advance(Duration::from_secs(7)).await;
     }
+    let kinds = fx.engine.fetch_failures_by_kind();
+    let malformed = kinds.iter().find(|(k, _)| *k == "malformed").unwrap().1;
+    assert!(malformed >= 2, "bad input is counted by kind: {kinds:?}");
+    assert_eq!(malformed, fx.engine.stats().fetch_failures);
 }
 
 #[actix_rt::test]

@@ -136,7 +136,7 @@ async fn fetch_first(
         match outcome {
             Ok(info) => return Ok(Arc::new(info)),
             Err(e) => {
-                EngineStats::bump(&stats.fetch_failures);
+                stats.record_fetch_failure(&e);
                 tracing::warn!(app, revision, instance = %instance.id, error = %e, kind = e.label(), "metadata fetch failed");
                 if e.class() == ErrorClass::Transient {
                     transient = Some(e.clone());

@@ -84,6 +84,12 @@ impl Engine {
         self.stats.snapshot()
     }
 
+    /// Failed metadata fetcher calls per error kind (`timeout`,
+    /// `malformed`, `mismatch`, ...).
+    pub fn fetch_failures_by_kind(&self) -> Vec<(&'static str, u64)> {
+        self.stats.fetch_failures_by_kind()
+    }
+
     /// The registry backend the engine watches.
     pub fn registry(&self) -> Arc<dyn Registry> {
         self.registry.clone()

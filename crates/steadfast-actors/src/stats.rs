@@ -6,6 +6,8 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use steadfast_core::FetchError;
+
 /// Shared counters of one engine.
 #[derive(Debug, Default)]
 pub struct EngineStats {
@@ -17,6 +19,7 @@ pub struct EngineStats {
     pub(crate) watches_active: AtomicI64,
     pub(crate) fetch_attempts: AtomicU64,
     pub(crate) fetch_failures: AtomicU64,
+    fetch_failures_by_kind: [AtomicU64; 9],
     pub(crate) flights_started: AtomicU64,
     pub(crate) timers_fired: AtomicU64,
     pub(crate) results_dropped: AtomicU64,
@@ -86,6 +89,23 @@ impl EngineStats {
             watch_failures: u(&self.watch_failures),
             register_failures: u(&self.register_failures),
             restarts: u(&self.restarts),
+        }
+    }
+
+    /// Failed fetcher calls per [`FetchError::label`], for metrics: a
+    /// provider serving malformed or mismatched metadata shows up as such.
+    pub fn fetch_failures_by_kind(&self) -> Vec<(&'static str, u64)> {
+        FetchError::LABELS
+            .iter()
+            .zip(&self.fetch_failures_by_kind)
+            .map(|(l, c)| (*l, c.load(Ordering::SeqCst)))
+            .collect()
+    }
+
+    pub(crate) fn record_fetch_failure(&self, err: &FetchError) {
+        Self::bump(&self.fetch_failures);
+        if let Some(i) = FetchError::LABELS.iter().position(|l| *l == err.label()) {
+            Self::bump(&self.fetch_failures_by_kind[i]);
         }
     }
 

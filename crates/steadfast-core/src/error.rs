@@ -72,6 +72,19 @@ impl FetchError {
         }
     }
 
+    /// Every label [`FetchError::label`] returns, in a fixed order.
+    pub const LABELS: [&'static str; 9] = [
+        "unreachable",
+        "timeout",
+        "unknown_revision",
+        "server_error",
+        "malformed",
+        "mismatch",
+        "too_large",
+        "no_endpoint",
+        "no_candidates",
+    ];
+
     /// A short stable label for metrics.
     pub fn label(&self) -> &'static str {
         match self {
