@@ -29,10 +29,10 @@ pub use steadfast_actors::{
     ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport, StatsSnapshot,
 };
 pub use steadfast_core::{
-    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FetchError,
-    Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError, Reference,
-    Registry, RegistryError, ServiceInfo, ServiceInstance, ServiceUrl, SnapshotStream, Unresolved,
-    UpdateState,
+    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FallbackFetcher,
+    FetchError, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError,
+    Reference, Registry, RegistryError, ServiceInfo, ServiceInstance, ServiceUrl, SnapshotStream,
+    Unresolved, UpdateState,
 };
 pub use steadfast_memory::MemoryRegistry;
 

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod backoff;
 pub mod directory;
 pub mod error;
+pub mod fallback;
 pub mod incarnation;
 pub mod keys;
 pub mod metadata_cache;
@@ -25,6 +26,7 @@ pub use backend::{
 pub use backoff::BackoffPolicy;
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{ErrorClass, FetchError, PublishError, RegistryError};
+pub use fallback::FallbackFetcher;
 pub use incarnation::Incarnation;
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};

@@ -9,7 +9,8 @@
 //! * [`watch_machine`]: the sans-IO watch state (resume, resync, invalid
 //!   records), driven by an internal `unfold` stream;
 //! * [`registry`]: [`EtcdRegistry`], each lease kept alive by a task;
-//! * [`metadata`]: [`EtcdMetadataReport`] and [`FallbackFetcher`];
+//! * [`metadata`]: [`EtcdMetadataReport`] (pair it with core's
+//!   [`FallbackFetcher`] to read the report first);
 //! * `harness` (feature `harness`): real etcd processes for tests.
 
 #![forbid(unsafe_code)]
@@ -35,9 +36,11 @@ pub mod harness;
 pub use config::EtcdConfig;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
-pub use metadata::{EtcdMetadataReport, FallbackFetcher};
+pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
 pub use registry::EtcdRegistry;
 pub use stats::{EtcdStats, StatsSnapshot};
+/// Moved to core; re-exported here for convenience.
+pub use steadfast_core::FallbackFetcher;
 pub use watch_body::{watch_stream, WatchError, WatchStream};
 pub use watch_machine::{Interruption, Next, Resume, Step, WatchMachine};
