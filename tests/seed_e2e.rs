@@ -16,7 +16,7 @@ use steadfast::{
 use steadfast_etcd::harness::{unique_prefix, EtcdServer};
 use steadfast_etcd::{EtcdConfig, EtcdRegistry};
 use steadfast_http::{metadata_scope, HttpMetadataFetcher, MetadataStore, DEFAULT_BASE_PATH};
-use steadfast_testkit::{ProxyMode, TcpProxy};
+use steadfast_testkit::TcpProxy;
 
 const APP: &str = "greeter";
 const IFACE: &str = "demo.Greeter";
@@ -91,7 +91,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     let prefix = unique_prefix();
     let port = free_port();
     let upstream: SocketAddr = ([127, 0, 0, 1], port).into();
-    let proxy = TcpProxy::start(upstream, ProxyMode::Forward).await.unwrap();
+    let proxy = TcpProxy::start(upstream).await.unwrap();
     let metadata_port = proxy.addr().port();
 
     let consumer = Engine::builder()
@@ -131,7 +131,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     assert!(report.unregistered);
     p1.server.stop(true).await;
     p1.engine.shutdown().await;
-    proxy.set_mode(ProxyMode::Blackhole);
+    proxy.freeze();
     let p2 = boot_provider(&etcd.endpoint(), &prefix, port, metadata_port).await;
     let new_boot = p2.export.instance().incarnation().unwrap().boot_id;
 
@@ -150,7 +150,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     assert_eq!(failed.last_error, Some(FetchError::Timeout));
     let snapshots = consumer.stats().snapshots_received;
 
-    proxy.heal();
+    proxy.restore();
     let healed = Instant::now();
     let url = poll(Duration::from_secs(10), async || {
         let u = dir.select().await.ok().flatten()?;

@@ -6,8 +6,8 @@
 //! * [`InstanceBuilder`], [`MetadataBuilder`] and [`instance_for`]: terse
 //!   construction of instances and metadata.
 //!
-//! * [`TcpProxy`]: a loopback TCP proxy that can forward, blackhole or
-//!   refuse connections, to cut a real socket path at a chosen moment.
+//! * [`TcpProxy`]: a loopback TCP proxy a test can freeze (black-hole),
+//!   cut or restore, to break a real socket path at a chosen moment.
 //!
 //! The in-process registry lives in the `steadfast-memory` crate.
 
@@ -20,7 +20,7 @@ mod proxy;
 
 pub use builders::{instance_for, InstanceBuilder, MetadataBuilder};
 pub use fetcher::{scripted_error, ScriptedFetcher};
-pub use proxy::{ProxyMode, TcpProxy};
+pub use proxy::TcpProxy;
 
 #[cfg(test)]
 mod fetcher_tests;

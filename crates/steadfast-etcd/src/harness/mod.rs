@@ -8,7 +8,6 @@
 //! `$ETCD_BIN`. Every process is killed and every temp dir removed on drop.
 
 mod member;
-mod proxy;
 
 use std::io;
 use std::net::SocketAddr;
@@ -21,7 +20,8 @@ use serde_json::json;
 use crate::wire::StatusResponse;
 pub use member::free_ports;
 use member::{Member, Spec};
-pub use proxy::TcpProxy;
+/// The loopback proxy lives in the test kit; re-exported for etcd tests.
+pub use steadfast_testkit::TcpProxy;
 
 /// Start attempts when etcd dies before healthy (e.g. a port was taken
 /// between picking and binding it).
