@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::backoff::BackoffPolicy;
 use crate::error::FetchError;
@@ -211,11 +211,10 @@ impl ResolverMachine {
         for (r, k) in &table {
             rev_names[*k as usize] = r.to_string();
         }
-        let present: FxHashSet<&str> = table.keys().copied().collect();
         let gone: Vec<String> = self
             .revisions
             .keys()
-            .filter(|r| !present.contains(r.as_str()))
+            .filter(|r| !table.contains_key(r.as_str()))
             .cloned()
             .collect();
         for rev in gone {
@@ -223,14 +222,13 @@ impl ResolverMachine {
                 Self::stop_phase(&rev, state, &mut actions);
             }
         }
-        let mut new: Vec<&str> = present
+        let mut new: Vec<&String> = rev_names
             .iter()
-            .copied()
-            .filter(|r| !self.revisions.contains_key(*r))
+            .filter(|r| !self.revisions.contains_key(r.as_str()))
             .collect();
         new.sort_unstable();
         for rev in new {
-            let state = if self.metadata.contains_key(rev) {
+            let state = if self.metadata.contains_key(rev.as_str()) {
                 RevisionState::Resolved
             } else {
                 RevisionState::Unresolved {
@@ -240,7 +238,7 @@ impl ResolverMachine {
                     phase: Phase::Idle,
                 }
             };
-            self.revisions.insert(rev.to_string(), state);
+            self.revisions.insert(rev.clone(), state);
         }
         self.last_good = self.carry_last_good(&instances);
         self.generation = generation;
