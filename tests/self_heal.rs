@@ -138,3 +138,24 @@ async fn live_instance_keeps_previous_urls_until_new_revision_resolves() {
     assert!(matches!(v.status, DirectoryStatus::Ready { ref degraded, .. } if degraded.is_empty()));
     assert_eq!(fx.fetcher.calls(&m2.revision), 4);
 }
+
+#[actix_rt::test]
+async fn a_configured_attempt_limit_is_honoured_and_reported() {
+    let fx = Fixture::start_with(|b| b.metadata_max_attempts(3));
+    let m1 = metadata(APP, 20000, "t1");
+    fx.fetcher.serve(m1.clone());
+    fx.fetcher.fail_always(&m1.revision);
+    let dir = fx.subscribe().await;
+    fx.registry.put(instance(&m1, 8001));
+    advance(Duration::from_secs(600)).await;
+    assert_eq!(
+        fx.fetcher.calls(&m1.revision),
+        3,
+        "gave up after 3 attempts"
+    );
+    assert_eq!(fx.engine.stats().timers_pending, 0);
+    match dir.status().await.unwrap() {
+        DirectoryStatus::Empty(EmptyReason::Unresolved(u)) => assert_eq!(u.attempts, 3),
+        other => panic!("expected unresolved, got {other:?}"),
+    }
+}

@@ -11,6 +11,9 @@ pub struct EngineConfig {
     pub backoff: BackoffPolicy,
     /// Re-subscribe schedule of failed registry watches.
     pub registry_backoff: BackoffPolicy,
+    /// Fetch attempts per revision before giving up (`None`: unlimited, the
+    /// default — every transient fault heals on its own).
+    pub metadata_max_attempts: Option<u32>,
     /// Revisions kept in the shared metadata cache.
     pub cache_capacity: usize,
     /// Deadline of one metadata fetch attempt from one instance.
@@ -24,6 +27,7 @@ impl Default for EngineConfig {
         Self {
             backoff: BackoffPolicy::default(),
             registry_backoff: BackoffPolicy::default(),
+            metadata_max_attempts: None,
             cache_capacity: 1024,
             fetch_timeout: Duration::from_secs(5),
             seed: rand::random(),

@@ -134,9 +134,19 @@ impl Coordinator {
         let id = self.id();
         let seed = self.seed(id);
         let (backoff, stats) = (self.config.backoff, self.stats.clone());
+        let max_attempts = self.config.metadata_max_attempts;
         let name = app.to_string();
         let addr = Supervisor::start(move |_| {
-            ResolverActor::new(id, &name, backoff, seed, registry, cache, stats)
+            ResolverActor::new(
+                id,
+                &name,
+                backoff,
+                max_attempts,
+                seed,
+                registry,
+                cache,
+                stats,
+            )
         });
         let weak = addr.downgrade();
         self.resolvers

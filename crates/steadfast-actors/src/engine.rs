@@ -138,6 +138,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Gives up on a revision after `attempts` failed fetches (default:
+    /// never). It then stays unresolved, and says so, until it leaves the
+    /// snapshot.
+    pub fn metadata_max_attempts(mut self, attempts: u32) -> Self {
+        self.config.metadata_max_attempts = Some(attempts);
+        self
+    }
+
     /// Re-subscribe schedule of failed registry watches.
     pub fn registry_backoff(mut self, backoff: BackoffPolicy) -> Self {
         self.config.registry_backoff = backoff;

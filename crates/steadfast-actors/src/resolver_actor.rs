@@ -47,10 +47,12 @@ pub struct ResolverActor {
 
 impl ResolverActor {
     /// A resolver for `app` with subscriber id `id`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: u64,
         app: &str,
         backoff: BackoffPolicy,
+        max_attempts: Option<u32>,
         seed: u64,
         registry: WeakAddr<RegistryActor>,
         cache: WeakAddr<CacheActor>,
@@ -58,7 +60,7 @@ impl ResolverActor {
     ) -> Self {
         Self {
             id,
-            machine: ResolverMachine::new(app, backoff, seed),
+            machine: ResolverMachine::new(app, backoff, seed).with_max_attempts(max_attempts),
             registry,
             cache,
             directories: HashMap::new(),

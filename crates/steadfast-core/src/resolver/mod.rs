@@ -71,8 +71,14 @@ pub enum ResolverAction {
 #[derive(Clone, Debug, PartialEq)]
 enum Phase {
     Fetching(Token),
-    Waiting { token: Token, due: Instant },
+    Waiting {
+        token: Token,
+        due: Instant,
+    },
     Idle,
+    /// The configured attempt limit was reached; nothing more is tried
+    /// until the revision leaves the snapshot and comes back.
+    GaveUp,
 }
 
 #[derive(Clone, Debug)]
@@ -108,6 +114,7 @@ pub struct ResolverMachine {
     closed: bool,
     dirty: bool,
     stale_since: Option<Instant>,
+    max_attempts: Option<u32>,
 }
 
 impl ResolverMachine {
@@ -129,7 +136,16 @@ impl ResolverMachine {
             closed: false,
             dirty: false,
             stale_since: None,
+            max_attempts: None,
         }
+    }
+
+    /// Limits the fetch attempts per revision (default: unlimited, the
+    /// self-healing choice). A revision that used them all stays unresolved,
+    /// and says so, until it leaves the snapshot.
+    pub fn with_max_attempts(mut self, max_attempts: Option<u32>) -> Self {
+        self.max_attempts = max_attempts.filter(|m| *m > 0);
+        self
     }
 
     /// The provider app.
@@ -287,8 +303,12 @@ impl ResolverMachine {
             Err(err) => {
                 let n = *attempts;
                 *attempts += 1;
+                *last_error = Some(err.clone());
+                if self.max_attempts.is_some_and(|max| *attempts >= max) {
+                    *phase = Phase::GaveUp;
+                    return Vec::new();
+                }
                 let delay = self.backoff.delay(n, err.class(), &mut self.rng);
-                *last_error = Some(err);
                 let token = self.next_token;
                 self.next_token += 1;
                 let RevisionState::Unresolved { phase, .. } =
@@ -392,6 +412,7 @@ impl ResolverMachine {
                         superseded = Some(old);
                         *phase = Phase::Idle;
                     }
+                    Phase::GaveUp => {}
                     _ => *phase = Phase::Idle,
                 }
             }
@@ -414,6 +435,9 @@ impl ResolverMachine {
         let mut actions = Vec::new();
         for (rev, state) in self.revisions.iter_mut() {
             if let RevisionState::Unresolved { phase, .. } = state {
+                if *phase == Phase::GaveUp {
+                    continue;
+                }
                 let old = std::mem::replace(phase, Phase::Idle);
                 Self::stop(rev, old, &mut actions);
             }
@@ -434,7 +458,7 @@ impl ResolverMachine {
                 token,
             }),
             Phase::Waiting { token, .. } => actions.push(ResolverAction::CancelTimer { token }),
-            Phase::Idle => {}
+            Phase::Idle | Phase::GaveUp => {}
         }
     }
 

@@ -378,3 +378,41 @@ fn persistent_error_backs_off_at_the_cap() {
     let (_, d) = armed(&h.complete(f2, bad(), h.now), r1);
     assert!(d >= secs(30) && d <= secs(30).mul_f64(1.25), "{d:?}");
 }
+
+#[test]
+fn an_attempt_limit_stops_retries_until_the_revision_comes_back() {
+    let t0 = Instant::now();
+    let m1 = meta(20001);
+    let r1 = m1.revision.as_str();
+    let mut m = super::ResolverMachine::new(APP, crate::BackoffPolicy::default(), 7)
+        .with_max_attempts(Some(2));
+    m.subscribe(KEY);
+    let snap = std::sync::Arc::new(vec![inst("a", r1)]);
+    let token = |a: &[ResolverAction]| match a {
+        [ResolverAction::Fetch { token, .. }] => *token,
+        other => panic!("expected one fetch, got {other:?}"),
+    };
+    let t = token(&m.on_snapshot(1, snap.clone(), t0));
+    let a = m.on_fetch_result(r1, t, fail(), t0);
+    let [ResolverAction::ArmTimer { token: timer, .. }] = a.as_slice() else {
+        panic!("first failure retries: {a:?}")
+    };
+    let t = token(&m.on_retry_due(r1, *timer));
+    assert!(
+        m.on_fetch_result(r1, t, fail(), t0).is_empty(),
+        "limit reached: no timer"
+    );
+    assert_eq!(m.pending_timers() + m.pending_fetches(), 0);
+    assert!(m.unsubscribe(KEY).is_empty());
+    assert!(
+        m.subscribe(KEY).is_empty(),
+        "re-attaching does not revive it"
+    );
+    assert!(m.on_restart(t0).is_empty());
+    assert!(m.on_snapshot(2, snap.clone(), t0).is_empty());
+    let u = m.update_for(KEY);
+    assert!(matches!(u.state, UpdateState::Unresolved(ref x) if x.attempts == 2));
+    // Leaving and coming back starts afresh.
+    assert!(m.on_snapshot(3, std::sync::Arc::new(vec![]), t0).is_empty());
+    token(&m.on_snapshot(4, snap, t0));
+}
