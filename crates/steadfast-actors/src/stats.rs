@@ -22,7 +22,6 @@ pub struct EngineStats {
     fetch_failures_by_kind: [AtomicU64; 9],
     pub(crate) flights_started: AtomicU64,
     pub(crate) timers_fired: AtomicU64,
-    pub(crate) results_dropped: AtomicU64,
     pub(crate) snapshots_received: AtomicU64,
     pub(crate) updates_published: AtomicU64,
     pub(crate) watch_failures: AtomicU64,
@@ -53,8 +52,6 @@ pub struct StatsSnapshot {
     pub flights_started: u64,
     /// Timers that fired.
     pub timers_fired: u64,
-    /// Fetch results or timers dropped because their revision or token was stale.
-    pub results_dropped: u64,
     /// Registry snapshots received.
     pub snapshots_received: u64,
     /// Directory updates published by resolvers.
@@ -83,7 +80,6 @@ impl EngineStats {
             fetch_failures: u(&self.fetch_failures),
             flights_started: u(&self.flights_started),
             timers_fired: u(&self.timers_fired),
-            results_dropped: u(&self.results_dropped),
             snapshots_received: u(&self.snapshots_received),
             updates_published: u(&self.updates_published),
             watch_failures: u(&self.watch_failures),
