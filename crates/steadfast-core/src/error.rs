@@ -14,6 +14,9 @@ pub enum ErrorClass {
     /// oversized): retry at the capped delay so a fixed provider is picked up
     /// without hammering a broken one.
     Persistent,
+    /// No retry can succeed (an invalid name, a configuration the backend
+    /// refuses for good): stop and report.
+    Final,
 }
 
 /// Why fetching a revision's MetadataInfo from an instance failed.

@@ -15,6 +15,7 @@ pub mod incarnation;
 pub mod keys;
 pub mod metadata_cache;
 pub mod model;
+pub mod recover;
 pub mod resolver;
 pub mod revision;
 pub mod update;
@@ -23,7 +24,7 @@ pub mod url;
 pub use backend::{
     check_metadata, MetadataFetcher, MetadataPublisher, Registry, Snapshot, SnapshotStream,
 };
-pub use backoff::BackoffPolicy;
+pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{ErrorClass, FetchError, PublishError, RegistryError};
 pub use fallback::FallbackFetcher;
@@ -31,6 +32,7 @@ pub use incarnation::Incarnation;
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
+pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use update::{DirectoryUpdate, Unresolved, UpdateState};
 pub use url::{ServiceEndpoint, ServiceUrl};
