@@ -19,7 +19,7 @@ pub struct EngineStats {
     pub(crate) watches_active: AtomicI64,
     pub(crate) fetch_attempts: AtomicU64,
     pub(crate) fetch_failures: AtomicU64,
-    fetch_failures_by_kind: [AtomicU64; 9],
+    fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
     pub(crate) flights_started: AtomicU64,
     pub(crate) timers_fired: AtomicU64,
     pub(crate) snapshots_received: AtomicU64,

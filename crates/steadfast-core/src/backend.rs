@@ -15,9 +15,16 @@ use crate::model::{MetadataInfo, ServiceInstance};
 /// registry, its watchers and the engine.
 pub type Snapshot = Arc<Vec<ServiceInstance>>;
 
-/// A stream of full instance snapshots of one app. The first item after a
-/// (re)subscribe is the authoritative current state; an `Err` item or the end
-/// of the stream means the watch must be re-established.
+/// A stream of full instance snapshots of one app.
+///
+/// Contract:
+/// - the first `Ok` item after a (re)subscribe is the authoritative current
+///   state, and so is every later `Ok` item;
+/// - an `Err` item says the source is unhealthy right now (unreachable,
+///   frozen, leaderless): the engine marks the app's state stale and keeps
+///   reading, because the stream may heal by itself (its next `Ok` item
+///   clears the mark);
+/// - the end of the stream means the watch must be re-established.
 pub type SnapshotStream = BoxStream<'static, Result<Snapshot, RegistryError>>;
 
 /// A service registry holding one record per provider instance.

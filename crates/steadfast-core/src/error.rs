@@ -57,6 +57,9 @@ pub enum FetchError {
     /// No candidate instance was available to fetch from.
     #[error("no instance to fetch the revision from")]
     NoCandidates,
+    /// The fetcher (user code) panicked; the panic was contained.
+    #[error("metadata fetcher panicked: {0}")]
+    Panicked(String),
 }
 
 impl FetchError {
@@ -67,7 +70,8 @@ impl FetchError {
             | FetchError::Timeout
             | FetchError::UnknownRevision(_)
             | FetchError::ServerError(_)
-            | FetchError::NoCandidates => ErrorClass::Transient,
+            | FetchError::NoCandidates
+            | FetchError::Panicked(_) => ErrorClass::Transient,
             FetchError::Malformed(_)
             | FetchError::Mismatch { .. }
             | FetchError::TooLarge { .. }
@@ -76,7 +80,7 @@ impl FetchError {
     }
 
     /// Every label [`FetchError::label`] returns, in a fixed order.
-    pub const LABELS: [&'static str; 9] = [
+    pub const LABELS: [&'static str; 10] = [
         "unreachable",
         "timeout",
         "unknown_revision",
@@ -86,6 +90,7 @@ impl FetchError {
         "too_large",
         "no_endpoint",
         "no_candidates",
+        "panicked",
     ];
 
     /// A short stable label for metrics.
@@ -100,6 +105,7 @@ impl FetchError {
             FetchError::TooLarge { .. } => "too_large",
             FetchError::NoEndpoint(_) => "no_endpoint",
             FetchError::NoCandidates => "no_candidates",
+            FetchError::Panicked(_) => "panicked",
         }
     }
 }
@@ -122,6 +128,9 @@ pub enum RegistryError {
     /// A fault injected by a test registry.
     #[error("injected fault: {0}")]
     Injected(String),
+    /// The registry backend (user code) panicked; the panic was contained.
+    #[error("registry backend panicked: {0}")]
+    Panicked(String),
 }
 
 impl RegistryError {
@@ -143,4 +152,16 @@ pub enum PublishError {
     /// The store refused the metadata.
     #[error("metadata store rejected the request: {0}")]
     Rejected(String),
+}
+
+/// The message of a contained panic payload (`&str` or `String`), for the
+/// `Panicked` variants.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
 }

@@ -26,7 +26,7 @@ pub use backend::{
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
-pub use error::{ErrorClass, FetchError, PublishError, RegistryError};
+pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use fallback::FallbackFetcher;
 pub use incarnation::Incarnation;
 pub use keys::{match_key, service_key, Reference};

@@ -185,8 +185,8 @@ impl Recover {
         } else {
             0.0
         };
-        let probe = Duration::try_from_secs_f64(interval.as_secs_f64() * (1.0 + extra))
-            .unwrap_or(interval);
+        let probe =
+            Duration::try_from_secs_f64(interval.as_secs_f64() * (1.0 + extra)).unwrap_or(interval);
         (probe < self.wait(now)).then_some(probe)
     }
 }
@@ -270,14 +270,25 @@ mod tests {
         let secs = |s| Retry::After(Duration::from_secs(s));
         assert_eq!(
             delays,
-            vec![secs(1), secs(2), secs(4), secs(8), secs(16), secs(30), secs(30)]
+            vec![
+                secs(1),
+                secs(2),
+                secs(4),
+                secs(8),
+                secs(16),
+                secs(30),
+                secs(30)
+            ]
         );
         assert_eq!(r.failures(), 7);
         assert_eq!(r.down_since(), Some(t0));
         assert_eq!(r.due(), Some(t0 + Duration::from_secs(30)));
         r.on_success();
         assert_eq!(r, Recover::new());
-        assert_eq!(r.on_failure(&p, ErrorClass::Transient, t0, &mut rng), secs(1));
+        assert_eq!(
+            r.on_failure(&p, ErrorClass::Transient, t0, &mut rng),
+            secs(1)
+        );
     }
 
     #[test]
@@ -312,7 +323,10 @@ mod tests {
         for _ in 0..5 {
             r.on_failure(&p, ErrorClass::Transient, t0, &mut rng);
         }
-        assert_eq!(r.probe_delay(&p, t0, &mut rng), Some(Duration::from_secs(1)));
+        assert_eq!(
+            r.probe_delay(&p, t0, &mut rng),
+            Some(Duration::from_secs(1))
+        );
         r.on_probe_ok();
         assert_eq!(r.wait(t0), Duration::ZERO);
         assert_eq!(r.failures(), 6, "the grown schedule continues");

@@ -18,6 +18,7 @@ pub struct FetchMetrics {
     too_large: AtomicU64,
     no_endpoint: AtomicU64,
     no_candidates: AtomicU64,
+    panicked: AtomicU64,
 }
 
 /// A copy of the counters at one moment; fields are named after
@@ -44,6 +45,8 @@ pub struct FetchMetricsSnapshot {
     pub no_endpoint: u64,
     /// [`FetchError::NoCandidates`] outcomes.
     pub no_candidates: u64,
+    /// [`FetchError::Panicked`] outcomes.
+    pub panicked: u64,
 }
 
 impl FetchMetrics {
@@ -72,6 +75,7 @@ impl FetchMetrics {
             FetchError::TooLarge { .. } => &self.too_large,
             FetchError::NoEndpoint(_) => &self.no_endpoint,
             FetchError::NoCandidates => &self.no_candidates,
+            FetchError::Panicked(_) => &self.panicked,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -90,6 +94,7 @@ impl FetchMetrics {
             too_large: get(&self.too_large),
             no_endpoint: get(&self.no_endpoint),
             no_candidates: get(&self.no_candidates),
+            panicked: get(&self.panicked),
         }
     }
 }
@@ -109,6 +114,7 @@ impl FetchMetricsSnapshot {
             "too_large" => self.too_large,
             "no_endpoint" => self.no_endpoint,
             "no_candidates" => self.no_candidates,
+            "panicked" => self.panicked,
             _ => return None,
         })
     }
@@ -124,6 +130,7 @@ impl FetchMetricsSnapshot {
             + self.too_large
             + self.no_endpoint
             + self.no_candidates
+            + self.panicked
     }
 }
 
