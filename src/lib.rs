@@ -28,11 +28,12 @@ pub use steadfast_actors::{
     Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError, ExportHandle,
     ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport, StatsSnapshot,
 };
+pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
     BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FallbackFetcher,
-    FetchError, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError,
-    Reference, Registry, RegistryError, ServiceInfo, ServiceInstance, ServiceUrl, SnapshotStream,
-    Unresolved, UpdateState,
+    FetchError, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher, NotServing,
+    PublishError, Reference, Registry, RegistryError, ServiceInfo, ServiceInstance, ServiceUrl,
+    SnapshotStream, Unresolved, UpdateState,
 };
 pub use steadfast_memory::MemoryRegistry;
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::update::{DirectoryUpdate, Unresolved, UpdateState};
+use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
 use crate::url::ServiceUrl;
 
 /// Why a directory has no endpoint.
@@ -24,6 +24,9 @@ pub enum EmptyReason {
     Unresolved(Unresolved),
     /// Providers are resolved but none exports this service.
     NoMatchingService,
+    /// Instances exist but none may take traffic: unhealthy, closing or
+    /// weight 0 (summed over the reference's apps).
+    NotServing(NotServing),
 }
 
 /// What a directory can serve right now.
@@ -51,13 +54,31 @@ impl DirectoryStatus {
     }
 }
 
+/// The first 8 characters of a revision (whole characters, whatever the
+/// UTF-8 encoding), for display.
+fn short(revision: &str) -> &str {
+    match revision.char_indices().nth(8) {
+        Some((end, _)) => revision.get(..end).unwrap_or(revision),
+        None => revision,
+    }
+}
+
+impl fmt::Display for NotServing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} instance(s) present, none serving ({} unhealthy, {} closing, {} with weight 0)",
+            self.total(),
+            self.unhealthy,
+            self.closing,
+            self.zero_weight
+        )
+    }
+}
+
 impl fmt::Display for Unresolved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let revs: Vec<&str> = self
-            .revisions
-            .iter()
-            .map(|r| &r[..r.len().min(8)])
-            .collect();
+        let revs: Vec<&str> = self.revisions.iter().map(|r| short(r)).collect();
         write!(
             f,
             "unresolved revision(s) {} after {} attempt(s)",
@@ -103,6 +124,7 @@ impl fmt::Display for DirectoryStatus {
             DirectoryStatus::Empty(EmptyReason::NoMatchingService) => {
                 write!(f, "empty: no provider exports this service")
             }
+            DirectoryStatus::Empty(EmptyReason::NotServing(n)) => write!(f, "empty: {n}"),
         }
     }
 }
@@ -256,6 +278,15 @@ impl DirectoryMachine {
             .any(|s| matches!(s, None | Some(UpdateState::Pending)))
         {
             return DirectoryStatus::Empty(EmptyReason::Pending);
+        }
+        let mut not_serving: Option<NotServing> = None;
+        for s in states.iter().flatten() {
+            if let UpdateState::NotServing(n) = s {
+                not_serving.get_or_insert_with(NotServing::default).merge(n);
+            }
+        }
+        if let Some(n) = not_serving {
+            return DirectoryStatus::Empty(EmptyReason::NotServing(n));
         }
         if states.iter().any(|s| {
             matches!(

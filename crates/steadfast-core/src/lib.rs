@@ -34,5 +34,5 @@ pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
-pub use update::{DirectoryUpdate, Unresolved, UpdateState};
+pub use update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
 pub use url::{ServiceEndpoint, ServiceUrl};

@@ -14,6 +14,9 @@ pub const REVISION_KEY: &str = "steadfast.metadata.revision";
 /// (when it differs from the instance port).
 pub const METADATA_PORT_KEY: &str = "steadfast.metadata.port";
 
+/// Metadata key set (to `"true"`) on a record while its provider shuts down.
+pub const CLOSING_KEY: &str = "steadfast.closing";
+
 /// A revision meaning "this instance exports no services"; never fetched.
 pub const EMPTY_REVISION: &str = "0";
 
@@ -93,7 +96,12 @@ impl ServiceInstance {
 
     /// Whether the instance may receive traffic.
     pub fn is_serving(&self) -> bool {
-        self.healthy && self.weight > 0
+        self.healthy && self.weight > 0 && !self.is_closing()
+    }
+
+    /// Whether the record announces that its provider is shutting down.
+    pub fn is_closing(&self) -> bool {
+        self.metadata.get(CLOSING_KEY).is_some_and(|v| v == "true")
     }
 }
 

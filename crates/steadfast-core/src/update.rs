@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::FetchError;
+use crate::model::ServiceInstance;
 use crate::url::ServiceUrl;
 
 /// Revisions the resolver could not resolve yet.
@@ -18,6 +19,49 @@ pub struct Unresolved {
     pub attempts: u32,
     /// The latest fetch error, if any attempt finished.
     pub last_error: Option<FetchError>,
+}
+
+/// Instances are present but none may take traffic, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NotServing {
+    /// Instances the registry marks unhealthy (and not closing).
+    pub unhealthy: usize,
+    /// Instances whose provider announced it is shutting down.
+    pub closing: usize,
+    /// Healthy instances with weight 0.
+    pub zero_weight: usize,
+}
+
+impl NotServing {
+    /// Counts why each of `instances` does not serve (serving ones are
+    /// not counted).
+    pub fn count<'a>(instances: impl IntoIterator<Item = &'a ServiceInstance>) -> Self {
+        let mut n = Self::default();
+        for i in instances {
+            if i.is_closing() {
+                n.closing += 1;
+            } else if !i.healthy {
+                n.unhealthy += 1;
+            } else if i.weight == 0 {
+                n.zero_weight += 1;
+            }
+        }
+        n
+    }
+
+    /// Adds another app's counts.
+    pub fn merge(&mut self, other: &NotServing) {
+        self.unhealthy = self.unhealthy.saturating_add(other.unhealthy);
+        self.closing = self.closing.saturating_add(other.closing);
+        self.zero_weight = self.zero_weight.saturating_add(other.zero_weight);
+    }
+
+    /// Instances counted.
+    pub fn total(&self) -> usize {
+        self.unhealthy
+            .saturating_add(self.closing)
+            .saturating_add(self.zero_weight)
+    }
 }
 
 /// Why an update carries the URLs it carries.
@@ -36,6 +80,9 @@ pub enum UpdateState {
     Unresolved(Unresolved),
     /// Everything is resolved but no serving instance exports this service.
     NoMatchingService,
+    /// Instances exist but none may take traffic (unhealthy, closing or
+    /// weight 0).
+    NotServing(NotServing),
 }
 
 /// A full replacement of the URLs one app provides for one subscribe key.

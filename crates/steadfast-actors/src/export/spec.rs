@@ -7,8 +7,7 @@ use rand::Rng;
 use steadfast_core::model::METADATA_PORT_KEY;
 use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
 
-/// Metadata key set on a record while its provider shuts down.
-pub const CLOSING_KEY: &str = "steadfast.closing";
+pub use steadfast_core::model::CLOSING_KEY;
 
 /// The services one provider instance exports.
 #[derive(Clone, Debug)]

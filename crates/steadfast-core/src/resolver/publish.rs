@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::{ResolverMachine, RevisionState, NO_REVISION};
-use crate::update::{DirectoryUpdate, Unresolved, UpdateState};
+use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
 use crate::url::{ServiceEndpoint, ServiceUrl};
 
 /// What one revision offers for one subscribe key.
@@ -58,6 +58,9 @@ impl ResolverMachine {
                     }
                 }
                 let state = match (self.unresolved(), urls.is_empty()) {
+                    (_, true) if !instances.iter().any(|i| i.is_serving()) => {
+                        UpdateState::NotServing(NotServing::count(instances.iter()))
+                    }
                     (None, true) => UpdateState::NoMatchingService,
                     (None, false) => UpdateState::Resolved,
                     (Some(u), true) => UpdateState::Unresolved(u),
