@@ -1,7 +1,8 @@
 //! Self-heal demo on the embedded registry.
 //!
-//! A provider app restarts with a new metadata revision, and its
-//! MetadataService is not ready for the first fetch (the failure that leaves
+//! A provider app restarts and deploys a changed service definition (a new
+//! method), so a new metadata revision, and its MetadataService is not ready
+//! for the first fetch (the failure that leaves
 //! dubbo-go consumers empty forever). Steadfast retries on its own backoff,
 //! with no further registry event, and the directory recovers. Prints a
 //! timeline and ends with `recovered in <ms> ms after the metadata service
@@ -64,11 +65,11 @@ impl MetadataFetcher for DemoMetadataService {
     }
 }
 
-/// The provider's exported metadata at one boot.
-fn provider_boot(export_ms: u64) -> (MetadataInfo, ServiceInstance) {
+/// The provider's exported metadata at one boot, exporting `methods`. The
+/// revision hashes only the definitions; the boot is in the incarnation.
+fn provider_boot(export_ms: u64, methods: &str) -> (MetadataInfo, ServiceInstance) {
     let mut params = std::collections::BTreeMap::new();
-    params.insert("methods".to_string(), "greet".to_string());
-    params.insert("timestamp".to_string(), export_ms.to_string());
+    params.insert("methods".to_string(), methods.to_string());
     let service = ServiceInfo {
         name: IFACE.into(),
         group: None,
@@ -85,8 +86,8 @@ fn provider_boot(export_ms: u64) -> (MetadataInfo, ServiceInstance) {
     (info, instance)
 }
 
-fn short(rev: &str) -> &str {
-    &rev[..rev.len().min(8)]
+fn short(rev: &str) -> String {
+    rev.chars().take(8).collect()
 }
 
 fn describe(status: &DirectoryStatus) -> String {
@@ -145,7 +146,7 @@ async fn main() -> ExitCode {
         }
     };
 
-    let (v1, instance_v1) = provider_boot(1_000);
+    let (v1, instance_v1) = provider_boot(1_000, "greet");
     metadata_service.publish(v1.clone(), Instant::now());
     if let Err(e) = registry.register(instance_v1.clone()).await {
         eprintln!("register failed: {e}");
@@ -158,14 +159,15 @@ async fn main() -> ExitCode {
     };
     at(&format!("consumer: {}", describe(&ready)));
 
-    // Restart: unregister, come back with a new revision whose metadata
-    // service needs 300 ms before it answers.
+    // Restart: unregister, come back with a changed definition (a new
+    // method, so a new revision) whose metadata service needs 300 ms before
+    // it answers.
     if let Err(e) = registry.unregister(instance_v1).await {
         eprintln!("unregister failed: {e}");
         return ExitCode::FAILURE;
     }
     at("provider stopping: instance unregistered");
-    let (v2, instance_v2) = provider_boot(2_000);
+    let (v2, instance_v2) = provider_boot(2_000, "greet,farewell");
     let healed_at = Instant::now() + Duration::from_millis(300);
     metadata_service.publish(v2.clone(), healed_at);
     if let Err(e) = registry.register(instance_v2.clone()).await {
@@ -173,7 +175,7 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     at(&format!(
-        "provider restarted, revision {}; metadata service not ready yet",
+        "provider restarted with a new method, revision {}; metadata service not ready yet",
         short(&v2.revision)
     ));
     if let Some(s) = wait(&dir, Duration::from_secs(1), |s| !s.is_ready()).await {

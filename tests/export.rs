@@ -112,3 +112,53 @@ async fn drain_is_bounded() {
         "registry, cache, engine only"
     );
 }
+
+#[actix_rt::test]
+async fn identical_instances_share_one_revision_and_one_fetch_per_consumer() {
+    tokio::time::pause();
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
+    let dir = fx.subscribe().await;
+    let mut exports = Vec::new();
+    for port in [9401, 9402, 9403] {
+        let mut s = spec(9400);
+        s.port = port;
+        exports.push(fx.engine.export(s).await.unwrap());
+    }
+    let v = wait_for(&dir, "three endpoints", Duration::from_secs(5), |v| {
+        v.endpoints.len() == 3
+    })
+    .await;
+    let revisions: std::collections::BTreeSet<String> = exports
+        .iter()
+        .map(|e| e.metadata().revision.clone())
+        .collect();
+    assert_eq!(revisions.len(), 1, "identical definitions, one revision");
+    let revision = revisions.into_iter().next().unwrap();
+    assert_eq!(fx.fetcher.calls(&revision), 1, "one fetch for all three");
+    let boots: std::collections::BTreeSet<Option<String>> = v
+        .endpoints
+        .iter()
+        .map(|u| u.param("steadfast.boot-id"))
+        .collect();
+    assert_eq!(boots.len(), 3, "each boot keeps its own incarnation");
+
+    // A boot that deploys the same definitions again costs no fetch.
+    exports
+        .pop()
+        .unwrap()
+        .shutdown(Duration::ZERO)
+        .await
+        .unwrap();
+    let mut again = spec(9400);
+    again.port = 9403;
+    fx.engine.export(again).await.unwrap();
+    wait_for(&dir, "restarted boot served", Duration::from_secs(5), |v| {
+        v.endpoints.len() == 3
+    })
+    .await;
+    assert_eq!(
+        fx.fetcher.calls(&revision),
+        1,
+        "a same-definition restart is cached"
+    );
+}

@@ -1,7 +1,8 @@
 //! The seed's reproduction over real sockets: consumer and provider engines
 //! in one process, a real etcd as registry, the provider's metadata served
-//! over HTTP behind a TCP proxy. The provider restarts on the same port with
-//! a new revision; the proxy blackholes the first metadata fetch for longer
+//! over HTTP behind a TCP proxy. The provider restarts on the same port and
+//! deploys a changed service definition, so a new revision (revisions hash
+//! only the definitions); the proxy blackholes the first metadata fetch for longer
 //! than its timeout, then heals. The consumer must recover with no further
 //! registry event, and calls must succeed.
 
@@ -29,7 +30,12 @@ struct Provider {
     server: actix_web::dev::ServerHandle,
 }
 
-async fn boot_provider(etcd: &str, prefix: &str, port: u16, metadata_port: u16) -> Provider {
+async fn boot_provider(
+    etcd: &str,
+    prefix: &str,
+    (port, metadata_port): (u16, u16),
+    methods: &str,
+) -> Provider {
     let store = MetadataStore::new();
     let s = store.clone();
     let listener = TcpListener::bind(("127.0.0.1", port)).expect("provider port free");
@@ -64,7 +70,7 @@ async fn boot_provider(etcd: &str, prefix: &str, port: u16, metadata_port: u16) 
             protocol: "http".into(),
             port,
             path: IFACE.into(),
-            params: Default::default(),
+            params: [("methods".to_string(), methods.to_string())].into(),
         });
     let export = engine.export(spec).await.unwrap();
     Provider {
@@ -117,7 +123,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     let http = reqwest::Client::new();
 
     // Boot 1.
-    let p1 = boot_provider(&etcd.endpoint(), &prefix, port, metadata_port).await;
+    let p1 = boot_provider(&etcd.endpoint(), &prefix, (port, metadata_port), "greet").await;
     let url = poll(Duration::from_secs(10), async || {
         dir.select().await.ok().flatten()
     })
@@ -125,14 +131,26 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     .expect("boot 1 resolved");
     assert_eq!(url.port(), port);
 
-    // Restart on the same port: graceful stop, then a new boot whose first
-    // metadata fetch goes into a blackhole.
+    // Restart on the same port with a changed definition (a new method):
+    // graceful stop, then a new boot whose first metadata fetch goes into a
+    // blackhole.
     let report = p1.export.shutdown(Duration::from_secs(1)).await.unwrap();
     assert!(report.unregistered);
     p1.server.stop(true).await;
     p1.engine.shutdown().await;
     proxy.freeze();
-    let p2 = boot_provider(&etcd.endpoint(), &prefix, port, metadata_port).await;
+    let p2 = boot_provider(
+        &etcd.endpoint(),
+        &prefix,
+        (port, metadata_port),
+        "greet,farewell",
+    )
+    .await;
+    assert_ne!(
+        p2.export.metadata().revision,
+        p1.export.metadata().revision,
+        "a changed definition is a new revision"
+    );
     let new_boot = p2.export.instance().incarnation().unwrap().boot_id;
 
     let failed = poll(Duration::from_secs(10), async || {

@@ -61,21 +61,20 @@ impl ExportSpec {
     }
 }
 
-/// Builds the metadata and the registry record of an export at `export_ms`:
-/// every service gets a `timestamp` param (so a restart yields a new
-/// revision), the record carries the revision and a fresh incarnation.
+/// Builds the metadata and the registry record of an export at `export_ms`.
+///
+/// The revision hashes only the service definitions (as Dubbo Java does: no
+/// export timestamp, no pid), so N identical instances share one revision
+/// and one metadata fetch per consumer, and a restart that deploys the same
+/// definitions keeps its revision (already cached by every consumer). Boot
+/// identity lives in the record's incarnation (export ms + random boot id),
+/// which reaches every URL.
 pub fn build_export(
     spec: &ExportSpec,
     export_ms: u64,
     rng: &mut impl Rng,
 ) -> (MetadataInfo, ServiceInstance) {
-    let services = spec.services.iter().cloned().map(|mut s| {
-        s.params
-            .entry("timestamp".to_string())
-            .or_insert_with(|| export_ms.to_string());
-        s
-    });
-    let info = MetadataInfo::new(spec.app.clone(), services);
+    let info = MetadataInfo::new(spec.app.clone(), spec.services.iter().cloned());
     let mut instance = ServiceInstance::new(spec.app.clone(), spec.host.clone(), spec.port);
     instance.weight = spec.weight;
     instance.metadata.extend(spec.metadata.clone());
@@ -110,11 +109,21 @@ mod tests {
     }
 
     #[test]
-    fn a_restart_yields_a_new_revision_and_incarnation() {
+    fn a_restart_keeps_its_revision_and_gets_a_new_incarnation() {
         let mut rng = StdRng::seed_from_u64(1);
         let (m1, i1) = build_export(&spec(), 1000, &mut rng);
         let (m2, i2) = build_export(&spec(), 2000, &mut rng);
-        assert_ne!(m1.revision, m2.revision);
+        assert_eq!(m1.revision, m2.revision, "no boot time in the revision");
+        assert_eq!(m1, m2, "identical definitions, identical metadata");
+        let mut changed = spec();
+        changed.services[0]
+            .params
+            .insert("methods".into(), "greet,farewell".into());
+        let (m3, _) = build_export(&changed, 3000, &mut rng);
+        assert_ne!(
+            m3.revision, m1.revision,
+            "a changed definition is a new revision"
+        );
         assert_eq!(i1.revision(), Some(m1.revision.as_str()));
         assert_eq!(i1.metadata_port(), 9001);
         let (a, b) = (i1.incarnation().unwrap(), i2.incarnation().unwrap());
