@@ -18,6 +18,13 @@ pub struct EngineConfig {
     pub cache_capacity: usize,
     /// Deadline of one metadata fetch attempt from one instance.
     pub fetch_timeout: Duration,
+    /// Deadline of each registry or publisher call the engine makes for an
+    /// export (register, closing announcement, unregister, publish,
+    /// withdraw). Default 5 s.
+    pub registry_call_timeout: Duration,
+    /// Longest `Engine::shutdown` waits for exports to announce closing and
+    /// unregister before it stops every actor anyway. Default 15 s.
+    pub shutdown_timeout: Duration,
     /// Seed of every random choice (jitter, endpoint selection).
     pub seed: u64,
 }
@@ -30,6 +37,8 @@ impl Default for EngineConfig {
             metadata_max_attempts: None,
             cache_capacity: 1024,
             fetch_timeout: Duration::from_secs(5),
+            registry_call_timeout: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(15),
             seed: rand::random(),
         }
     }

@@ -12,14 +12,14 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use steadfast_core::{MetadataPublisher, Reference, Registry};
+use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
 use crate::directory_actor::DirectoryActor;
 use crate::error::EngineError;
 use crate::export::{
-    build_export, ExportActor, ExportHandle, ExportSpec, InFlight, ShutdownReport,
+    build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, InFlight, ShutdownReport,
 };
 use crate::handle::Directory;
 use crate::messages::{ForceRestart, Shutdown};
@@ -249,15 +249,20 @@ impl Handler<Shutdown> for Coordinator {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
         // Refuse new work at once; let providers announce closing and
-        // unregister (no drain wait), then stop everything.
+        // unregister (no drain wait), then stop everything. Each registry
+        // call of a stop has its own deadline, and the whole wait is bounded
+        // by `shutdown_timeout`.
         self.shut_down = true;
+        // The exports stay listed, so `shutdown_all` stops them even when
+        // their graceful stop ran out of time.
         let stops: Vec<_> = self
             .exports
-            .drain()
-            .map(|(_, a)| a.send(crate::export::GracefulStop(Duration::ZERO)))
+            .values()
+            .map(|a| a.send(crate::export::GracefulStop(Duration::ZERO)))
             .collect();
+        let limit = self.config.shutdown_timeout;
         Box::pin(
-            futures::future::join_all(stops)
+            tokio::time::timeout(limit, futures::future::join_all(stops))
                 .into_actor(self)
                 .map(|_, act, ctx| {
                     act.shutdown_all();
@@ -306,17 +311,18 @@ impl Handler<Export> for Coordinator {
             .unwrap_or_default();
         let (info, instance) = build_export(&msg.0, export_ms, &mut StdRng::seed_from_u64(seed));
         let in_flight = InFlight::default();
-        let (registry, publishers) = (self.registry_backend.clone(), self.publishers.clone());
-        let (i, m, f, backoff, stats) = (
-            instance.clone(),
-            info.clone(),
-            in_flight.clone(),
-            self.config.registry_backoff,
-            self.stats.clone(),
-        );
-        let addr = Supervisor::start(move |_| {
-            ExportActor::new(registry, publishers, m, i, backoff, seed, f, stats)
-        });
+        let parts = ExportParts {
+            registry: self.registry_backend.clone(),
+            publishers: self.publishers.clone(),
+            info: info.clone(),
+            instance: instance.clone(),
+            policy: RecoverPolicy::new(self.config.registry_backoff),
+            call_timeout: self.config.registry_call_timeout,
+            seed,
+            in_flight: in_flight.clone(),
+        };
+        let stats = self.stats.clone();
+        let addr = Supervisor::start(move |_| ExportActor::new(parts, stats));
         let handle = ExportHandle {
             id,
             instance,

@@ -164,6 +164,20 @@ impl EngineBuilder {
         self
     }
 
+    /// Deadline of each registry or publisher call made for an export
+    /// (default 5 s).
+    pub fn registry_call_timeout(mut self, timeout: Duration) -> Self {
+        self.config.registry_call_timeout = timeout;
+        self
+    }
+
+    /// Longest [`Engine::shutdown`] waits for exports to unregister before
+    /// stopping every actor anyway (default 15 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.config.shutdown_timeout = timeout;
+        self
+    }
+
     /// Seed of every random choice, for replayable runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.config.seed = seed;

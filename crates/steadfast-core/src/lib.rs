@@ -10,6 +10,7 @@ pub mod backend;
 pub mod backoff;
 pub mod directory;
 pub mod error;
+pub mod export;
 pub mod fallback;
 pub mod incarnation;
 pub mod keys;
@@ -27,6 +28,7 @@ pub use backend::{
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
+pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
 pub use fallback::FallbackFetcher;
 pub use incarnation::Incarnation;
 pub use keys::{match_key, service_key, Reference};

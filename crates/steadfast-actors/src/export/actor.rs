@@ -1,8 +1,10 @@
-//! The export actor of one provider instance: publishes the metadata and
-//! registers the record, retrying with backoff until both land; after a
-//! supervised restart it registers again (the registry is the source of
-//! truth). A graceful shutdown announces closing, unregisters, drains
-//! in-flight requests (bounded) and withdraws the metadata.
+//! The export actor of one provider instance: a shell around the core's
+//! [`ExportMachine`]. It performs the machine's attempts (publish the
+//! metadata everywhere, then register the record, each call under a
+//! deadline) and timers. A graceful shutdown announces closing, unregisters,
+//! drains in-flight requests (bounded) and withdraws the metadata; every
+//! registry and publisher call in it is bounded too, so a hung registry can
+//! never hold a stop (or `Engine::shutdown`) for ever.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,10 +12,9 @@ use std::time::Duration;
 use actix::prelude::*;
 use actix::WeakAddr;
 use futures::future::{join_all, BoxFuture, FutureExt, Shared};
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 use steadfast_core::{
-    BackoffPolicy, ErrorClass, MetadataInfo, MetadataPublisher, Registry, ServiceInstance,
+    ErrorClass, ExportAction, ExportMachine, MetadataInfo, MetadataPublisher, RecoverPolicy,
+    Registry, RegistryError, ServiceInstance,
 };
 
 use super::in_flight::InFlight;
@@ -34,17 +35,7 @@ pub struct ShutdownReport {
 }
 
 /// One publish-and-register attempt, shared so a graceful stop can await it.
-type Attempt = Shared<BoxFuture<'static, Result<(), (String, ErrorClass)>>>;
-
-/// Longest wait for a register attempt already under way at shutdown.
-const ATTEMPT_WAIT: Duration = Duration::from_secs(10);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Syncing,
-    Registered,
-    Closed,
-}
+type Attempt = Shared<BoxFuture<'static, Result<(), (ErrorClass, String)>>>;
 
 /// Query: whether the record is registered.
 #[derive(Message)]
@@ -56,97 +47,116 @@ pub(crate) struct IsRegistered;
 #[rtype(result = "ShutdownReport")]
 pub(crate) struct GracefulStop(pub Duration);
 
+/// What an export actor is built from.
+pub(crate) struct ExportParts {
+    pub registry: Arc<dyn Registry>,
+    pub publishers: Vec<Arc<dyn MetadataPublisher>>,
+    pub info: MetadataInfo,
+    pub instance: ServiceInstance,
+    pub policy: RecoverPolicy,
+    /// Deadline of each registry or publisher call.
+    pub call_timeout: Duration,
+    pub seed: u64,
+    pub in_flight: InFlight,
+}
+
 /// Keeps one exported instance registered.
 pub struct ExportActor {
-    registry: Arc<dyn Registry>,
-    publishers: Vec<Arc<dyn MetadataPublisher>>,
-    info: MetadataInfo,
-    instance: ServiceInstance,
-    backoff: BackoffPolicy,
-    rng: StdRng,
-    attempts: u32,
-    phase: Phase,
-    task: Option<SpawnHandle>,
+    parts: ExportParts,
+    machine: ExportMachine,
+    timer: Option<SpawnHandle>,
     attempt: Option<Attempt>,
-    in_flight: InFlight,
     stats: Arc<EngineStats>,
     _alive: LiveGuard,
 }
 
+/// Runs `fut` under `limit`; running out is a registry timeout.
+async fn bounded<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = Result<T, RegistryError>>,
+) -> Result<T, RegistryError> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or(Err(RegistryError::Timeout))
+}
+
 impl ExportActor {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        registry: Arc<dyn Registry>,
-        publishers: Vec<Arc<dyn MetadataPublisher>>,
-        info: MetadataInfo,
-        instance: ServiceInstance,
-        backoff: BackoffPolicy,
-        seed: u64,
-        in_flight: InFlight,
-        stats: Arc<EngineStats>,
-    ) -> Self {
+    pub(crate) fn new(parts: ExportParts, stats: Arc<EngineStats>) -> Self {
         Self {
-            registry,
-            publishers,
-            info,
-            instance,
-            backoff,
-            rng: StdRng::seed_from_u64(seed),
-            attempts: 0,
-            phase: Phase::Syncing,
-            task: None,
+            machine: ExportMachine::new(parts.policy, parts.seed),
+            parts,
+            timer: None,
             attempt: None,
-            in_flight,
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
         }
     }
 
-    /// Publishes the metadata everywhere, then registers the record.
-    fn sync(&mut self, ctx: &mut Context<Self>) {
-        if self.phase == Phase::Closed {
-            return;
+    fn perform(&mut self, actions: Vec<ExportAction>, ctx: &mut Context<Self>) {
+        for action in actions {
+            match action {
+                ExportAction::Attempt { token } => self.attempt(token, ctx),
+                ExportAction::ArmTimer { token, delay } => {
+                    tracing::warn!(app = %self.parts.instance.app, id = %self.parts.instance.id,
+                        error = self.machine.last_error().unwrap_or_default(), ?delay,
+                        "export failed; retrying");
+                    let h = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
+                        act.timer = None;
+                        let actions = act.machine.on_timer(token);
+                        act.perform(actions, ctx);
+                    });
+                    if let Some(old) = self.timer.replace(h) {
+                        ctx.cancel_future(old);
+                    }
+                }
+                ExportAction::CancelTimer { .. } => {
+                    if let Some(h) = self.timer.take() {
+                        ctx.cancel_future(h);
+                    }
+                }
+            }
         }
+    }
+
+    /// Publishes the metadata everywhere, then registers the record.
+    fn attempt(&mut self, token: u64, ctx: &mut Context<Self>) {
+        let limit = self.parts.call_timeout;
         let publishes = self
+            .parts
             .publishers
             .iter()
-            .map(|p| p.publish(self.info.clone()))
+            .map(|p| tokio::time::timeout(limit, p.publish(self.parts.info.clone())))
             .collect::<Vec<_>>();
-        let register = self.registry.register(self.instance.clone());
+        let register = bounded(
+            limit,
+            self.parts.registry.register(self.parts.instance.clone()),
+        );
         let fut = async move {
             for r in join_all(publishes).await {
-                r.map_err(|e| (e.to_string(), ErrorClass::Transient))?;
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err((ErrorClass::Transient, e.to_string())),
+                    Err(_) => return Err((ErrorClass::Transient, "publish timed out".into())),
+                }
             }
-            register.await.map_err(|e| (e.to_string(), e.class()))
+            register.await.map_err(|e| (e.class(), e.to_string()))
         }
         .boxed()
         .shared();
         // A graceful stop waits for this attempt instead of cutting it off,
         // so a put already on the wire cannot land after the unregister.
         self.attempt = Some(fut.clone());
-        let handle = ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
-            act.task = None;
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.attempt = None;
-            match res {
-                Ok(()) => {
-                    act.attempts = 0;
-                    act.phase = Phase::Registered;
-                    tracing::info!(app = %act.instance.app, id = %act.instance.id, "provider registered");
-                }
-                Err((err, class)) => {
-                    EngineStats::bump(&act.stats.register_failures);
-                    let delay = act.backoff.delay(act.attempts, class, &mut act.rng);
-                    act.attempts = act.attempts.saturating_add(1);
-                    tracing::warn!(app = %act.instance.app, error = %err, ?delay, "export failed; retrying");
-                    let h = timer::arm(ctx, &act.stats, delay, |act: &mut Self, ctx| {
-                        act.task = None;
-                        act.sync(ctx);
-                    });
-                    act.task = Some(h);
-                }
+            if res.is_err() {
+                EngineStats::bump(&act.stats.register_failures);
             }
+            let actions = act.machine.on_attempt_done(token, res, timer::now());
+            if act.machine.is_registered() {
+                tracing::info!(app = %act.parts.instance.app, id = %act.parts.instance.id, "provider registered");
+            }
+            act.perform(actions, ctx);
         }));
-        self.task = Some(handle);
     }
 }
 
@@ -154,18 +164,16 @@ impl Actor for ExportActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        if self.phase != Phase::Closed {
-            // First start, or a restart: (re)assert the record either way.
-            self.phase = Phase::Syncing;
-            self.sync(ctx);
-        }
+        // First start, or a restart: (re)assert the record either way.
+        let actions = self.machine.start();
+        self.perform(actions, ctx);
     }
 }
 
 impl Supervised for ExportActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        self.task = None;
+        self.timer = None;
         self.attempt = None;
     }
 }
@@ -173,40 +181,47 @@ impl Supervised for ExportActor {
 impl Handler<IsRegistered> for ExportActor {
     type Result = bool;
     fn handle(&mut self, _: IsRegistered, _ctx: &mut Self::Context) -> bool {
-        self.phase == Phase::Registered
+        self.machine.is_registered()
     }
 }
 
 impl Handler<GracefulStop> for ExportActor {
     type Result = ResponseActFuture<Self, ShutdownReport>;
     fn handle(&mut self, msg: GracefulStop, ctx: &mut Self::Context) -> Self::Result {
-        if let Some(h) = self.task.take() {
+        let plan = self.machine.stop();
+        if let Some(h) = self.timer.take() {
             ctx.cancel_future(h);
         }
-        let attempt = self.attempt.take();
-        let was = std::mem::replace(&mut self.phase, Phase::Closed);
-        self.in_flight.close();
-        let registry = self.registry.clone();
-        let mut closing = self.instance.clone();
+        let attempt = self.attempt.take().filter(|_| plan.wait_for_attempt);
+        self.parts.in_flight.close();
+        let limit = self.parts.call_timeout;
+        let registry = self.parts.registry.clone();
+        let mut closing = self.parts.instance.clone();
         closing.healthy = false;
         closing.metadata.insert(CLOSING_KEY.into(), "true".into());
-        let instance = self.instance.clone();
-        let in_flight = self.in_flight.clone();
+        let instance = self.parts.instance.clone();
+        let in_flight = self.parts.in_flight.clone();
         let withdraws: Vec<_> = self
+            .parts
             .publishers
             .iter()
-            .map(|p| p.withdraw(&self.info.app, &self.info.revision))
+            .map(|p| {
+                tokio::time::timeout(
+                    limit,
+                    p.withdraw(&self.parts.info.app, &self.parts.info.revision),
+                )
+            })
             .collect();
         let fut = async move {
             if let Some(attempt) = attempt {
-                let _ = tokio::time::timeout(ATTEMPT_WAIT, attempt).await;
+                let _ = tokio::time::timeout(limit, attempt).await;
             }
-            if was != Phase::Syncing {
+            if plan.announce_closing {
                 // Announce first so consumers stop picking this instance
                 // before its record disappears.
-                let _ = registry.register(closing).await;
+                let _ = bounded(limit, registry.register(closing)).await;
             }
-            let unregistered = registry.unregister(instance).await.is_ok();
+            let unregistered = bounded(limit, registry.unregister(instance)).await.is_ok();
             let drained = in_flight.drained(msg.0).await;
             join_all(withdraws).await;
             ShutdownReport {
@@ -223,9 +238,9 @@ impl Handler<GracefulStop> for ExportActor {
 impl Handler<Shutdown> for ExportActor {
     type Result = ();
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
-        self.phase = Phase::Closed;
+        self.machine.stop();
         self.attempt = None;
-        if let Some(h) = self.task.take() {
+        if let Some(h) = self.timer.take() {
             ctx.cancel_future(h);
         }
         ctx.stop();

@@ -6,7 +6,7 @@ mod actor;
 mod in_flight;
 mod spec;
 
-pub(crate) use actor::GracefulStop;
 pub use actor::{ExportActor, ExportHandle, ShutdownReport};
+pub(crate) use actor::{ExportParts, GracefulStop};
 pub use in_flight::{InFlight, InFlightGuard};
 pub use spec::{build_export, ExportSpec, CLOSING_KEY};
