@@ -25,8 +25,9 @@
 #![warn(missing_docs)]
 
 pub use steadfast_actors::{
-    Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError, ExportHandle,
-    ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport, StatsSnapshot,
+    ConfigError, Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError,
+    ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport,
+    StatsSnapshot,
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use steadfast_core::BackoffPolicy;
+use steadfast_core::{BackoffError, BackoffPolicy, MAX_BACKOFF};
+use thiserror::Error;
 
 /// Tunables of one engine.
 #[derive(Clone, Debug)]
@@ -41,5 +42,128 @@ impl Default for EngineConfig {
             shutdown_timeout: Duration::from_secs(15),
             seed: rand::random(),
         }
+    }
+}
+
+/// Why an [`EngineConfig`] was refused at `start()`.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum ConfigError {
+    /// A backoff policy makes no sense (zero start, cap below start or over
+    /// a day, bad multiplier or jitter).
+    #[error("invalid {field}")]
+    Backoff {
+        /// The config field.
+        field: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: BackoffError,
+    },
+    /// A duration is zero or longer than a day.
+    #[error("{field} must be above zero and at most one day, got {value:?}")]
+    Duration {
+        /// The config field.
+        field: &'static str,
+        /// The value given.
+        value: Duration,
+    },
+    /// A count must be at least one.
+    #[error("{field} must be at least 1")]
+    Zero {
+        /// The config field.
+        field: &'static str,
+    },
+}
+
+impl EngineConfig {
+    /// Checks every value: backoff policies (see
+    /// [`BackoffPolicy::validate`]), durations above zero and at most a day,
+    /// counts at least one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, policy) in [
+            ("backoff", &self.backoff),
+            ("registry_backoff", &self.registry_backoff),
+        ] {
+            policy
+                .validate()
+                .map_err(|source| ConfigError::Backoff { field, source })?;
+        }
+        for (field, value) in [
+            ("fetch_timeout", self.fetch_timeout),
+            ("registry_call_timeout", self.registry_call_timeout),
+            ("shutdown_timeout", self.shutdown_timeout),
+        ] {
+            check_duration(field, value)?;
+        }
+        if self.cache_capacity == 0 {
+            return Err(ConfigError::Zero {
+                field: "cache_capacity",
+            });
+        }
+        if self.metadata_max_attempts == Some(0) {
+            return Err(ConfigError::Zero {
+                field: "metadata_max_attempts",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A duration the engine waits on: above zero, at most [`MAX_BACKOFF`].
+pub(crate) fn check_duration(field: &'static str, value: Duration) -> Result<(), ConfigError> {
+    if value.is_zero() || value > MAX_BACKOFF {
+        return Err(ConfigError::Duration { field, value });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn defaults_are_valid_and_absurd_values_are_refused_with_their_field() {
+        assert_eq!(EngineConfig::default().validate(), Ok(()));
+        let mut c = EngineConfig::default();
+        c.backoff.max = Duration::MAX;
+        let e = c.validate().unwrap_err();
+        assert!(matches!(
+            e,
+            ConfigError::Backoff {
+                field: "backoff",
+                ..
+            }
+        ));
+        assert!(e.source().is_some(), "the cause is kept");
+        let mut c = EngineConfig::default();
+        c.registry_backoff.jitter = f64::NAN;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Backoff {
+                field: "registry_backoff",
+                ..
+            })
+        ));
+        let c = EngineConfig {
+            fetch_timeout: Duration::ZERO,
+            ..EngineConfig::default()
+        };
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Duration {
+                field: "fetch_timeout",
+                value: Duration::ZERO
+            })
+        );
+        let c = EngineConfig {
+            cache_capacity: 0,
+            ..EngineConfig::default()
+        };
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Zero {
+                field: "cache_capacity"
+            })
+        );
     }
 }

@@ -96,7 +96,8 @@ impl Engine {
     }
 }
 
-/// Configures and starts an [`Engine`].
+/// Configures and starts an [`Engine`]. `start()` validates every value
+/// ([`EngineConfig::validate`]) and refuses a bad one with a typed error.
 #[derive(Default)]
 pub struct EngineBuilder {
     config: EngineConfig,
@@ -178,6 +179,12 @@ impl EngineBuilder {
         self
     }
 
+    /// Replaces the whole configuration (validated at `start()`).
+    pub fn config(mut self, config: EngineConfig) -> Self {
+        self.config = config;
+        self
+    }
+
     /// Seed of every random choice, for replayable runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.config.seed = seed;
@@ -189,6 +196,7 @@ impl EngineBuilder {
         if System::try_current().is_none() {
             return Err(EngineError::NoSystem);
         }
+        self.config.validate()?;
         let fetcher: Arc<dyn MetadataFetcher> = match self.fetcher {
             Some(f) => f,
             None => Arc::new(

@@ -2,8 +2,10 @@
 
 use thiserror::Error;
 
+use crate::config::ConfigError;
+
 /// Why an engine or directory call failed.
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[derive(Clone, Debug, Error, PartialEq)]
 pub enum EngineError {
     /// The engine was shut down (or is shutting down) before the call ran.
     #[error("the engine is shut down")]
@@ -29,4 +31,7 @@ pub enum EngineError {
     /// `start()` was called outside a running actix System.
     #[error("the engine must be started inside a running actix System")]
     NoSystem,
+    /// `start()` refused the configuration.
+    #[error("invalid engine configuration")]
+    InvalidConfig(#[from] ConfigError),
 }

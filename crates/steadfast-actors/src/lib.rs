@@ -29,7 +29,7 @@ pub mod resolver_actor;
 pub mod stats;
 mod timer;
 
-pub use config::EngineConfig;
+pub use config::{ConfigError, EngineConfig};
 pub use coordinator::RestartTarget;
 pub use directory_actor::DirectoryView;
 pub use engine::{Engine, EngineBuilder};
