@@ -241,3 +241,17 @@ impl Handler<ForceRestart> for CacheActor {
         ctx.stop();
     }
 }
+
+impl crate::contain::Contain for CacheActor {
+    const NAME: &'static str = "cache";
+    fn engine_stats(&self) -> &Arc<EngineStats> {
+        &self.stats
+    }
+}
+
+impl Handler<crate::contain::DrillPanic> for CacheActor {
+    type Result = ();
+    fn handle(&mut self, _: crate::contain::DrillPanic, ctx: &mut Self::Context) {
+        crate::contain::drill(self, ctx);
+    }
+}

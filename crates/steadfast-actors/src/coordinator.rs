@@ -16,6 +16,7 @@ use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
+use crate::contain::{drill, Contain, DrillPanic};
 use crate::directory_actor::DirectoryActor;
 use crate::error::EngineError;
 use crate::export::{
@@ -38,6 +39,8 @@ pub enum RestartTarget {
     Resolver(String),
     /// The directory of one reference.
     Directory(Reference),
+    /// The engine's coordinator itself.
+    Coordinator,
 }
 
 /// Subscribe to a reference.
@@ -54,6 +57,11 @@ pub(crate) struct Unsubscribe(pub Reference);
 #[derive(Message)]
 #[rtype(result = "Result<(), EngineError>")]
 pub(crate) struct Restart(pub RestartTarget);
+
+/// Make one actor's handler panic (drills of the containment).
+#[derive(Message)]
+#[rtype(result = "Result<(), EngineError>")]
+pub(crate) struct Panic(pub RestartTarget);
 
 /// Export a provider instance.
 #[derive(Message)]
@@ -85,7 +93,9 @@ pub(crate) struct Coordinator {
     publishers: Vec<Arc<dyn MetadataPublisher>>,
     next_id: u64,
     shut_down: bool,
-    _alive: LiveGuard,
+    /// Dropped at shutdown: a shut-down coordinator that an engine handle
+    /// keeps restarting is an idle shell answering `ShutDown`, not alive.
+    alive: Option<LiveGuard>,
 }
 
 impl Coordinator {
@@ -107,7 +117,7 @@ impl Coordinator {
             directories: HashMap::new(),
             next_id: 1,
             shut_down: false,
-            _alive: LiveGuard::new(&stats, Live::Actor),
+            alive: Some(LiveGuard::new(&stats, Live::Actor)),
             stats,
         }
     }
@@ -166,6 +176,7 @@ impl Coordinator {
 
     fn shutdown_all(&mut self) {
         self.shut_down = true;
+        self.alive = None;
         for (_, (c, _)) in self.directories.drain() {
             c.addr.do_send(Shutdown);
         }
@@ -187,19 +198,48 @@ impl Coordinator {
 impl Actor for Coordinator {
     type Context = Context<Self>;
 
-    fn stopped(&mut self, _ctx: &mut Self::Context) {
-        // Dropping the engine without shutdown still stops everything.
-        self.shutdown_all();
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        // Dropping the engine without shutdown still stops everything; a
+        // stop while an engine handle is still held is a supervised restart
+        // (the children keep running, the maps are kept).
+        if self.shut_down || !ctx.connected() {
+            self.shutdown_all();
+        }
     }
+}
+
+impl Supervised for Coordinator {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        if !self.shut_down {
+            EngineStats::bump(&self.stats.restarts);
+        }
+    }
+}
+
+impl Contain for Coordinator {
+    const NAME: &'static str = "coordinator";
+    fn engine_stats(&self) -> &Arc<EngineStats> {
+        &self.stats
+    }
+}
+
+/// The answer of a coordinator call whose handler panicked.
+fn panicked<T>(r: Option<Result<T, EngineError>>) -> Result<T, EngineError> {
+    r.unwrap_or(Err(EngineError::Panicked))
 }
 
 impl Handler<Subscribe> for Coordinator {
     type Result = Result<Directory, EngineError>;
-    fn handle(&mut self, msg: Subscribe, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
+        panicked(self.contained(ctx, |act, _| act.subscribe(msg.0)))
+    }
+}
+
+impl Coordinator {
+    fn subscribe(&mut self, reference: Reference) -> Result<Directory, EngineError> {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
-        let reference = msg.0;
         if reference.apps.is_empty() {
             return Err(EngineError::NoProviderApps(reference.subscribe_key()));
         }
@@ -225,7 +265,13 @@ impl Handler<Subscribe> for Coordinator {
 
 impl Handler<Unsubscribe> for Coordinator {
     type Result = Result<bool, EngineError>;
-    fn handle(&mut self, msg: Unsubscribe, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) -> Self::Result {
+        panicked(self.contained(ctx, |act, _| act.unsubscribe(msg)))
+    }
+}
+
+impl Coordinator {
+    fn unsubscribe(&mut self, msg: Unsubscribe) -> Result<bool, EngineError> {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
@@ -274,11 +320,15 @@ impl Handler<Shutdown> for Coordinator {
 
 impl Handler<Restart> for Coordinator {
     type Result = Result<(), EngineError>;
-    fn handle(&mut self, msg: Restart, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Restart, ctx: &mut Self::Context) -> Self::Result {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
         let sent = match &msg.0 {
+            RestartTarget::Coordinator => {
+                ctx.stop();
+                Some(())
+            }
             RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(ForceRestart)),
             RestartTarget::Cache => self.cache.as_ref().map(|a| a.do_send(ForceRestart)),
             RestartTarget::Resolver(app) => self
@@ -294,14 +344,50 @@ impl Handler<Restart> for Coordinator {
     }
 }
 
-impl Handler<Export> for Coordinator {
-    type Result = Result<ExportHandle, EngineError>;
-    fn handle(&mut self, msg: Export, ctx: &mut Self::Context) -> Self::Result {
+impl Handler<Panic> for Coordinator {
+    type Result = Result<(), EngineError>;
+    fn handle(&mut self, msg: Panic, ctx: &mut Self::Context) -> Self::Result {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
-        if msg.0.services.is_empty() {
-            return Err(EngineError::NothingToExport(msg.0.app));
+        let sent = match &msg.0 {
+            RestartTarget::Coordinator => {
+                drill(self, ctx);
+                Some(())
+            }
+            RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(DrillPanic)),
+            RestartTarget::Cache => self.cache.as_ref().map(|a| a.do_send(DrillPanic)),
+            RestartTarget::Resolver(app) => {
+                self.resolvers.get(app).map(|c| c.addr.do_send(DrillPanic))
+            }
+            RestartTarget::Directory(r) => self
+                .directories
+                .get(r)
+                .map(|(c, _)| c.addr.do_send(DrillPanic)),
+        };
+        sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
+    }
+}
+
+impl Handler<Export> for Coordinator {
+    type Result = Result<ExportHandle, EngineError>;
+    fn handle(&mut self, msg: Export, ctx: &mut Self::Context) -> Self::Result {
+        let me = ctx.address().downgrade();
+        panicked(self.contained(ctx, |act, _| act.export(msg.0, me)))
+    }
+}
+
+impl Coordinator {
+    fn export(
+        &mut self,
+        spec: ExportSpec,
+        me: WeakAddr<Coordinator>,
+    ) -> Result<ExportHandle, EngineError> {
+        if self.shut_down {
+            return Err(EngineError::ShutDown);
+        }
+        if spec.services.is_empty() {
+            return Err(EngineError::NothingToExport(spec.app));
         }
         let id = self.id();
         let seed = self.seed(id);
@@ -309,7 +395,7 @@ impl Handler<Export> for Coordinator {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
-        let (info, instance) = build_export(&msg.0, export_ms, &mut StdRng::seed_from_u64(seed));
+        let (info, instance) = build_export(&spec, export_ms, &mut StdRng::seed_from_u64(seed));
         let in_flight = InFlight::default();
         let parts = ExportParts {
             registry: self.registry_backend.clone(),
@@ -328,7 +414,7 @@ impl Handler<Export> for Coordinator {
             instance,
             info,
             addr: addr.downgrade(),
-            coordinator: ctx.address().downgrade(),
+            coordinator: me,
             in_flight,
         };
         self.exports.insert(id, addr);

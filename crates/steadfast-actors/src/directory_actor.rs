@@ -8,6 +8,7 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use steadfast_core::{DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
 
+use crate::contain::{drill, Contain, DrillPanic};
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{ApplyUpdate, Attach, Detach, ForceRestart, Shutdown};
 use crate::resolver_actor::ResolverActor;
@@ -101,35 +102,57 @@ impl Supervised for DirectoryActor {
     }
 }
 
+impl Contain for DirectoryActor {
+    const NAME: &'static str = "directory";
+    fn engine_stats(&self) -> &Arc<EngineStats> {
+        &self.stats
+    }
+}
+
 impl Handler<ApplyUpdate> for DirectoryActor {
     type Result = ();
     fn handle(&mut self, msg: ApplyUpdate, ctx: &mut Self::Context) {
-        if !self.terminated {
-            if let (_, Some(old)) = self.machine.apply_retiring(msg.0) {
-                self.graveyard.bury(old);
-                Graveyard::arm(self, ctx);
+        self.contained(ctx, |act, ctx| {
+            if !act.terminated {
+                if let (_, Some(old)) = act.machine.apply_retiring(msg.0) {
+                    act.graveyard.bury(old);
+                    Graveyard::arm(act, ctx);
+                }
             }
-        }
+        });
     }
 }
 
 impl Handler<GetView> for DirectoryActor {
     type Result = MessageResult<GetView>;
-    fn handle(&mut self, _: GetView, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: GetView, ctx: &mut Self::Context) -> Self::Result {
         // A query racing an unsubscribe must not be answered from a closed
         // directory's stale state.
-        MessageResult((!self.terminated).then(|| DirectoryView {
-            version: self.machine.version(),
-            status: self.machine.status(),
-            endpoints: self.machine.list(),
-        }))
+        let view = self.contained(ctx, |act, _| {
+            (!act.terminated).then(|| DirectoryView {
+                version: act.machine.version(),
+                status: act.machine.status(),
+                endpoints: act.machine.list(),
+            })
+        });
+        MessageResult(view.flatten())
     }
 }
 
 impl Handler<SelectEndpoint> for DirectoryActor {
     type Result = Option<Option<ServiceUrl>>;
-    fn handle(&mut self, _: SelectEndpoint, _ctx: &mut Self::Context) -> Self::Result {
-        (!self.terminated).then(|| self.machine.select())
+    fn handle(&mut self, _: SelectEndpoint, ctx: &mut Self::Context) -> Self::Result {
+        self.contained(ctx, |act, _| {
+            (!act.terminated).then(|| act.machine.select())
+        })
+        .flatten()
+    }
+}
+
+impl Handler<DrillPanic> for DirectoryActor {
+    type Result = ();
+    fn handle(&mut self, _: DrillPanic, ctx: &mut Self::Context) {
+        drill(self, ctx);
     }
 }
 

@@ -11,7 +11,9 @@ use steadfast_memory::MemoryRegistry;
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
-use crate::coordinator::{Coordinator, Export, Restart, RestartTarget, Subscribe, Unsubscribe};
+use crate::coordinator::{
+    Coordinator, Export, Panic, Restart, RestartTarget, Subscribe, Unsubscribe,
+};
 use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
 use crate::handle::Directory;
@@ -75,6 +77,16 @@ impl Engine {
     pub async fn force_restart(&self, target: RestartTarget) -> Result<(), EngineError> {
         self.coordinator
             .send(Restart(target))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Makes one actor's handler panic (tests, drills): the panic is
+    /// contained, counted (`handler_panics`), and the actor restarts under
+    /// its supervisor with its state resynced.
+    pub async fn drill_panic(&self, target: RestartTarget) -> Result<(), EngineError> {
+        self.coordinator
+            .send(Panic(target))
             .await
             .map_err(|_| EngineError::ShutDown)?
     }
@@ -220,8 +232,10 @@ impl EngineBuilder {
         let (st, cap, timeout) = (stats.clone(), config.cache_capacity, config.fetch_timeout);
         let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, timeout, st));
         let backends = (registry.clone(), self.publishers);
-        let coordinator =
-            Coordinator::new(config, backends, registry_actor, cache, stats.clone()).start();
+        let st = stats.clone();
+        let coordinator = Supervisor::start(move |_| {
+            Coordinator::new(config, backends, registry_actor, cache, st)
+        });
         Ok(Engine {
             coordinator,
             stats,

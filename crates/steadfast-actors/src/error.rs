@@ -31,6 +31,10 @@ pub enum EngineError {
     /// `start()` was called outside a running actix System.
     #[error("the engine must be started inside a running actix System")]
     NoSystem,
+    /// An engine actor panicked while handling the call; the panic was
+    /// contained and the actor restarts under supervision. Retry the call.
+    #[error("an engine actor panicked handling the call; it restarts, retry")]
+    Panicked,
     /// `start()` refused the configuration.
     #[error("invalid engine configuration")]
     InvalidConfig(#[from] ConfigError),

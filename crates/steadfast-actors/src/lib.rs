@@ -16,6 +16,7 @@
 
 pub mod cache_actor;
 pub mod config;
+mod contain;
 mod coordinator;
 pub mod directory_actor;
 pub mod engine;

@@ -323,3 +323,17 @@ impl Handler<ForceRestart> for RegistryActor {
         ctx.stop();
     }
 }
+
+impl crate::contain::Contain for RegistryActor {
+    const NAME: &'static str = "registry";
+    fn engine_stats(&self) -> &Arc<EngineStats> {
+        &self.stats
+    }
+}
+
+impl Handler<crate::contain::DrillPanic> for RegistryActor {
+    type Result = ();
+    fn handle(&mut self, _: crate::contain::DrillPanic, ctx: &mut Self::Context) {
+        crate::contain::drill(self, ctx);
+    }
+}

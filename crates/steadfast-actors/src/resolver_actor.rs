@@ -283,3 +283,17 @@ impl Handler<ForceRestart> for ResolverActor {
         ctx.stop();
     }
 }
+
+impl crate::contain::Contain for ResolverActor {
+    const NAME: &'static str = "resolver";
+    fn engine_stats(&self) -> &Arc<EngineStats> {
+        &self.stats
+    }
+}
+
+impl Handler<crate::contain::DrillPanic> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, _: crate::contain::DrillPanic, ctx: &mut Self::Context) {
+        crate::contain::drill(self, ctx);
+    }
+}

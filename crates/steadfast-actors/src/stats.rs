@@ -27,6 +27,7 @@ pub struct EngineStats {
     pub(crate) watch_failures: AtomicU64,
     pub(crate) register_failures: AtomicU64,
     pub(crate) restarts: AtomicU64,
+    pub(crate) handler_panics: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -62,6 +63,8 @@ pub struct StatsSnapshot {
     pub register_failures: u64,
     /// Actor restarts under supervision.
     pub restarts: u64,
+    /// Handler panics contained (each one restarted its actor).
+    pub handler_panics: u64,
 }
 
 impl EngineStats {
@@ -85,6 +88,7 @@ impl EngineStats {
             watch_failures: u(&self.watch_failures),
             register_failures: u(&self.register_failures),
             restarts: u(&self.restarts),
+            handler_panics: u(&self.handler_panics),
         }
     }
 
