@@ -57,8 +57,11 @@ impl MetadataFetcher for Fake {
     }
 }
 
+/// Answers received: (token, result).
+type Answers = Arc<Mutex<Vec<(u64, Result<Arc<MetadataInfo>, FetchError>)>>>;
+
 /// Collects the answers it gets.
-struct Sink(Arc<Mutex<Vec<(u64, Result<Arc<MetadataInfo>, FetchError>)>>>);
+struct Sink(Answers);
 
 impl Actor for Sink {
     type Context = Context<Self>;

@@ -132,6 +132,8 @@ pub struct ResolverMachine {
     closed: bool,
     dirty: bool,
     stale_since: Option<Instant>,
+    /// The time of the latest input that carried one.
+    clock: Option<Instant>,
 }
 
 impl ResolverMachine {
@@ -156,6 +158,7 @@ impl ResolverMachine {
             closed: false,
             dirty: false,
             stale_since: None,
+            clock: None,
         }
     }
 
@@ -224,6 +227,7 @@ impl ResolverMachine {
         instances: Arc<Vec<ServiceInstance>>,
         now: Instant,
     ) -> Vec<ResolverAction> {
+        self.tick(now);
         if self.closed || (self.instances.is_some() && generation < self.generation) {
             // Closed, or an older snapshot overtaken by a newer one.
             return Vec::new();
@@ -295,6 +299,7 @@ impl ResolverMachine {
         result: Result<Arc<MetadataInfo>, FetchError>,
         now: Instant,
     ) -> Vec<ResolverAction> {
+        self.tick(now);
         match self.revisions.get(revision) {
             Some(RevisionState::Unresolved { phase, .. }) if *phase == Phase::Fetching(token) => {}
             _ => return Vec::new(),
@@ -337,18 +342,39 @@ impl ResolverMachine {
     /// A subscriber for `key` attached at `now`. The first one resumes
     /// resolution: revisions that are due are fetched, the others wait for
     /// the rest of their delay.
-    pub fn subscribe(&mut self, key: &str, now: Instant) -> Vec<ResolverAction> {
+    pub fn subscribe_at(&mut self, key: &str, now: Instant) -> Vec<ResolverAction> {
+        self.tick(now);
+        self.attach(key, Some(now))
+    }
+
+    /// Like [`ResolverMachine::subscribe_at`] at the time of the machine's
+    /// latest input (no revision is fetched before it is due; one that is
+    /// due by now may wait until then). Shells should prefer `subscribe_at`.
+    pub fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
+        self.attach(key, self.clock)
+    }
+
+    fn attach(&mut self, key: &str, now: Option<Instant>) -> Vec<ResolverAction> {
         if self.closed {
             return Vec::new();
         }
         *self.subscribers.entry(key.to_string()).or_default() += 1;
         self.dirty = true;
         let mut actions = Vec::new();
+        // Without any input yet there is no revision to start.
+        let Some(now) = now else {
+            return actions;
+        };
         let revs: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in revs {
             self.start_if_idle(&rev, now, &mut actions);
         }
         actions
+    }
+
+    /// Records the time of an input (time only moves forward).
+    fn tick(&mut self, now: Instant) {
+        self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
     }
 
     /// A subscriber for `key` detached. When the last one leaves, every fetch
@@ -376,6 +402,7 @@ impl ResolverMachine {
     /// The actor restarted: its old fetches and timers are gone without a
     /// trace. Re-issue them: timers for their remaining delay, fetches now.
     pub fn on_restart(&mut self, now: Instant) -> Vec<ResolverAction> {
+        self.tick(now);
         let mut actions = Vec::new();
         let revs: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in revs {
@@ -446,26 +473,6 @@ impl ResolverMachine {
             Phase::Waiting(token) => actions.push(ResolverAction::CancelTimer { token }),
             Phase::Idle | Phase::GaveUp => {}
         }
-    }
-
-    /// Instances advertising `rev`: serving ones first, rotated by the
-    /// attempt number so consecutive attempts start at different instances,
-    /// then the non-serving ones as a last resort.
-    fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
-        let Some(instances) = &self.instances else {
-            return Vec::new();
-        };
-        let (mut serving, resting): (Vec<ServiceInstance>, Vec<ServiceInstance>) = instances
-            .iter()
-            .filter(|i| i.revision() == Some(rev))
-            .cloned()
-            .partition(ServiceInstance::is_serving);
-        if !serving.is_empty() {
-            let k = attempt % serving.len();
-            serving.rotate_left(k);
-        }
-        serving.extend(resting);
-        serving
     }
 
     /// The updates for every subscribed key, when something changed since the

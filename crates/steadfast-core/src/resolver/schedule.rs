@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::{Phase, ResolverAction, ResolverMachine, RevisionState};
 use crate::error::FetchError;
+use crate::model::ServiceInstance;
 use crate::recover::{Recover, Retry};
 
 /// What the status said about a parked revision, so it says the same when
@@ -174,5 +175,25 @@ impl ResolverMachine {
             candidates,
             token,
         });
+    }
+
+    /// Instances advertising `rev`: serving ones first, rotated by the
+    /// attempt number so consecutive attempts start at different instances,
+    /// then the non-serving ones as a last resort.
+    pub(super) fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
+        let Some(instances) = &self.instances else {
+            return Vec::new();
+        };
+        let (mut serving, resting): (Vec<ServiceInstance>, Vec<ServiceInstance>) = instances
+            .iter()
+            .filter(|i| i.revision() == Some(rev))
+            .cloned()
+            .partition(ServiceInstance::is_serving);
+        if !serving.is_empty() {
+            let k = attempt % serving.len();
+            serving.rotate_left(k);
+        }
+        serving.extend(resting);
+        serving
     }
 }

@@ -399,7 +399,7 @@ fn an_attempt_limit_stops_retries_until_the_revision_comes_back() {
     let r1 = m1.revision.as_str();
     let mut m = super::ResolverMachine::new(APP, crate::BackoffPolicy::default(), 7)
         .with_max_attempts(Some(2));
-    m.subscribe(KEY, t0);
+    m.subscribe(KEY);
     let snap = std::sync::Arc::new(vec![inst("a", r1)]);
     let token = |a: &[ResolverAction]| match a {
         [ResolverAction::Fetch { token, .. }] => *token,
@@ -418,7 +418,7 @@ fn an_attempt_limit_stops_retries_until_the_revision_comes_back() {
     assert_eq!(m.pending_timers() + m.pending_fetches(), 0);
     assert!(m.unsubscribe(KEY).is_empty());
     assert!(
-        m.subscribe(KEY, t0).is_empty(),
+        m.subscribe(KEY).is_empty(),
         "re-attaching does not revive it"
     );
     assert!(m.on_restart(t0).is_empty());

@@ -303,7 +303,7 @@ impl Harness {
     }
 
     pub(super) fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
-        let a = self.m.subscribe(key, self.now);
+        let a = self.m.subscribe_at(key, self.now);
         self.apply(a)
     }
 
