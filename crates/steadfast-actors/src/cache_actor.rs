@@ -4,7 +4,7 @@
 //! [`FetchPlan`] (candidates hedged under one whole-fetch deadline, each
 //! call's panics contained) and whose result comes back into the actor.
 //!
-//! Every handler body runs under [`contain`]: a panic there is counted and
+//! Every handler body runs under `contain`: a panic there is counted and
 //! stops the actor under its supervisor, which restarts it with its flights
 //! resynced against the cache machine (see [`Actor::started`]).
 

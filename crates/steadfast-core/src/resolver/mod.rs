@@ -4,7 +4,7 @@
 //! timer) for its actor shell to perform. Time and randomness are inputs.
 //!
 //! Each unresolved revision keeps its retry schedule in a [`Recover`] (the
-//! engine's one retry primitive, see [`schedule`]). A revision that leaves
+//! engine's one retry primitive, see `schedule.rs`). A revision that leaves
 //! the snapshot parks its schedule in a [`RecoverMemory`] for twice the
 //! backoff cap: coming back within that window it resumes where it was (no
 //! fetch before its due time), so a flapping instance does not reset its
