@@ -1,21 +1,31 @@
 //! The metadata cache actor, shared by every resolver of an engine. It owns
-//! the [`MetadataCache`] machine and runs one flight per (app, revision):
-//! a spawned future that tries the candidates in turn, each under a
-//! deadline, and whose result comes back into the actor as a message.
+//! the [`MetadataCache`] machine and the [`FetchMemory`], and runs one
+//! flight per (app, revision): a spawned future that performs a
+//! [`FetchPlan`] (candidates hedged under one whole-fetch deadline, each
+//! call's panics contained) and whose result comes back into the actor.
+//!
+//! Every handler body runs under `contain`: a panic there is counted and
+//! stops the actor under its supervisor, which restarts it with its flights
+//! resynced against the cache machine (see [`Actor::started`]).
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use actix::WeakRecipient;
+use futures::future::{self, Either};
+use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt as _;
 use steadfast_core::{
-    check_metadata, CacheKey, ErrorClass, FetchError, Lookup, MetadataCache, MetadataFetcher,
-    MetadataInfo, ServiceInstance,
+    check_metadata, fetch_contained, panic_message, CacheKey, FetchAction, FetchError, FetchMemory,
+    FetchPlan, FetchPolicy, Lookup, MetadataCache, MetadataFetcher, MetadataInfo, ServiceInstance,
 };
 
+use crate::contain::Contain;
 use crate::messages::{AbandonMetadata, FetchMetadata, ForceRestart, MetadataFetched, Shutdown};
 use crate::stats::{EngineStats, Live, LiveGuard};
+use crate::timer;
 
 struct Waiter {
     resolver: u64,
@@ -25,7 +35,7 @@ struct Waiter {
 
 struct FlightRecord {
     id: u64,
-    candidates: Vec<ServiceInstance>,
+    candidates: Arc<Vec<ServiceInstance>>,
     handle: Option<SpawnHandle>,
 }
 
@@ -34,28 +44,33 @@ pub struct CacheActor {
     cache: MetadataCache<Waiter>,
     flights: HashMap<CacheKey, FlightRecord>,
     fetcher: Arc<dyn MetadataFetcher>,
-    fetch_timeout: Duration,
+    policy: FetchPolicy,
+    memory: FetchMemory,
     stats: Arc<EngineStats>,
+    restarted: bool,
     terminated: bool,
     _alive: LiveGuard,
 }
 
 impl CacheActor {
     /// A cache of `capacity` revisions fetching through `fetcher`, each
-    /// attempt bounded by `fetch_timeout`.
+    /// fetch of a revision planned by `policy` (whole-fetch deadline,
+    /// hedging, call budgets).
     pub fn new(
         fetcher: Arc<dyn MetadataFetcher>,
         capacity: usize,
-        fetch_timeout: Duration,
+        policy: FetchPolicy,
         stats: Arc<EngineStats>,
     ) -> Self {
         Self {
             cache: MetadataCache::new(capacity),
             flights: HashMap::new(),
             fetcher,
-            fetch_timeout,
+            memory: FetchMemory::new(&policy),
+            policy,
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
+            restarted: false,
             terminated: false,
         }
     }
@@ -64,39 +79,75 @@ impl CacheActor {
         let Some(rec) = self.flights.get(&key) else {
             return;
         };
-        let id = rec.id;
-        let candidates = rec.candidates.clone();
+        let (id, candidates) = (rec.id, rec.candidates.clone());
+        let now = timer::now();
+        let order = self.memory.order(&candidates, now);
+        let retry = self.memory.is_retry(&key, now);
         EngineStats::bump(&self.stats.flights_started);
-        let fut = fetch_first(
-            self.fetcher.clone(),
-            key.clone(),
+        let flight = Flight {
+            fetcher: self.fetcher.clone(),
+            app: key.0.clone(),
+            revision: key.1.clone(),
             candidates,
-            self.fetch_timeout,
-            self.stats.clone(),
-        );
+            stats: self.stats.clone(),
+        };
+        let fut = AssertUnwindSafe(flight.run(self.policy, order, retry))
+            .catch_unwind()
+            .map(|r| r.unwrap_or_else(|p| Outcome::failed(panicked(p))));
         let k = key.clone();
-        let handle = ctx.spawn(
-            fut.into_actor(self)
-                .map(move |res, act, _ctx| act.on_flight_done(k, id, res)),
-        );
+        let handle = ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
+            act.contained(ctx, |act, _| act.on_flight_done(k, id, outcome));
+        }));
         if let Some(rec) = self.flights.get_mut(&key) {
             rec.handle = Some(handle);
         }
     }
 
-    fn on_flight_done(
-        &mut self,
-        key: CacheKey,
-        id: u64,
-        result: Result<Arc<MetadataInfo>, FetchError>,
-    ) {
+    fn on_flight_done(&mut self, key: CacheKey, id: u64, outcome: Outcome) {
         if self.flights.get(&key).map(|r| r.id) == Some(id) {
-            self.flights.remove(&key);
+            if let Some(rec) = self.flights.remove(&key) {
+                self.remember(&key, &rec.candidates, &outcome);
+            }
         }
-        for w in self.cache.complete(&key, id, &result) {
-            reply(&w, &key, result.clone());
+        for w in self.cache.complete(&key, id, &outcome.result) {
+            reply(&w, &key, outcome.result.clone());
         }
     }
+
+    fn remember(&mut self, key: &CacheKey, candidates: &[ServiceInstance], outcome: &Outcome) {
+        let now = timer::now();
+        for c in outcome.failed.iter().filter_map(|i| candidates.get(*i)) {
+            self.memory.instance_failed(&c.id, now);
+        }
+        if let Some(c) = outcome.answered.and_then(|i| candidates.get(i)) {
+            self.memory.instance_answered(&c.id);
+        }
+        match outcome.result {
+            Ok(_) => self.memory.flight_resolved(key),
+            Err(_) => self.memory.flight_failed(key, now),
+        }
+    }
+
+    /// After a restart: drop records the cache machine no longer knows, and
+    /// answer flights that lost their record (a handler panicked between the
+    /// two) with an error, so their resolvers retry on schedule.
+    fn resync(&mut self) {
+        let known: HashMap<CacheKey, u64> = self.cache.flight_ids().into_iter().collect();
+        self.flights
+            .retain(|k, rec| known.get(k).is_some_and(|id| *id == rec.id));
+        for (key, id) in known {
+            if !self.flights.contains_key(&key) {
+                let err = Err(FetchError::Panicked("metadata cache restarted".into()));
+                for w in self.cache.complete(&key, id, &err) {
+                    reply(&w, &key, err.clone());
+                }
+            }
+        }
+    }
+}
+
+fn panicked(payload: Box<dyn std::any::Any + Send>) -> FetchError {
+    FetchError::Panicked(panic_message(payload.as_ref()))
 }
 
 fn reply(w: &Waiter, key: &CacheKey, result: Result<Arc<MetadataInfo>, FetchError>) {
@@ -109,43 +160,121 @@ fn reply(w: &Waiter, key: &CacheKey, result: Result<Arc<MetadataInfo>, FetchErro
     }
 }
 
-/// Tries `candidates` in turn until one serves the right metadata. Each
-/// attempt is bounded by `deadline`; the last error is returned.
-async fn fetch_first(
-    fetcher: Arc<dyn MetadataFetcher>,
-    key: CacheKey,
-    candidates: Vec<ServiceInstance>,
-    deadline: Duration,
-    stats: Arc<EngineStats>,
-) -> Result<Arc<MetadataInfo>, FetchError> {
-    let _in_flight = LiveGuard::new(&stats, Live::Flight);
-    let (app, revision) = key;
-    // The error reported when every candidate fails: a transient one if any
-    // candidate failed transiently, so one broken instance does not push
-    // the whole revision to the capped delay while others may recover soon.
-    let mut last = FetchError::NoCandidates;
-    let mut transient: Option<FetchError> = None;
-    for instance in &candidates {
-        EngineStats::bump(&stats.fetch_attempts);
-        let outcome = match tokio::time::timeout(deadline, fetcher.fetch(instance, &revision)).await
-        {
-            Ok(Ok(info)) => check_metadata(&app, &revision, &info).map(|_| info),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(FetchError::Timeout),
-        };
-        match outcome {
-            Ok(info) => return Ok(Arc::new(info)),
-            Err(e) => {
-                stats.record_fetch_failure(&e);
-                tracing::warn!(app, revision, instance = %instance.id, error = %e, kind = e.label(), "metadata fetch failed");
-                if e.class() == ErrorClass::Transient {
-                    transient = Some(e.clone());
-                }
-                last = e;
-            }
+/// What a flight ended with, and what it learned about its candidates.
+struct Outcome {
+    result: Result<Arc<MetadataInfo>, FetchError>,
+    /// Candidates that failed, hung or were overtaken.
+    failed: Vec<usize>,
+    /// The candidate that answered.
+    answered: Option<usize>,
+}
+
+impl Outcome {
+    fn failed(err: FetchError) -> Self {
+        Self {
+            result: Err(err),
+            failed: Vec::new(),
+            answered: None,
         }
     }
-    Err(transient.unwrap_or(last))
+}
+
+/// One flight: performs the actions of a [`FetchPlan`].
+struct Flight {
+    fetcher: Arc<dyn MetadataFetcher>,
+    app: String,
+    revision: String,
+    candidates: Arc<Vec<ServiceInstance>>,
+    stats: Arc<EngineStats>,
+}
+
+impl Flight {
+    async fn run(self, policy: FetchPolicy, order: Vec<usize>, retry: bool) -> Outcome {
+        let _in_flight = LiveGuard::new(&self.stats, Live::Flight);
+        let (mut plan, mut actions) = FetchPlan::start(&policy, order, retry, timer::now());
+        let mut calls = FuturesUnordered::new();
+        let mut wake = plan.deadline();
+        let mut out = Outcome::failed(FetchError::Timeout);
+        let mut answer: Option<MetadataInfo> = None;
+        let mut expired = false;
+        // Bounded: each turn takes one answer or one wake; a plan starts at
+        // most its budget and wakes for the hedge and the deadline.
+        for _ in 0..plan.budget().saturating_mul(2).saturating_add(8) {
+            for action in std::mem::take(&mut actions) {
+                match action {
+                    FetchAction::Start { candidate, hedged } => {
+                        let Some(instance) = self.candidates.get(candidate) else {
+                            continue;
+                        };
+                        EngineStats::bump(&self.stats.fetch_attempts);
+                        if hedged {
+                            EngineStats::bump(&self.stats.fetch_hedged);
+                        }
+                        let call = fetch_contained(self.fetcher.as_ref(), instance, &self.revision);
+                        calls.push(call.map(move |r| (candidate, r)));
+                    }
+                    FetchAction::WakeAt(at) => wake = at,
+                    FetchAction::TimedOut(c) => {
+                        expired = true;
+                        self.failure(c, &FetchError::Timeout, &mut out);
+                    }
+                    FetchAction::Abandoned { candidate, slow } => {
+                        if slow {
+                            out.failed.push(candidate);
+                        }
+                    }
+                    FetchAction::Resolved(c) => {
+                        out.answered = Some(c);
+                        out.result = answer.take().map(Arc::new).ok_or(FetchError::NoCandidates);
+                        return out;
+                    }
+                    FetchAction::Failed(e) => {
+                        if expired {
+                            EngineStats::bump(&self.stats.fetch_deadlines);
+                        }
+                        out.result = Err(e);
+                        return out;
+                    }
+                }
+            }
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(wake));
+            let next = if calls.is_empty() {
+                sleep.await;
+                None
+            } else {
+                futures::pin_mut!(sleep);
+                match future::select(calls.next(), sleep).await {
+                    Either::Left((answered, _)) => answered,
+                    Either::Right(_) => None,
+                }
+            };
+            let now = timer::now();
+            actions = match next {
+                None => plan.on_wake(now),
+                Some((c, result)) => match result.and_then(|info| {
+                    check_metadata(&self.app, &self.revision, &info).map(|()| info)
+                }) {
+                    Ok(info) => {
+                        answer = Some(info);
+                        plan.on_success(c, now)
+                    }
+                    Err(e) => {
+                        self.failure(c, &e, &mut out);
+                        plan.on_failure(c, e, now)
+                    }
+                },
+            };
+        }
+        out
+    }
+
+    /// Counts and logs the failure of candidate `c` as it happens.
+    fn failure(&self, c: usize, e: &FetchError, out: &mut Outcome) {
+        self.stats.record_fetch_failure(e);
+        out.failed.push(c);
+        let instance = self.candidates.get(c).map_or("?", |i| i.id.as_str());
+        tracing::warn!(app = %self.app, revision = %self.revision, instance, error = %e, kind = e.label(), "metadata fetch failed");
+    }
 }
 
 impl Actor for CacheActor {
@@ -157,11 +286,14 @@ impl Actor for CacheActor {
             // stay idle; the actor ends when its last address drops.
             return;
         }
+        if std::mem::replace(&mut self.restarted, false) {
+            self.contained(ctx, |act, _| act.resync());
+        }
         // After a restart the flights' futures are gone: run them again for
         // the waiters that still expect an answer.
         let keys: Vec<CacheKey> = self.flights.keys().cloned().collect();
         for key in keys {
-            self.spawn_flight(key, ctx);
+            self.contained(ctx, |act, ctx| act.spawn_flight(key, ctx));
         }
     }
 }
@@ -169,6 +301,7 @@ impl Actor for CacheActor {
 impl Supervised for CacheActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
+        self.restarted = true;
         for rec in self.flights.values_mut() {
             rec.handle = None;
         }
@@ -181,43 +314,45 @@ impl Handler<FetchMetadata> for CacheActor {
         if self.terminated {
             return;
         }
-        let waiter = Waiter {
-            resolver: msg.resolver,
-            token: msg.token,
-            reply: msg.reply,
-        };
-        match self.cache.request(msg.key.clone(), waiter) {
-            Lookup::Hit(info, w) => reply(&w, &msg.key, Ok(info)),
-            Lookup::Joined => {}
-            Lookup::Start(id) => {
-                self.flights.insert(
-                    msg.key.clone(),
-                    FlightRecord {
-                        id,
-                        candidates: msg.candidates,
-                        handle: None,
-                    },
-                );
-                self.spawn_flight(msg.key, ctx);
+        self.contained(ctx, |act, ctx| {
+            let waiter = Waiter {
+                resolver: msg.resolver,
+                token: msg.token,
+                reply: msg.reply,
+            };
+            match act.cache.request(msg.key.clone(), waiter) {
+                Lookup::Hit(info, w) => reply(&w, &msg.key, Ok(info)),
+                Lookup::Joined => {}
+                Lookup::Start(id) => {
+                    act.flights.insert(
+                        msg.key.clone(),
+                        FlightRecord {
+                            id,
+                            candidates: Arc::new(msg.candidates),
+                            handle: None,
+                        },
+                    );
+                    act.spawn_flight(msg.key, ctx);
+                }
             }
-        }
+        });
     }
 }
 
 impl Handler<AbandonMetadata> for CacheActor {
     type Result = ();
     fn handle(&mut self, msg: AbandonMetadata, ctx: &mut Self::Context) {
-        let orphaned = self.cache.abandon(&msg.key, |w| {
-            w.resolver == msg.resolver && w.token == msg.token
-        });
-        if let Some(id) = orphaned {
-            if let Some(rec) = self.flights.remove(&msg.key) {
-                debug_assert_eq!(rec.id, id);
-                if let Some(h) = rec.handle {
+        self.contained(ctx, |act, ctx| {
+            let orphaned = act.cache.abandon(&msg.key, |w| {
+                w.resolver == msg.resolver && w.token == msg.token
+            });
+            let Some(id) = orphaned else { return };
+            if act.flights.get(&msg.key).is_some_and(|r| r.id == id) {
+                if let Some(h) = act.flights.remove(&msg.key).and_then(|r| r.handle) {
                     ctx.cancel_future(h);
                 }
             }
-        }
+        });
     }
 }
 
@@ -242,7 +377,7 @@ impl Handler<ForceRestart> for CacheActor {
     }
 }
 
-impl crate::contain::Contain for CacheActor {
+impl Contain for CacheActor {
     const NAME: &'static str = "cache";
     fn engine_stats(&self) -> &Arc<EngineStats> {
         &self.stats
@@ -255,3 +390,5 @@ impl Handler<crate::contain::DrillPanic> for CacheActor {
         crate::contain::drill(self, ctx);
     }
 }
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use steadfast_core::{BackoffError, BackoffPolicy, MAX_BACKOFF};
+use steadfast_core::{BackoffError, BackoffPolicy, FetchPolicy, MAX_BACKOFF};
 use thiserror::Error;
 
 /// Tunables of one engine.
@@ -17,7 +17,9 @@ pub struct EngineConfig {
     pub metadata_max_attempts: Option<u32>,
     /// Revisions kept in the shared metadata cache.
     pub cache_capacity: usize,
-    /// Deadline of one metadata fetch attempt from one instance.
+    /// Deadline of one whole metadata fetch of a revision (default 5 s):
+    /// every candidate instance it tries, hedged ones included, answers by
+    /// then or counts as a timeout, and the fetch reports its failure then.
     pub fetch_timeout: Duration,
     /// Deadline of each registry or publisher call the engine makes for an
     /// export (register, closing announcement, unregister, publish,
@@ -26,6 +28,13 @@ pub struct EngineConfig {
     /// Longest `Engine::shutdown` waits for exports to announce closing and
     /// unregister before it stops every actor anyway. Default 15 s.
     pub shutdown_timeout: Duration,
+    /// A fetch with no answer after this long starts its remaining
+    /// candidates in parallel (default 250 ms).
+    pub fetch_hedge_delay: Duration,
+    /// Candidate instances the first fetch of a revision may try (default 16).
+    pub fetch_fanout: usize,
+    /// Candidate instances each retry of a revision may try (default 2).
+    pub fetch_retry_calls: usize,
     /// Seed of every random choice (jitter, endpoint selection).
     pub seed: u64,
 }
@@ -40,7 +49,27 @@ impl Default for EngineConfig {
             fetch_timeout: Duration::from_secs(5),
             registry_call_timeout: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(15),
+            fetch_hedge_delay: Duration::from_millis(250),
+            fetch_fanout: 16,
+            fetch_retry_calls: 2,
             seed: rand::random(),
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The fetch budget these settings give: their deadline, hedge delay and
+    /// budgets; a failed revision's next fetch counts as a retry for 5 min,
+    /// or twice the backoff cap when that is longer.
+    pub fn fetch_policy(&self) -> FetchPolicy {
+        let d = FetchPolicy::default();
+        FetchPolicy {
+            deadline: self.fetch_timeout,
+            hedge_delay: self.fetch_hedge_delay,
+            fanout: self.fetch_fanout,
+            retry_calls: self.fetch_retry_calls,
+            revision_memory: d.revision_memory.max(self.backoff.cap().saturating_mul(2)),
+            ..d
         }
     }
 }
@@ -94,10 +123,20 @@ impl EngineConfig {
         ] {
             check_duration(field, value)?;
         }
-        if self.cache_capacity == 0 {
-            return Err(ConfigError::Zero {
-                field: "cache_capacity",
+        if self.fetch_hedge_delay > MAX_BACKOFF {
+            return Err(ConfigError::Duration {
+                field: "fetch_hedge_delay",
+                value: self.fetch_hedge_delay,
             });
+        }
+        for (field, n) in [
+            ("cache_capacity", self.cache_capacity),
+            ("fetch_fanout", self.fetch_fanout),
+            ("fetch_retry_calls", self.fetch_retry_calls),
+        ] {
+            if n == 0 {
+                return Err(ConfigError::Zero { field });
+            }
         }
         if self.metadata_max_attempts == Some(0) {
             return Err(ConfigError::Zero {

@@ -171,7 +171,8 @@ impl EngineBuilder {
         self
     }
 
-    /// Deadline of one fetch attempt from one instance (default 5 s).
+    /// Deadline of one whole metadata fetch of a revision, whatever the
+    /// number of instances it tries (default 5 s).
     pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
         self.config.fetch_timeout = timeout;
         self
@@ -194,6 +195,25 @@ impl EngineBuilder {
     /// Replaces the whole configuration (validated at `start()`).
     pub fn config(mut self, config: EngineConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Time without an answer after which a fetch starts its remaining
+    /// candidates in parallel (default 250 ms).
+    pub fn fetch_hedge_delay(mut self, delay: Duration) -> Self {
+        self.config.fetch_hedge_delay = delay;
+        self
+    }
+
+    /// Candidates the first fetch of a revision may try (default 16).
+    pub fn fetch_fanout(mut self, candidates: usize) -> Self {
+        self.config.fetch_fanout = candidates;
+        self
+    }
+
+    /// Candidates each retry of a revision may try (default 2).
+    pub fn fetch_retry_calls(mut self, candidates: usize) -> Self {
+        self.config.fetch_retry_calls = candidates;
         self
     }
 
@@ -229,8 +249,8 @@ impl EngineBuilder {
             config.seed,
         );
         let registry_actor = Supervisor::start(move |_| RegistryActor::new(reg, backoff, seed, st));
-        let (st, cap, timeout) = (stats.clone(), config.cache_capacity, config.fetch_timeout);
-        let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, timeout, st));
+        let (st, cap, policy) = (stats.clone(), config.cache_capacity, config.fetch_policy());
+        let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, policy, st));
         let backends = (registry.clone(), self.publishers);
         let st = stats.clone();
         let coordinator = Supervisor::start(move |_| {

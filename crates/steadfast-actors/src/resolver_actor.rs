@@ -230,7 +230,7 @@ impl Handler<Attach> for ResolverActor {
             }
             return;
         }
-        let actions = self.machine.subscribe(&msg.key);
+        let actions = self.machine.subscribe_at(&msg.key, timer::now());
         self.perform(actions, ctx);
     }
 }

@@ -20,6 +20,9 @@ pub struct EngineStats {
     pub(crate) fetch_attempts: AtomicU64,
     pub(crate) fetch_failures: AtomicU64,
     fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
+    pub(crate) fetch_hedged: AtomicU64,
+    pub(crate) fetch_deadlines: AtomicU64,
+    pub(crate) handler_panics: AtomicU64,
     pub(crate) flights_started: AtomicU64,
     pub(crate) timers_fired: AtomicU64,
     pub(crate) snapshots_received: AtomicU64,
@@ -27,7 +30,6 @@ pub struct EngineStats {
     pub(crate) watch_failures: AtomicU64,
     pub(crate) register_failures: AtomicU64,
     pub(crate) restarts: AtomicU64,
-    pub(crate) handler_panics: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -47,8 +49,16 @@ pub struct StatsSnapshot {
     pub watches_active: i64,
     /// Calls made to the metadata fetcher (one per candidate tried).
     pub fetch_attempts: u64,
-    /// Fetcher calls that failed.
+    /// Fetcher calls that failed (each counted when it fails; a call still
+    /// pending at the fetch deadline fails then, as a timeout).
     pub fetch_failures: u64,
+    /// Fetcher calls started by the hedge (nothing had answered within the
+    /// hedge delay).
+    pub fetch_hedged: u64,
+    /// Flights that ended at their whole-fetch deadline.
+    pub fetch_deadlines: u64,
+    /// Actor handlers that panicked; each one restarted its actor.
+    pub handler_panics: u64,
     /// Flights started (one per (app, revision) at a time, shared by listeners).
     pub flights_started: u64,
     /// Timers that fired.
@@ -63,8 +73,6 @@ pub struct StatsSnapshot {
     pub register_failures: u64,
     /// Actor restarts under supervision.
     pub restarts: u64,
-    /// Handler panics contained (each one restarted its actor).
-    pub handler_panics: u64,
 }
 
 impl EngineStats {
@@ -81,6 +89,9 @@ impl EngineStats {
             watches_active: i(&self.watches_active),
             fetch_attempts: u(&self.fetch_attempts),
             fetch_failures: u(&self.fetch_failures),
+            fetch_hedged: u(&self.fetch_hedged),
+            fetch_deadlines: u(&self.fetch_deadlines),
+            handler_panics: u(&self.handler_panics),
             flights_started: u(&self.flights_started),
             timers_fired: u(&self.timers_fired),
             snapshots_received: u(&self.snapshots_received),
@@ -88,7 +99,6 @@ impl EngineStats {
             watch_failures: u(&self.watch_failures),
             register_failures: u(&self.register_failures),
             restarts: u(&self.restarts),
-            handler_panics: u(&self.handler_panics),
         }
     }
 

@@ -1,7 +1,10 @@
 //! Steadfast core: the discovery model and the sans-IO state machines
-//! (resolver with its retry scheduler, directory, metadata cache, backoff).
+//! (resolver with its retry scheduler, directory, metadata cache, backoff,
+//! the fetch budget's candidate policy).
 //! Nothing here does IO or reads a clock: time and randomness are inputs,
-//! and every machine returns actions for an actor shell to perform.
+//! and every machine returns actions for an actor shell to perform. The one
+//! exception is the [`FallbackFetcher`] combinator, whose per-source bounds
+//! use the tokio timer of the runtime the fetch runs on.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -12,6 +15,7 @@ pub mod directory;
 pub mod error;
 pub mod export;
 pub mod fallback;
+pub mod fetch_plan;
 pub mod incarnation;
 pub mod keys;
 pub mod metadata_cache;
@@ -29,7 +33,8 @@ pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
-pub use fallback::FallbackFetcher;
+pub use fallback::{FallbackFetcher, DEFAULT_FALLBACK_TIMEOUT, DEFAULT_PRIMARY_TIMEOUT};
+pub use fetch_plan::{fetch_contained, FetchAction, FetchMemory, FetchPlan, FetchPolicy};
 pub use incarnation::Incarnation;
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};

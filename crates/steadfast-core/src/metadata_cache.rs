@@ -61,7 +61,7 @@ impl<W> MetadataCache<W> {
             return Lookup::Joined;
         }
         let id = self.next_flight;
-        self.next_flight += 1;
+        self.next_flight = self.next_flight.wrapping_add(1).max(1);
         self.flights.insert(
             key,
             Flight {
@@ -84,7 +84,9 @@ impl<W> MetadataCache<W> {
             Some(f) if f.id == id => {}
             _ => return Vec::new(),
         }
-        let flight = self.flights.remove(key).expect("flight checked above");
+        let Some(flight) = self.flights.remove(key) else {
+            return Vec::new();
+        };
         if let Ok(info) = result {
             self.lru.put(key.clone(), info.clone());
         }
@@ -111,6 +113,15 @@ impl<W> MetadataCache<W> {
         self.flights
             .drain()
             .flat_map(|(k, f)| f.waiters.into_iter().map(move |w| (k.clone(), w)))
+            .collect()
+    }
+
+    /// Every flight under way, with its id (to resync a shell that lost
+    /// track of some after a crash).
+    pub fn flight_ids(&self) -> Vec<(CacheKey, FlightId)> {
+        self.flights
+            .iter()
+            .map(|(k, f)| (k.clone(), f.id))
             .collect()
     }
 
@@ -186,5 +197,16 @@ mod tests {
         assert_eq!(c.abandon(&key("r"), |w| *w == 2), Some(id));
         assert!(c.complete(&key("r"), id, &Ok(info("r"))).is_empty());
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn flight_ids_list_the_flights_under_way() {
+        let mut c: MetadataCache<u32> = MetadataCache::new(2);
+        let Lookup::Start(id) = c.request(key("r"), 1) else {
+            panic!()
+        };
+        assert_eq!(c.flight_ids(), vec![(key("r"), id)]);
+        c.complete(&key("r"), id, &Err(FetchError::Timeout));
+        assert!(c.flight_ids().is_empty());
     }
 }

@@ -3,14 +3,23 @@
 //! [`ResolverAction`]s (start or abandon a fetch, arm or cancel a retry
 //! timer) for its actor shell to perform. Time and randomness are inputs.
 //!
+//! Each unresolved revision keeps its retry schedule in a [`Recover`] (the
+//! engine's one retry primitive, see `schedule.rs`). A revision that leaves
+//! the snapshot parks its schedule in a [`RecoverMemory`] for twice the
+//! backoff cap: coming back within that window it resumes where it was (no
+//! fetch before its due time), so a flapping instance does not reset its
+//! backoff. A revision seen for the first time starts at the initial delay.
+//!
 //! Invariants, each checked by the unit tests:
 //! - at most one fetch or one timer per revision, never both;
+//! - no fetch of a revision before its schedule says it is due;
 //! - nothing is fetched or armed while no subscriber is attached or after close;
 //! - a result or timer whose token is not the revision's current one is dropped;
 //! - a revision that left the snapshot has no fetch and no timer.
 
 mod last_good;
 mod publish;
+mod schedule;
 #[cfg(test)]
 mod tests;
 
@@ -25,7 +34,9 @@ use rustc_hash::FxHashMap;
 use crate::backoff::BackoffPolicy;
 use crate::error::FetchError;
 use crate::model::{MetadataInfo, ServiceInstance};
+use crate::recover::{Recover, RecoverMemory, RecoverPolicy};
 use crate::update::DirectoryUpdate;
+use schedule::Parked;
 
 /// Marks an instance without a revision in the per-instance index.
 const NO_REVISION: u32 = u32::MAX;
@@ -71,10 +82,9 @@ pub enum ResolverAction {
 #[derive(Clone, Debug, PartialEq)]
 enum Phase {
     Fetching(Token),
-    Waiting {
-        token: Token,
-        due: Instant,
-    },
+    /// A retry timer is armed; it is due when the schedule says
+    /// ([`Recover::due`]).
+    Waiting(Token),
     Idle,
     /// The configured attempt limit was reached; nothing more is tried
     /// until the revision leaves the snapshot and comes back.
@@ -86,16 +96,24 @@ enum RevisionState {
     Resolved,
     Unresolved {
         since: Instant,
+        /// Failed attempts: always `recover.failures()`, kept as a plain
+        /// field for the update builder.
         attempts: u32,
         last_error: Option<FetchError>,
         phase: Phase,
+        /// The revision's retry schedule.
+        recover: Recover,
     },
 }
 
 /// Resolution state machine of one provider app.
 pub struct ResolverMachine {
     app: String,
-    backoff: BackoffPolicy,
+    policy: RecoverPolicy,
+    /// Schedules of unresolved revisions that left the snapshot.
+    memory: RecoverMemory<String>,
+    /// What the status said about them, parked alongside.
+    parked: FxHashMap<String, Parked>,
     rng: StdRng,
     generation: u64,
     instances: Option<Arc<Vec<ServiceInstance>>>,
@@ -114,15 +132,19 @@ pub struct ResolverMachine {
     closed: bool,
     dirty: bool,
     stale_since: Option<Instant>,
-    max_attempts: Option<u32>,
+    /// The time of the latest input that carried one.
+    clock: Option<Instant>,
 }
 
 impl ResolverMachine {
     /// A resolver for `app` using `backoff`, with its RNG seeded by `seed`.
     pub fn new(app: impl Into<String>, backoff: BackoffPolicy, seed: u64) -> Self {
+        let policy = RecoverPolicy::new(backoff);
         Self {
             app: app.into(),
-            backoff,
+            memory: RecoverMemory::new(policy.memory_window()),
+            parked: FxHashMap::default(),
+            policy,
             rng: StdRng::seed_from_u64(seed),
             generation: 0,
             instances: None,
@@ -136,7 +158,7 @@ impl ResolverMachine {
             closed: false,
             dirty: false,
             stale_since: None,
-            max_attempts: None,
+            clock: None,
         }
     }
 
@@ -144,7 +166,7 @@ impl ResolverMachine {
     /// self-healing choice). A revision that used them all stays unresolved,
     /// and says so, until it leaves the snapshot.
     pub fn with_max_attempts(mut self, max_attempts: Option<u32>) -> Self {
-        self.max_attempts = max_attempts.filter(|m| *m > 0);
+        self.policy = self.policy.with_max_attempts(max_attempts);
         self
     }
 
@@ -192,7 +214,7 @@ impl ResolverMachine {
 
     fn token(&mut self) -> Token {
         let t = self.next_token;
-        self.next_token += 1;
+        self.next_token = self.next_token.wrapping_add(1).max(1);
         t
     }
 
@@ -205,6 +227,7 @@ impl ResolverMachine {
         instances: Arc<Vec<ServiceInstance>>,
         now: Instant,
     ) -> Vec<ResolverAction> {
+        self.tick(now);
         if self.closed || (self.instances.is_some() && generation < self.generation) {
             // Closed, or an older snapshot overtaken by a newer one.
             return Vec::new();
@@ -235,7 +258,8 @@ impl ResolverMachine {
             .collect();
         for rev in gone {
             if let Some(state) = self.revisions.remove(&rev) {
-                Self::stop_phase(&rev, state, &mut actions);
+                Self::stop_phase(&rev, &state, &mut actions);
+                self.park(rev, state, now);
             }
         }
         let mut new: Vec<&String> = rev_names
@@ -247,12 +271,7 @@ impl ResolverMachine {
             let state = if self.metadata.contains_key(rev.as_str()) {
                 RevisionState::Resolved
             } else {
-                RevisionState::Unresolved {
-                    since: now,
-                    attempts: 0,
-                    last_error: None,
-                    phase: Phase::Idle,
-                }
+                self.entering(rev, now)
             };
             self.revisions.insert(rev.clone(), state);
         }
@@ -265,7 +284,7 @@ impl ResolverMachine {
         self.forget_unused_metadata();
         let unresolved: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in unresolved {
-            self.start_if_idle(&rev, &mut actions);
+            self.start_if_idle(&rev, now, &mut actions);
         }
         self.dirty = true;
         actions
@@ -280,17 +299,10 @@ impl ResolverMachine {
         result: Result<Arc<MetadataInfo>, FetchError>,
         now: Instant,
     ) -> Vec<ResolverAction> {
-        let Some(RevisionState::Unresolved {
-            attempts,
-            last_error,
-            phase,
-            ..
-        }) = self.revisions.get_mut(revision)
-        else {
-            return Vec::new();
-        };
-        if *phase != Phase::Fetching(token) {
-            return Vec::new();
+        self.tick(now);
+        match self.revisions.get(revision) {
+            Some(RevisionState::Unresolved { phase, .. }) if *phase == Phase::Fetching(token) => {}
+            _ => return Vec::new(),
         }
         self.dirty = true;
         match result {
@@ -300,46 +312,21 @@ impl ResolverMachine {
                     .insert(revision.to_string(), RevisionState::Resolved);
                 Vec::new()
             }
-            Err(err) => {
-                let n = *attempts;
-                *attempts += 1;
-                *last_error = Some(err.clone());
-                if self.max_attempts.is_some_and(|max| *attempts >= max) {
-                    *phase = Phase::GaveUp;
-                    return Vec::new();
-                }
-                let delay = self.backoff.delay(n, err.class(), &mut self.rng);
-                let token = self.next_token;
-                self.next_token += 1;
-                let RevisionState::Unresolved { phase, .. } =
-                    self.revisions.get_mut(revision).expect("present above")
-                else {
-                    unreachable!("state checked above")
-                };
-                *phase = Phase::Waiting {
-                    token,
-                    due: now + delay,
-                };
-                vec![ResolverAction::ArmTimer {
-                    revision: revision.to_string(),
-                    token,
-                    delay,
-                }]
-            }
+            Err(err) => self.on_failure(revision, err, now).into_iter().collect(),
         }
     }
 
-    /// The retry timer with `token` fired: fetch again if it is still current.
+    /// The retry timer with `token` fired: fetch again if it is still
+    /// current (the timer was armed for the schedule's due time).
     pub fn on_retry_due(&mut self, revision: &str, token: Token) -> Vec<ResolverAction> {
         match self.revisions.get_mut(revision) {
-            Some(RevisionState::Unresolved { phase, .. }) if matches!(&*phase, Phase::Waiting { token: t, .. } if *t == token) =>
-            {
+            Some(RevisionState::Unresolved { phase, .. }) if *phase == Phase::Waiting(token) => {
                 *phase = Phase::Idle;
             }
             _ => return Vec::new(),
         }
         let mut actions = Vec::new();
-        self.start_if_idle(revision, &mut actions);
+        self.fetch(revision, &mut actions);
         actions
     }
 
@@ -352,19 +339,42 @@ impl ResolverMachine {
         }
     }
 
-    /// A subscriber for `key` attached. The first one resumes resolution.
+    /// A subscriber for `key` attached at `now`. The first one resumes
+    /// resolution: revisions that are due are fetched, the others wait for
+    /// the rest of their delay.
+    pub fn subscribe_at(&mut self, key: &str, now: Instant) -> Vec<ResolverAction> {
+        self.tick(now);
+        self.attach(key, Some(now))
+    }
+
+    /// Like [`ResolverMachine::subscribe_at`] at the time of the machine's
+    /// latest input (no revision is fetched before it is due; one that is
+    /// due by now may wait until then). Shells should prefer `subscribe_at`.
     pub fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
+        self.attach(key, self.clock)
+    }
+
+    fn attach(&mut self, key: &str, now: Option<Instant>) -> Vec<ResolverAction> {
         if self.closed {
             return Vec::new();
         }
         *self.subscribers.entry(key.to_string()).or_default() += 1;
         self.dirty = true;
         let mut actions = Vec::new();
+        // Without any input yet there is no revision to start.
+        let Some(now) = now else {
+            return actions;
+        };
         let revs: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in revs {
-            self.start_if_idle(&rev, &mut actions);
+            self.start_if_idle(&rev, now, &mut actions);
         }
         actions
+    }
+
+    /// Records the time of an input (time only moves forward).
+    fn tick(&mut self, now: Instant) {
+        self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
     }
 
     /// A subscriber for `key` detached. When the last one leaves, every fetch
@@ -392,20 +402,23 @@ impl ResolverMachine {
     /// The actor restarted: its old fetches and timers are gone without a
     /// trace. Re-issue them: timers for their remaining delay, fetches now.
     pub fn on_restart(&mut self, now: Instant) -> Vec<ResolverAction> {
+        self.tick(now);
         let mut actions = Vec::new();
         let revs: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in revs {
-            let token = self.token();
             let active = self.is_active();
+            let token = self.token();
             let mut superseded = None;
-            if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(&rev) {
+            if let Some(RevisionState::Unresolved { phase, recover, .. }) =
+                self.revisions.get_mut(&rev)
+            {
                 match phase.clone() {
-                    Phase::Waiting { due, .. } if active => {
-                        *phase = Phase::Waiting { token, due };
+                    Phase::Waiting(_) if active => {
+                        *phase = Phase::Waiting(token);
                         actions.push(ResolverAction::ArmTimer {
                             revision: rev.clone(),
                             token,
-                            delay: due.saturating_duration_since(now),
+                            delay: recover.wait(now),
                         });
                     }
                     Phase::Fetching(old) => {
@@ -416,7 +429,7 @@ impl ResolverMachine {
                     _ => *phase = Phase::Idle,
                 }
             }
-            self.start_if_idle(&rev, &mut actions);
+            self.start_if_idle(&rev, now, &mut actions);
             if let Some(old) = superseded {
                 // The fetch may still run elsewhere (the cache): join it with
                 // the new token first, then let go of the old one, so it is
@@ -445,9 +458,9 @@ impl ResolverMachine {
         actions
     }
 
-    fn stop_phase(rev: &str, state: RevisionState, actions: &mut Vec<ResolverAction>) {
+    fn stop_phase(rev: &str, state: &RevisionState, actions: &mut Vec<ResolverAction>) {
         if let RevisionState::Unresolved { phase, .. } = state {
-            Self::stop(rev, phase, actions);
+            Self::stop(rev, phase.clone(), actions);
         }
     }
 
@@ -457,53 +470,9 @@ impl ResolverMachine {
                 revision: rev.to_string(),
                 token,
             }),
-            Phase::Waiting { token, .. } => actions.push(ResolverAction::CancelTimer { token }),
+            Phase::Waiting(token) => actions.push(ResolverAction::CancelTimer { token }),
             Phase::Idle | Phase::GaveUp => {}
         }
-    }
-
-    fn start_if_idle(&mut self, rev: &str, actions: &mut Vec<ResolverAction>) {
-        if !self.is_active() {
-            return;
-        }
-        let attempts = match self.revisions.get(rev) {
-            Some(RevisionState::Unresolved {
-                phase: Phase::Idle,
-                attempts,
-                ..
-            }) => *attempts,
-            _ => return,
-        };
-        let token = self.token();
-        let candidates = self.candidates(rev, attempts as usize);
-        if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(rev) {
-            *phase = Phase::Fetching(token);
-        }
-        actions.push(ResolverAction::Fetch {
-            revision: rev.to_string(),
-            candidates,
-            token,
-        });
-    }
-
-    /// Instances advertising `rev`: serving ones first, rotated by the
-    /// attempt number so consecutive attempts start at different instances,
-    /// then the non-serving ones as a last resort.
-    fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
-        let Some(instances) = &self.instances else {
-            return Vec::new();
-        };
-        let (mut serving, resting): (Vec<ServiceInstance>, Vec<ServiceInstance>) = instances
-            .iter()
-            .filter(|i| i.revision() == Some(rev))
-            .cloned()
-            .partition(ServiceInstance::is_serving);
-        if !serving.is_empty() {
-            let k = attempt % serving.len();
-            serving.rotate_left(k);
-        }
-        serving.extend(resting);
-        serving
     }
 
     /// The updates for every subscribed key, when something changed since the

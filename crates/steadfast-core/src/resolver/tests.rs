@@ -1,7 +1,9 @@
 //! Unit tests of the resolver, driven through [`harness::Harness`] with a
-//! clock stepped by hand from one `t0`; [`prop`] holds the property test.
+//! clock stepped by hand from one `t0`; [`memory`] covers the backoff memory
+//! and [`prop`] holds the property test.
 
 mod harness;
+mod memory;
 mod prop;
 
 use std::collections::BTreeSet;
@@ -131,7 +133,8 @@ fn last_unsubscribe_stops_everything_and_resubscribe_resumes() {
     assert!(h.subscribe("Other:tri").is_empty());
     let a = h.snapshot(1, vec![inst("a", r1), inst("b", r2)], t0);
     let (f1, f2) = (fetched(&a, r1), fetched(&a, r2));
-    let (timer, _) = armed(&h.complete(f1, fail(), t0 + secs(1)), r1);
+    let (timer, delay) = armed(&h.complete(f1, fail(), t0 + secs(1)), r1);
+    let due = t0 + secs(1) + delay;
     assert!(h.unsubscribe("Other:tri").is_empty());
     let a = h.unsubscribe(KEY);
     assert_eq!(a.len(), 2);
@@ -146,19 +149,29 @@ fn last_unsubscribe_stops_everything_and_resubscribe_resumes() {
     let snap = vec![inst("a", r1), inst("b", r2), inst("c", r3)];
     assert!(h.snapshot(2, snap, t0 + secs(2)).is_empty());
     assert!(h.m.take_updates().is_empty());
+    // Re-attaching resumes every revision: the due ones are fetched, R1
+    // (failed at 1 s, due after 2 s) waits for the rest of its delay.
     let a = h.subscribe(KEY);
     let revs: BTreeSet<&str> = a
         .iter()
-        .map(|a| match a {
-            ResolverAction::Fetch { revision, .. } => revision.as_str(),
+        .filter_map(|a| match a {
+            ResolverAction::Fetch { revision, .. } => Some(revision.as_str()),
+            ResolverAction::ArmTimer { .. } => None,
             other => panic!("unexpected {other:?}"),
         })
         .collect();
-    assert_eq!(revs, [r1, r2, r3].iter().map(|r| r.as_str()).collect());
+    assert_eq!(revs, [r2, r3].iter().map(|r| r.as_str()).collect());
     assert_eq!(a.len(), 3);
+    let (timer, rest) = armed(&a, r1);
+    assert_eq!(
+        rest,
+        due - (t0 + secs(2)),
+        "no fetch of R1 before its due time"
+    );
     let u = h.update();
     assert_eq!(u.generation, 2);
     assert_eq!(unresolved(&u.state).revisions.len(), 3);
+    fetched(&h.fire(timer), r1);
 }
 
 #[test]

@@ -112,7 +112,17 @@ pub(super) struct Harness {
     orphans: BTreeMap<Token, String>,
     /// Revisions of the latest snapshot.
     pub(super) revisions: BTreeSet<String>,
+    /// Per revision, when its last armed timer was due: the machine must not
+    /// fetch it earlier, even after it left the snapshot and came back
+    /// within the memory window, or after its subscribers left and came back.
+    due: BTreeMap<String, Instant>,
+    /// When each revision left the snapshot (cleared when it comes back).
+    left: BTreeMap<String, Instant>,
 }
+
+/// How long the machine remembers the schedule of a revision that left:
+/// twice the default backoff cap.
+pub(super) const MEMORY: Duration = Duration::from_secs(60);
 
 impl Harness {
     pub(super) fn new(t0: Instant, seed: u64) -> Self {
@@ -123,6 +133,8 @@ impl Harness {
             fetches: BTreeMap::new(),
             orphans: BTreeMap::new(),
             revisions: BTreeSet::new(),
+            due: BTreeMap::new(),
+            left: BTreeMap::new(),
         }
     }
 
@@ -147,6 +159,14 @@ impl Harness {
                         "fetch of {revision} without candidates"
                     );
                     assert!(candidates.iter().all(|c| c.revision() == Some(revision)));
+                    if let Some(due) = self.due.get(revision) {
+                        assert!(
+                            self.now >= *due,
+                            "{revision} fetched at {:?} before its due time {:?}",
+                            self.now,
+                            due
+                        );
+                    }
                     self.claim(revision, *token);
                     self.fetches.insert(*token, revision.clone());
                 }
@@ -167,8 +187,9 @@ impl Harness {
                     delay,
                 } => {
                     self.claim(revision, *token);
-                    self.timers
-                        .insert(*token, (revision.clone(), self.now + *delay));
+                    let due = self.now + *delay;
+                    self.timers.insert(*token, (revision.clone(), due));
+                    self.due.insert(revision.clone(), due);
                 }
                 ResolverAction::CancelTimer { token } => {
                     assert!(
@@ -237,10 +258,22 @@ impl Harness {
         now: Instant,
     ) -> Vec<ResolverAction> {
         self.now = now;
-        self.revisions = instances
+        let next: BTreeSet<String> = instances
             .iter()
             .filter_map(|i| i.revision().map(str::to_string))
             .collect();
+        for gone in self.revisions.difference(&next) {
+            self.left.insert(gone.clone(), now);
+        }
+        for back in &next {
+            if let Some(at) = self.left.remove(back) {
+                if now.saturating_duration_since(at) > MEMORY {
+                    // Forgotten: it may start afresh.
+                    self.due.remove(back);
+                }
+            }
+        }
+        self.revisions = next;
         let a = self.m.on_snapshot(generation, Arc::new(instances), now);
         self.apply(a)
     }
@@ -254,6 +287,9 @@ impl Harness {
     ) -> Vec<ResolverAction> {
         self.now = now;
         let rev = self.fetches.remove(&token).expect("fetch not in flight");
+        if result.is_ok() {
+            self.due.remove(&rev);
+        }
         let a = self.m.on_fetch_result(&rev, token, result, now);
         self.apply(a)
     }
@@ -267,7 +303,7 @@ impl Harness {
     }
 
     pub(super) fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
-        let a = self.m.subscribe(key);
+        let a = self.m.subscribe_at(key, self.now);
         self.apply(a)
     }
 

@@ -1,0 +1,199 @@
+//! The per-revision retry schedule of the resolver, on the engine's one retry
+//! primitive: every unresolved revision holds a [`Recover`] that says when
+//! its next fetch is due, and a revision that leaves the snapshot parks it
+//! in the machine's [`RecoverMemory`](crate::recover::RecoverMemory) so it
+//! resumes, not restarts, when it comes back within twice the backoff cap.
+
+use std::time::Instant;
+
+use super::{Phase, ResolverAction, ResolverMachine, RevisionState};
+use crate::error::FetchError;
+use crate::model::ServiceInstance;
+use crate::recover::{Recover, Retry};
+
+/// What the status said about a parked revision, so it says the same when
+/// the revision comes back.
+#[derive(Clone, Debug)]
+pub(super) struct Parked {
+    since: Instant,
+    last_error: Option<FetchError>,
+    at: Instant,
+}
+
+impl ResolverMachine {
+    /// Parks the schedule of `rev`, which left the snapshot at `now`. A
+    /// fresh schedule is not worth keeping, and one that gave up is not
+    /// kept: a revision that used up its attempts starts afresh when it
+    /// comes back.
+    pub(super) fn park(&mut self, rev: String, state: RevisionState, now: Instant) {
+        let window = self.policy.memory_window();
+        self.parked
+            .retain(|_, p| now.saturating_duration_since(p.at) <= window);
+        let RevisionState::Unresolved {
+            since,
+            last_error,
+            phase,
+            recover,
+            ..
+        } = state
+        else {
+            return;
+        };
+        if phase == Phase::GaveUp || recover.gave_up() || recover == Recover::default() {
+            return;
+        }
+        self.memory.park(rev.clone(), recover, now);
+        self.parked.insert(
+            rev,
+            Parked {
+                since,
+                last_error,
+                at: now,
+            },
+        );
+    }
+
+    /// The state of the unresolved revision `rev` entering the snapshot at
+    /// `now`: its parked schedule when it left less than the memory window
+    /// ago, else a fresh one (whose first failure waits the initial delay).
+    pub(super) fn entering(&mut self, rev: &str, now: Instant) -> RevisionState {
+        let parked = self.parked.remove(rev);
+        match self.memory.recall(&rev.to_string(), now) {
+            Some(recover) => RevisionState::Unresolved {
+                since: parked
+                    .as_ref()
+                    .map(|p| p.since)
+                    .or(recover.down_since())
+                    .unwrap_or(now),
+                attempts: recover.failures(),
+                last_error: parked.and_then(|p| p.last_error),
+                phase: Phase::Idle,
+                recover,
+            },
+            None => RevisionState::Unresolved {
+                since: now,
+                attempts: 0,
+                last_error: None,
+                phase: Phase::Idle,
+                recover: Recover::new(),
+            },
+        }
+    }
+
+    /// Records the failed fetch of `rev` (whose phase was checked to be the
+    /// fetch) and returns the timer its schedule asks for, if any.
+    pub(super) fn on_failure(
+        &mut self,
+        rev: &str,
+        err: FetchError,
+        now: Instant,
+    ) -> Option<ResolverAction> {
+        let token = self.token();
+        let Some(RevisionState::Unresolved {
+            attempts,
+            last_error,
+            phase,
+            recover,
+            ..
+        }) = self.revisions.get_mut(rev)
+        else {
+            return None;
+        };
+        let retry = recover.on_failure(&self.policy, err.class(), now, &mut self.rng);
+        *attempts = recover.failures();
+        *last_error = Some(err);
+        match retry {
+            Retry::GiveUp => {
+                *phase = Phase::GaveUp;
+                None
+            }
+            Retry::After(delay) => {
+                *phase = Phase::Waiting(token);
+                Some(ResolverAction::ArmTimer {
+                    revision: rev.to_string(),
+                    token,
+                    delay,
+                })
+            }
+        }
+    }
+
+    /// Starts `rev` if it is idle and the machine is active: a fetch when its
+    /// schedule is due at `now`, else a timer for the rest of the delay.
+    pub(super) fn start_if_idle(
+        &mut self,
+        rev: &str,
+        now: Instant,
+        actions: &mut Vec<ResolverAction>,
+    ) {
+        if !self.is_active() {
+            return;
+        }
+        let wait = match self.revisions.get(rev) {
+            Some(RevisionState::Unresolved {
+                phase: Phase::Idle,
+                recover,
+                ..
+            }) => recover.wait(now),
+            _ => return,
+        };
+        if wait.is_zero() {
+            self.fetch(rev, actions);
+            return;
+        }
+        let token = self.token();
+        if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(rev) {
+            *phase = Phase::Waiting(token);
+        }
+        actions.push(ResolverAction::ArmTimer {
+            revision: rev.to_string(),
+            token,
+            delay: wait,
+        });
+    }
+
+    /// Fetches the idle revision `rev` now (its schedule is due).
+    pub(super) fn fetch(&mut self, rev: &str, actions: &mut Vec<ResolverAction>) {
+        if !self.is_active() {
+            return;
+        }
+        let attempts = match self.revisions.get(rev) {
+            Some(RevisionState::Unresolved {
+                phase: Phase::Idle,
+                attempts,
+                ..
+            }) => *attempts,
+            _ => return,
+        };
+        let token = self.token();
+        let candidates = self.candidates(rev, attempts as usize);
+        if let Some(RevisionState::Unresolved { phase, .. }) = self.revisions.get_mut(rev) {
+            *phase = Phase::Fetching(token);
+        }
+        actions.push(ResolverAction::Fetch {
+            revision: rev.to_string(),
+            candidates,
+            token,
+        });
+    }
+
+    /// Instances advertising `rev`: serving ones first, rotated by the
+    /// attempt number so consecutive attempts start at different instances,
+    /// then the non-serving ones as a last resort.
+    pub(super) fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
+        let Some(instances) = &self.instances else {
+            return Vec::new();
+        };
+        let (mut serving, resting): (Vec<ServiceInstance>, Vec<ServiceInstance>) = instances
+            .iter()
+            .filter(|i| i.revision() == Some(rev))
+            .cloned()
+            .partition(ServiceInstance::is_serving);
+        if !serving.is_empty() {
+            let k = attempt % serving.len();
+            serving.rotate_left(k);
+        }
+        serving.extend(resting);
+        serving
+    }
+}
