@@ -1,5 +1,6 @@
 //! Steadfast core: the discovery model and the sans-IO state machines
-//! (resolver with its retry scheduler, directory, metadata cache, backoff).
+//! (resolver with its retry scheduler, registry subscription, directory,
+//! metadata cache, backoff and recover).
 //! Nothing here does IO or reads a clock: time and randomness are inputs,
 //! and every machine returns actions for an actor shell to perform.
 
@@ -18,6 +19,7 @@ pub mod model;
 pub mod recover;
 pub mod resolver;
 pub mod revision;
+pub mod subscription;
 pub mod update;
 pub mod url;
 
@@ -34,5 +36,6 @@ pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
-pub use update::{DirectoryUpdate, Unresolved, UpdateState};
+pub use subscription::{SubscriptionAction, SubscriptionConfig, SubscriptionMachine};
+pub use update::{DirectoryUpdate, HeldInstances, Unresolved, UpdateState};
 pub use url::{ServiceEndpoint, ServiceUrl};

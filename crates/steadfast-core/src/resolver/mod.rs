@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 use crate::backoff::BackoffPolicy;
 use crate::error::FetchError;
 use crate::model::{MetadataInfo, ServiceInstance};
-use crate::update::DirectoryUpdate;
+use crate::update::{DirectoryUpdate, HeldInstances};
 
 /// Marks an instance without a revision in the per-instance index.
 const NO_REVISION: u32 = u32::MAX;
@@ -114,6 +114,7 @@ pub struct ResolverMachine {
     closed: bool,
     dirty: bool,
     stale_since: Option<Instant>,
+    held: Option<HeldInstances>,
     max_attempts: Option<u32>,
 }
 
@@ -136,6 +137,7 @@ impl ResolverMachine {
             closed: false,
             dirty: false,
             stale_since: None,
+            held: None,
             max_attempts: None,
         }
     }
@@ -348,6 +350,16 @@ impl ResolverMachine {
     pub fn set_registry_stale(&mut self, since: Option<Instant>) {
         if self.stale_since != since && !self.closed {
             self.stale_since = since;
+            self.dirty = true;
+        }
+    }
+
+    /// Instances held after a registry-caused mass expiry (`Some`) or none
+    /// (`None`); the updates say so. The registry side decides and sends it
+    /// with every snapshot.
+    pub fn set_held(&mut self, held: Option<HeldInstances>) {
+        if self.held != held && !self.closed {
+            self.held = held;
             self.dirty = true;
         }
     }
