@@ -15,6 +15,20 @@ pub enum To {
     One(u64),
 }
 
+/// What a timer is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerKind {
+    /// Re-open a failed or ended watch (a retry).
+    Reopen,
+    /// Probe a registry that is down (a retry).
+    Probe,
+    /// Re-read the app in full (periodic, on resume, or a failed resync
+    /// retried).
+    Resync,
+    /// Drop held instances whose grace ended.
+    HoldEnd,
+}
+
 /// A snapshot as delivered to subscribers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivery {
@@ -63,6 +77,8 @@ pub enum SubscriptionAction {
         token: Token,
         /// Delay from now.
         delay: Duration,
+        /// What the timer is for.
+        kind: TimerKind,
     },
     /// The timer, call or stream with `token` is no longer wanted.
     Cancel {

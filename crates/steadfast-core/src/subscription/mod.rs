@@ -46,7 +46,7 @@ use crate::model::ServiceInstance;
 use crate::recover::RecoverPolicy;
 use crate::resolver::Token;
 
-pub use actions::{Delivery, SubscriptionAction, To};
+pub use actions::{Delivery, SubscriptionAction, TimerKind, To};
 pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
 use state::AppSub;
 
@@ -129,10 +129,15 @@ impl Ctx<'_> {
         self.out.push(action);
     }
 
-    fn arm(&mut self, delay: Duration) -> Token {
+    fn arm(&mut self, delay: Duration, kind: TimerKind) -> Token {
         let token = self.token();
         let app = self.app.to_string();
-        self.push(SubscriptionAction::ArmTimer { app, token, delay });
+        self.push(SubscriptionAction::ArmTimer {
+            app,
+            token,
+            delay,
+            kind,
+        });
         token
     }
 
@@ -295,6 +300,7 @@ impl SubscriptionMachine {
                         app: app.to_string(),
                         token,
                         delay,
+                        kind: TimerKind::Probe,
                     });
                     self.probe = Probe::Armed(token);
                 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::hold::{Hold, MASS_REMOVAL_WINDOW};
-use super::{Ctx, Delivery, SubscriptionAction, To};
+use super::{Ctx, Delivery, SubscriptionAction, TimerKind, To};
 use crate::backend::Snapshot;
 use crate::error::RegistryError;
 use crate::model::ServiceInstance;
@@ -204,7 +204,7 @@ impl AppSub {
             .recover
             .on_failure(&ctx.config.recover, err.class(), now, ctx.rng)
         {
-            Retry::After(delay) => self.watch = Watch::Waiting(ctx.arm(delay)),
+            Retry::After(delay) => self.watch = Watch::Waiting(ctx.arm(delay, TimerKind::Reopen)),
             Retry::GiveUp => self.watch = Watch::GaveUp,
         }
     }
@@ -295,7 +295,7 @@ impl AppSub {
         }
         ctx.cancel(self.hold_timer.take().map(|(t, _)| t));
         if let Some(at) = due {
-            let token = ctx.arm(at.saturating_duration_since(now));
+            let token = ctx.arm(at.saturating_duration_since(now), TimerKind::HoldEnd);
             self.hold_timer = Some((token, at));
         }
     }
@@ -333,7 +333,7 @@ impl AppSub {
     fn ensure_periodic(&mut self, ctx: &mut Ctx<'_>) {
         if self.resync == Resync::Idle {
             if let Some(delay) = ctx.reconcile_delay() {
-                let token = ctx.arm(delay);
+                let token = ctx.arm(delay, TimerKind::Resync);
                 self.resync = Resync::Armed {
                     token,
                     resume: false,
@@ -391,7 +391,7 @@ impl AppSub {
         }
         if !valid {
             if resume {
-                let token = ctx.arm(ctx.config.recover.backoff.initial);
+                let token = ctx.arm(ctx.config.recover.backoff.initial, TimerKind::Resync);
                 self.resync = Resync::Armed {
                     token,
                     resume: true,
@@ -413,7 +413,7 @@ impl AppSub {
                     .on_failure(&ctx.config.recover, e.class(), now, ctx.rng)
                 {
                     Retry::After(delay) => {
-                        let token = ctx.arm(delay);
+                        let token = ctx.arm(delay, TimerKind::Resync);
                         self.resync = Resync::Armed { token, resume };
                     }
                     Retry::GiveUp => {

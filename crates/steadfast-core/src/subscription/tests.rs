@@ -106,7 +106,9 @@ impl Sim {
                     };
                     self.m.on_list_result(&app, token, r, now)
                 }
-                SubscriptionAction::ArmTimer { app, token, delay } => {
+                SubscriptionAction::ArmTimer {
+                    app, token, delay, ..
+                } => {
                     self.timers.insert(token, (app, now + delay));
                     continue;
                 }
