@@ -69,7 +69,7 @@ pub enum SubscriptionAction {
         /// Deadline of the call.
         deadline: Duration,
     },
-    /// Call [`SubscriptionMachine::on_timer`] with `token` after `delay`.
+    /// Call [`super::SubscriptionMachine::on_timer`] with `token` after `delay`.
     ArmTimer {
         /// App the timer belongs to.
         app: String,

@@ -22,8 +22,13 @@
 //! when a pushed snapshot arrived while it was in flight, so a resync never
 //! rolls back a newer pushed state.
 //!
-//! Mass expiry: see [`hold`](self) — instances removed all at once right
-//! after a recovery are held for `mass_removal_grace`.
+//! Mass expiry (no flap to empty): within [`MASS_REMOVAL_WINDOW`] after the
+//! stale mark cleared, a snapshot that removes at least [`MASS_REMOVAL_MIN`]
+//! instances and more than half of them has the removed instances held for
+//! `mass_removal_grace` while their providers re-register; each leaves at
+//! its own deadline, a re-registration (same id) replaces it at once, and
+//! every delivery says what is held ([`Delivery::held`]). A removal of a
+//! single instance is never delayed.
 
 mod actions;
 mod hold;
