@@ -32,9 +32,9 @@ pub use steadfast_actors::{
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
     BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FallbackFetcher,
-    FetchError, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher, NotServing,
-    PublishError, Reference, Registry, RegistryError, ServiceInfo, ServiceInstance, ServiceUrl,
-    SnapshotStream, Unresolved, UpdateState,
+    FetchError, HeldInstances, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher,
+    NotServing, PublishError, Reference, Registry, RegistryError, ServiceInfo, ServiceInstance,
+    ServiceUrl, SnapshotStream, Unresolved, UpdateState,
 };
 pub use steadfast_memory::MemoryRegistry;
 

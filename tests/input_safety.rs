@@ -13,8 +13,8 @@ use rand::{Rng, SeedableRng};
 use steadfast::core::{check_metadata, revision::compute_revision, ResolverMachine};
 use steadfast::http::HttpMetadataFetcher;
 use steadfast::{
-    BackoffPolicy, DirectoryStatus, EmptyReason, ErrorClass, FetchError, MetadataInfo, NotServing,
-    RegistryError, ServiceInstance, ServiceUrl, Unresolved,
+    BackoffPolicy, DirectoryStatus, EmptyReason, ErrorClass, FetchError, HeldInstances,
+    MetadataInfo, NotServing, RegistryError, ServiceInstance, ServiceUrl, Unresolved,
 };
 use steadfast_testkit::{instance_for, MetadataBuilder};
 
@@ -121,6 +121,14 @@ fn statuses(rng: &mut StdRng) -> Vec<DirectoryStatus> {
             endpoints: rng.gen(),
             stale_since: Some(Instant::now()),
             degraded: vec![(odd_string(rng), unresolved)],
+            held: vec![(
+                odd_string(rng),
+                HeldInstances {
+                    count: usize::MAX,
+                    until: Instant::now(),
+                    grace: Duration::MAX,
+                },
+            )],
         },
         DirectoryStatus::Empty(EmptyReason::NotServing(NotServing {
             unhealthy: usize::MAX,

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use steadfast_core::{BackoffError, BackoffPolicy, FetchPolicy, MAX_BACKOFF};
+use steadfast_core::subscription::DEFAULT_PROBE_INTERVAL;
+use steadfast_core::{
+    BackoffError, BackoffPolicy, FetchPolicy, RecoverPolicy, SubscriptionConfig, MAX_BACKOFF,
+};
 use thiserror::Error;
 
 /// Tunables of one engine.
@@ -21,9 +24,10 @@ pub struct EngineConfig {
     /// every candidate instance it tries, hedged ones included, answers by
     /// then or counts as a timeout, and the fetch reports its failure then.
     pub fetch_timeout: Duration,
-    /// Deadline of each registry or publisher call the engine makes for an
-    /// export (register, closing announcement, unregister, publish,
-    /// withdraw). Default 5 s.
+    /// Deadline of every registry or publisher call the engine makes: the
+    /// subscription's watch open and list, and each call of an export
+    /// (register, closing announcement, unregister, publish, withdraw).
+    /// Default 5 s.
     pub registry_call_timeout: Duration,
     /// Longest `Engine::shutdown` waits for exports to announce closing and
     /// unregister before it stops every actor anyway. Default 15 s.
@@ -37,6 +41,34 @@ pub struct EngineConfig {
     pub fetch_retry_calls: usize,
     /// Seed of every random choice (jitter, endpoint selection).
     pub seed: u64,
+    /// While the registry is down, one cheap probe (`list`) per engine this
+    /// often, so the watch is re-opened as soon as the registry answers
+    /// instead of after the grown `registry_backoff` (default 1 s, jittered
+    /// like the backoff; `None`: no probe).
+    pub registry_probe_interval: Option<Duration>,
+    /// Full re-read of every subscribed app, applying what the watch missed
+    /// (default 5 min, jittered ±20 %; zero: only on resume after an outage).
+    pub reconcile_interval: Duration,
+    /// How long instances removed in a mass expiry right after a registry
+    /// recovery are still served while their providers re-register
+    /// (default 3 s; zero: never held).
+    pub mass_removal_grace: Duration,
+}
+
+impl EngineConfig {
+    /// The registry subscription machine's configuration.
+    pub fn subscription(&self) -> SubscriptionConfig {
+        let mut recover = RecoverPolicy::new(self.registry_backoff);
+        if let Some(probe) = self.registry_probe_interval.filter(|p| !p.is_zero()) {
+            recover = recover.with_probe(probe);
+        }
+        SubscriptionConfig {
+            recover,
+            reconcile_interval: self.reconcile_interval,
+            mass_removal_grace: self.mass_removal_grace,
+            call_timeout: self.registry_call_timeout,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -53,6 +85,9 @@ impl Default for EngineConfig {
             fetch_fanout: 16,
             fetch_retry_calls: 2,
             seed: rand::random(),
+            registry_probe_interval: Some(DEFAULT_PROBE_INTERVAL),
+            reconcile_interval: Duration::from_secs(300),
+            mass_removal_grace: Duration::from_secs(3),
         }
     }
 }
@@ -87,8 +122,8 @@ pub enum ConfigError {
         #[source]
         source: BackoffError,
     },
-    /// A duration is zero or longer than a day.
-    #[error("{field} must be above zero and at most one day, got {value:?}")]
+    /// A duration is zero (where zero makes no sense) or longer than a day.
+    #[error("{field} must be at most one day (and above zero where zero would spin), got {value:?}")]
     Duration {
         /// The config field.
         field: &'static str,
@@ -123,11 +158,19 @@ impl EngineConfig {
         ] {
             check_duration(field, value)?;
         }
-        if self.fetch_hedge_delay > MAX_BACKOFF {
-            return Err(ConfigError::Duration {
-                field: "fetch_hedge_delay",
-                value: self.fetch_hedge_delay,
-            });
+        if let Some(probe) = self.registry_probe_interval {
+            check_duration("registry_probe_interval", probe)?;
+        }
+        // Zero is meaningful for these (hedge at once, resync only on
+        // resume, never hold); only an absurd length is refused.
+        for (field, value) in [
+            ("fetch_hedge_delay", self.fetch_hedge_delay),
+            ("reconcile_interval", self.reconcile_interval),
+            ("mass_removal_grace", self.mass_removal_grace),
+        ] {
+            if value > MAX_BACKOFF {
+                return Err(ConfigError::Duration { field, value });
+            }
         }
         for (field, n) in [
             ("cache_capacity", self.cache_capacity),

@@ -165,6 +165,37 @@ impl EngineBuilder {
         self
     }
 
+    /// While the registry is down, probe it (one cheap `list` per engine)
+    /// this often, so the watch comes back as soon as the registry answers
+    /// (default 1 s; `None`: only the backoff decides).
+    pub fn registry_probe_interval(mut self, interval: Option<Duration>) -> Self {
+        self.config.registry_probe_interval = interval;
+        self
+    }
+
+    /// Deadline of every registry or publisher call the engine makes: watch
+    /// open, list, and each call of an export (default 5 s).
+    pub fn registry_call_timeout(mut self, timeout: Duration) -> Self {
+        self.config.registry_call_timeout = timeout;
+        self
+    }
+
+    /// Re-read every subscribed app in full this often (jittered ±20 %) and
+    /// apply what the watch missed (default 5 min; zero: only on resume
+    /// after an outage).
+    pub fn reconcile_interval(mut self, interval: Duration) -> Self {
+        self.config.reconcile_interval = interval;
+        self
+    }
+
+    /// Hold instances removed in a mass expiry right after a registry
+    /// recovery this long while their providers re-register (default 3 s;
+    /// zero: never).
+    pub fn mass_removal_grace(mut self, grace: Duration) -> Self {
+        self.config.mass_removal_grace = grace;
+        self
+    }
+
     /// Revisions kept in the shared metadata cache (default 1024).
     pub fn cache_capacity(mut self, capacity: usize) -> Self {
         self.config.cache_capacity = capacity;
@@ -177,14 +208,6 @@ impl EngineBuilder {
         self.config.fetch_timeout = timeout;
         self
     }
-
-    /// Deadline of each registry or publisher call made for an export
-    /// (default 5 s).
-    pub fn registry_call_timeout(mut self, timeout: Duration) -> Self {
-        self.config.registry_call_timeout = timeout;
-        self
-    }
-
     /// Longest [`Engine::shutdown`] waits for exports to unregister before
     /// stopping every actor anyway (default 15 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
@@ -242,13 +265,14 @@ impl EngineBuilder {
             .unwrap_or_else(|| Arc::new(MemoryRegistry::new()));
         let stats = Arc::new(EngineStats::default());
         let config = self.config;
-        let (reg, st, backoff, seed) = (
+        let (reg, st, subscription, seed) = (
             registry.clone(),
             stats.clone(),
-            config.registry_backoff,
+            config.subscription(),
             config.seed,
         );
-        let registry_actor = Supervisor::start(move |_| RegistryActor::new(reg, backoff, seed, st));
+        let registry_actor =
+            Supervisor::start(move |_| RegistryActor::new(reg, subscription, seed, st));
         let (st, cap, policy) = (stats.clone(), config.cache_capacity, config.fetch_policy());
         let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, policy, st));
         let backends = (registry.clone(), self.publishers);

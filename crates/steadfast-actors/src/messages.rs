@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use actix::WeakRecipient;
-use steadfast_core::{CacheKey, DirectoryUpdate, FetchError, MetadataInfo, ServiceInstance, Token};
+use steadfast_core::{
+    CacheKey, DirectoryUpdate, FetchError, HeldInstances, MetadataInfo, ServiceInstance, Token,
+};
 
 /// A full snapshot of one app's instances (registry -> resolver).
 #[derive(Message, Clone, Debug)]
@@ -15,8 +17,11 @@ pub struct InstancesSnapshot {
     pub app: String,
     /// Monotonic per app, across watch re-subscribes and actor restarts.
     pub generation: u64,
-    /// Every instance of the app.
+    /// Every instance of the app (held ones included).
     pub instances: Arc<Vec<ServiceInstance>>,
+    /// Set while instances of a mass expiry right after a registry recovery
+    /// are held (they are part of `instances`).
+    pub held: Option<HeldInstances>,
 }
 
 /// The registry watch of `app` went down (`stale_since: Some`) or is back

@@ -1,19 +1,30 @@
-//! The registry subscription actor: owns the [`Registry`] backend, keeps one
-//! watch per app that has subscribers, and sends every snapshot to the
-//! resolvers of that app. A failed or ended watch is re-established with
-//! capped exponential backoff and jitter; the first snapshot after a
-//! (re)subscribe replaces the old state. After a supervised restart every
-//! watch is re-established and no subscriber is lost.
+//! The registry subscription actor: a thin shell around
+//! [`SubscriptionMachine`]. It owns the [`Registry`] backend, delivers the
+//! machine's inputs (watch opened or failed, stream item or end, timer
+//! fired, list result, subscriber added or removed, restart, shutdown) and
+//! performs its actions (open a watch, read its stream, list an app, arm or
+//! cancel a timer, send snapshots and health to the app's resolvers).
+//!
+//! Every registry future is user code and runs contained: the `watch()` and
+//! `list()` calls, their futures and the polling of the stream run under
+//! `catch_unwind`, so a panic becomes [`RegistryError::Panicked`], is
+//! counted, and the watch is re-established like any failed one. Every call
+//! is bounded by the machine's deadline.
 
 use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use actix::WeakRecipient;
-use futures::StreamExt;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
-use steadfast_core::{BackoffPolicy, Registry, RegistryError, ServiceInstance};
+use futures::future::{self, BoxFuture};
+use futures::{FutureExt, StreamExt};
+use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
+use steadfast_core::{
+    panic_message, Registry, RegistryError, Snapshot, SnapshotStream, SubscriptionConfig,
+    SubscriptionMachine, Token,
+};
 
 use crate::messages::{
     ForceRestart, InstancesSnapshot, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
@@ -21,195 +32,297 @@ use crate::messages::{
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 
-#[derive(Default)]
-struct AppWatch {
-    subscribers: HashMap<
-        u64,
-        (
-            WeakRecipient<InstancesSnapshot>,
-            WeakRecipient<RegistryHealth>,
-        ),
-    >,
-    stale_since: Option<std::time::Instant>,
-    generation: u64,
-    latest: Option<Arc<Vec<ServiceInstance>>>,
-    epoch: u64,
-    attempts: u32,
-    task: Option<SpawnHandle>,
-    retry: Option<SpawnHandle>,
-    stream_guard: Option<LiveGuard>,
-}
+type Recipients = (
+    WeakRecipient<InstancesSnapshot>,
+    WeakRecipient<RegistryHealth>,
+);
 
-/// One item of a watch stream, tagged with the watch epoch it belongs to;
+/// One item of a watch stream, tagged with the watch token it belongs to;
 /// `None` marks the end of the stream.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct WatchItem {
     app: String,
-    epoch: u64,
-    item: Option<Result<Arc<Vec<ServiceInstance>>, RegistryError>>,
+    token: Token,
+    item: Option<Result<Snapshot, RegistryError>>,
 }
 
 /// Owns the registry backend and the per-app watches.
 pub struct RegistryActor {
     registry: Arc<dyn Registry>,
-    backoff: BackoffPolicy,
-    rng: StdRng,
-    apps: BTreeMap<String, AppWatch>,
-    stats: Arc<EngineStats>,
+    machine: SubscriptionMachine,
+    subscribers: BTreeMap<String, HashMap<u64, Recipients>>,
+    /// Timers, calls and streams under way, by token.
+    handles: HashMap<Token, SpawnHandle>,
+    /// Open streams, counted in `watches_active`.
+    watch_guards: HashMap<Token, LiveGuard>,
+    /// A stream just opened, until the machine says to read it.
+    opened: Option<(Token, SnapshotStream)>,
+    started_once: bool,
     terminated: bool,
+    stats: Arc<EngineStats>,
     _alive: LiveGuard,
 }
 
+/// Runs a registry call contained: a panic in the call itself or in its
+/// future becomes [`RegistryError::Panicked`]; the whole call is bounded by
+/// `deadline`.
+fn contained<T: Send + 'static>(
+    deadline: Duration,
+    call: impl FnOnce() -> BoxFuture<'static, Result<T, RegistryError>>,
+) -> BoxFuture<'static, Result<T, RegistryError>> {
+    let panicked = |p: Box<dyn std::any::Any + Send>| RegistryError::Panicked(panic_message(&*p));
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(call)) {
+        Ok(fut) => AssertUnwindSafe(fut)
+            .catch_unwind()
+            .map(move |r| r.unwrap_or_else(|p| Err(panicked(p))))
+            .boxed(),
+        Err(p) => future::ready(Err(panicked(p))).boxed(),
+    };
+    async move {
+        tokio::time::timeout(deadline, fut)
+            .await
+            .unwrap_or(Err(RegistryError::Timeout))
+    }
+    .boxed()
+}
+
 impl RegistryActor {
-    /// A registry actor over `registry`, re-subscribing with `backoff`.
+    /// A registry actor over `registry`, subscribing as `config` says.
     pub fn new(
         registry: Arc<dyn Registry>,
-        backoff: BackoffPolicy,
+        config: SubscriptionConfig,
         seed: u64,
         stats: Arc<EngineStats>,
     ) -> Self {
         Self {
             registry,
-            backoff,
-            rng: StdRng::seed_from_u64(seed),
-            apps: BTreeMap::new(),
+            machine: SubscriptionMachine::new(config, seed),
+            subscribers: BTreeMap::new(),
+            handles: HashMap::new(),
+            watch_guards: HashMap::new(),
+            opened: None,
+            started_once: false,
+            terminated: false,
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
-            terminated: false,
         }
     }
 
-    fn start_watch(&mut self, app: &str, ctx: &mut Context<Self>) {
-        let Some(w) = self.apps.get_mut(app) else {
-            return;
+    /// Counts a registry error (panics apart) and logs it.
+    fn count_error(&self, app: &str, what: &str, err: &RegistryError) {
+        if matches!(err, RegistryError::Panicked(_)) {
+            EngineStats::bump(&self.stats.registry_panics);
+        }
+        tracing::warn!(app, error = %err, "registry {what} failed");
+    }
+
+    fn perform(&mut self, actions: Vec<SubscriptionAction>, ctx: &mut Context<Self>) {
+        let mut gone: Vec<(String, u64)> = Vec::new();
+        for action in actions {
+            match action {
+                SubscriptionAction::OpenWatch {
+                    app,
+                    token,
+                    deadline,
+                } => {
+                    let registry = self.registry.clone();
+                    let name = app.clone();
+                    let fut = contained(deadline, move || registry.watch(&name));
+                    let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+                        act.on_opened(app, token, res, ctx);
+                    }));
+                    self.handles.insert(token, h);
+                }
+                SubscriptionAction::ReadStream { app, token } => self.read(app, token, ctx),
+                SubscriptionAction::List {
+                    app,
+                    token,
+                    deadline,
+                } => {
+                    let registry = self.registry.clone();
+                    let name = app.clone();
+                    let fut = contained(deadline, move || registry.list(&name));
+                    let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+                        act.handles.remove(&token);
+                        if let Err(e) = &res {
+                            if matches!(e, RegistryError::Panicked(_)) {
+                                EngineStats::bump(&act.stats.registry_panics);
+                            }
+                            tracing::debug!(app, error = %e, "registry list failed");
+                        }
+                        let actions = act.machine.on_list_result(&app, token, res, timer::now());
+                        act.perform(actions, ctx);
+                    }));
+                    self.handles.insert(token, h);
+                }
+                SubscriptionAction::ArmTimer {
+                    app,
+                    token,
+                    delay,
+                    kind,
+                } => {
+                    let fire = move |act: &mut Self, ctx: &mut Context<Self>| {
+                        act.handles.remove(&token);
+                        let actions = act.machine.on_timer(&app, token, timer::now());
+                        act.perform(actions, ctx);
+                    };
+                    let h = if kind == TimerKind::Resync {
+                        // Housekeeping, not a retry: counted on its own.
+                        let guard = LiveGuard::new(&self.stats, Live::Resync);
+                        ctx.run_later(delay, move |act, ctx| {
+                            drop(guard);
+                            fire(act, ctx);
+                        })
+                    } else {
+                        timer::arm(ctx, &self.stats, delay, fire)
+                    };
+                    self.handles.insert(token, h);
+                }
+                SubscriptionAction::Cancel { token } => {
+                    if let Some(h) = self.handles.remove(&token) {
+                        ctx.cancel_future(h);
+                    }
+                    self.watch_guards.remove(&token);
+                }
+                SubscriptionAction::Deliver { app, to, delivery } => {
+                    let msg = InstancesSnapshot {
+                        app: app.clone(),
+                        generation: delivery.generation,
+                        instances: delivery.instances,
+                        held: delivery.held,
+                    };
+                    for (id, (s, _)) in self.targets(&app, to) {
+                        match s.upgrade() {
+                            Some(r) => r.do_send(msg.clone()),
+                            None => gone.push((app.clone(), id)),
+                        }
+                    }
+                }
+                SubscriptionAction::Health {
+                    app,
+                    to,
+                    stale_since,
+                } => {
+                    let msg = RegistryHealth {
+                        app: app.clone(),
+                        stale_since,
+                    };
+                    for (_, (_, h)) in self.targets(&app, to) {
+                        if let Some(h) = h.upgrade() {
+                            h.do_send(msg.clone());
+                        }
+                    }
+                }
+                SubscriptionAction::Reconciled {
+                    app,
+                    added,
+                    removed,
+                    changed,
+                } => {
+                    EngineStats::bump(&self.stats.missed_notifications);
+                    tracing::warn!(
+                        app,
+                        added,
+                        removed,
+                        changed,
+                        "resync found registry changes the watch did not report; applied them"
+                    );
+                }
+                SubscriptionAction::Holding {
+                    app,
+                    newly_held,
+                    held,
+                } => {
+                    EngineStats::add(&self.stats.instances_held, newly_held);
+                    tracing::warn!(
+                        app,
+                        newly_held,
+                        held = held.count,
+                        grace = ?held.grace,
+                        "mass expiry right after a registry recovery: holding the removed \
+                         instances while their providers re-register"
+                    );
+                }
+            }
+        }
+        for (app, id) in gone {
+            self.remove_subscriber(&app, id, ctx);
+        }
+    }
+
+    fn targets(&self, app: &str, to: To) -> Vec<(u64, Recipients)> {
+        let Some(subs) = self.subscribers.get(app) else {
+            return Vec::new();
         };
-        w.epoch += 1;
-        let epoch = w.epoch;
-        if let Some(h) = w.task.take() {
-            ctx.cancel_future(h);
-        }
-        w.stream_guard = None;
-        let name = app.to_string();
-        let fut = self.registry.watch(app);
-        let handle = ctx.spawn(
-            fut.into_actor(self)
-                .map(move |res, act, ctx| act.on_watch_opened(name, epoch, res, ctx)),
-        );
-        if let Some(w) = self.apps.get_mut(app) {
-            w.task = Some(handle);
+        match to {
+            To::All => subs.iter().map(|(id, r)| (*id, r.clone())).collect(),
+            To::One(id) => subs.get(&id).map(|r| (id, r.clone())).into_iter().collect(),
         }
     }
 
-    fn on_watch_opened(
+    fn on_opened(
         &mut self,
         app: String,
-        epoch: u64,
-        res: Result<steadfast_core::SnapshotStream, RegistryError>,
+        token: Token,
+        res: Result<SnapshotStream, RegistryError>,
         ctx: &mut Context<Self>,
     ) {
-        match self.apps.get(&app) {
-            Some(w) if w.epoch == epoch => {}
-            _ => return,
-        }
-        match res {
+        self.handles.remove(&token);
+        let res = match res {
             Ok(stream) => {
-                let (a, b) = (app.clone(), app.clone());
-                let items = stream
-                    .map(move |item| WatchItem {
-                        app: a.clone(),
-                        epoch,
-                        item: Some(item),
-                    })
-                    .chain(futures::stream::once(async move {
-                        WatchItem {
-                            app: b,
-                            epoch,
-                            item: None,
-                        }
-                    }));
-                let handle = ctx.add_stream(items);
-                let guard = LiveGuard::new(&self.stats, Live::Watch);
-                if let Some(w) = self.apps.get_mut(&app) {
-                    w.task = Some(handle);
-                    w.stream_guard = Some(guard);
-                }
+                self.opened = Some((token, stream));
+                Ok(())
             }
-            Err(e) => self.schedule_resubscribe(&app, e, ctx),
-        }
+            Err(e) => {
+                EngineStats::bump(&self.stats.watch_failures);
+                self.count_error(&app, "watch", &e);
+                Err(e)
+            }
+        };
+        let actions = self.machine.on_watch_opened(&app, token, res, timer::now());
+        self.perform(actions, ctx);
+        // Not read (no longer wanted): dropped here.
+        self.opened = None;
     }
 
-    fn schedule_resubscribe(&mut self, app: &str, err: RegistryError, ctx: &mut Context<Self>) {
-        EngineStats::bump(&self.stats.watch_failures);
-        let Some(w) = self.apps.get_mut(app) else {
+    fn read(&mut self, app: String, token: Token, ctx: &mut Context<Self>) {
+        let Some((t, stream)) = self.opened.take() else {
             return;
         };
-        if let Some(h) = w.task.take() {
-            ctx.cancel_future(h);
-        }
-        w.stream_guard = None;
-        w.epoch += 1;
-        if w.stale_since.is_none() {
-            // Subscribers keep serving the last snapshot, marked stale.
-            let since = timer::now();
-            w.stale_since = Some(since);
-            let msg = RegistryHealth {
-                app: app.to_string(),
-                stale_since: Some(since),
-            };
-            for (_, h) in w.subscribers.values() {
-                if let Some(h) = h.upgrade() {
-                    h.do_send(msg.clone());
-                }
-            }
-        }
-        let delay = self.backoff.delay(w.attempts, err.class(), &mut self.rng);
-        w.attempts = w.attempts.saturating_add(1);
-        tracing::warn!(app, error = %err, ?delay, "registry watch failed; re-subscribing");
-        let name = app.to_string();
-        let handle = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
-            if let Some(w) = act.apps.get_mut(&name) {
-                w.retry = None;
-            }
-            act.start_watch(&name, ctx);
-        });
-        if let Some(w) = self.apps.get_mut(app) {
-            if let Some(old) = w.retry.replace(handle) {
-                ctx.cancel_future(old);
-            }
-        }
-    }
-
-    fn on_snapshot(&mut self, app: &str, instances: Arc<Vec<ServiceInstance>>) {
-        EngineStats::bump(&self.stats.snapshots_received);
-        let Some(w) = self.apps.get_mut(app) else {
+        if t != token {
             return;
-        };
-        w.attempts = 0;
-        // A snapshot is fresh: receivers clear their stale mark on it.
-        w.stale_since = None;
-        w.generation += 1;
-        w.latest = Some(instances.clone());
-        let msg = InstancesSnapshot {
-            app: app.to_string(),
-            generation: w.generation,
-            instances,
-        };
-        w.subscribers.retain(|_, (s, _)| match s.upgrade() {
-            Some(r) => {
-                r.do_send(msg.clone());
-                true
-            }
-            None => false,
-        });
+        }
+        let end = app.clone();
+        let items = AssertUnwindSafe(stream)
+            .catch_unwind()
+            .map(move |r| WatchItem {
+                app: app.clone(),
+                token,
+                item: Some(r.unwrap_or_else(|p| Err(RegistryError::Panicked(panic_message(&*p))))),
+            })
+            .chain(futures::stream::once(async move {
+                WatchItem {
+                    app: end,
+                    token,
+                    item: None,
+                }
+            }));
+        let h = ctx.add_stream(items);
+        self.handles.insert(token, h);
+        self.watch_guards
+            .insert(token, LiveGuard::new(&self.stats, Live::Watch));
     }
 
-    fn stop_app(w: &mut AppWatch, ctx: &mut Context<Self>) {
-        for h in [w.task.take(), w.retry.take()].into_iter().flatten() {
-            ctx.cancel_future(h);
+    fn remove_subscriber(&mut self, app: &str, id: u64, ctx: &mut Context<Self>) {
+        if let Some(subs) = self.subscribers.get_mut(app) {
+            subs.remove(&id);
+            if subs.is_empty() {
+                self.subscribers.remove(app);
+            }
         }
-        w.stream_guard = None;
-        w.epoch += 1;
+        let actions = self.machine.unsubscribe(app, id, timer::now());
+        self.perform(actions, ctx);
     }
 }
 
@@ -222,22 +335,21 @@ impl Actor for RegistryActor {
             // stay idle; the actor ends when its last address drops.
             return;
         }
-        let apps: Vec<String> = self.apps.keys().cloned().collect();
-        for app in apps {
-            self.start_watch(&app, ctx);
+        if self.started_once {
+            let actions = self.machine.on_restart(timer::now());
+            self.perform(actions, ctx);
         }
+        self.started_once = true;
     }
 }
 
 impl Supervised for RegistryActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        for w in self.apps.values_mut() {
-            // The old context's futures are gone; forget their handles.
-            w.task = None;
-            w.retry = None;
-            w.stream_guard = None;
-        }
+        // The old context's futures are gone; forget their handles.
+        self.handles.clear();
+        self.watch_guards.clear();
+        self.opened = None;
     }
 }
 
@@ -247,57 +359,50 @@ impl Handler<WatchApp> for RegistryActor {
         if self.terminated {
             return;
         }
-        let fresh = !self.apps.contains_key(&msg.app);
-        let w = self.apps.entry(msg.app.clone()).or_default();
-        if let (Some(latest), Some(r)) = (&w.latest, msg.subscriber.upgrade()) {
-            r.do_send(InstancesSnapshot {
-                app: msg.app.clone(),
-                generation: w.generation,
-                instances: latest.clone(),
-            });
-        }
-        if let (Some(since), Some(h)) = (w.stale_since, msg.health.upgrade()) {
-            h.do_send(RegistryHealth {
-                app: msg.app.clone(),
-                stale_since: Some(since),
-            });
-        }
-        w.subscribers.insert(msg.id, (msg.subscriber, msg.health));
-        if fresh {
-            self.start_watch(&msg.app, ctx);
-        }
+        self.subscribers
+            .entry(msg.app.clone())
+            .or_default()
+            .insert(msg.id, (msg.subscriber, msg.health));
+        let actions = self.machine.subscribe(&msg.app, msg.id, timer::now());
+        self.perform(actions, ctx);
     }
 }
 
 impl Handler<UnwatchApp> for RegistryActor {
     type Result = ();
     fn handle(&mut self, msg: UnwatchApp, ctx: &mut Self::Context) {
-        let Some(w) = self.apps.get_mut(&msg.app) else {
-            return;
-        };
-        w.subscribers.remove(&msg.id);
-        if w.subscribers.is_empty() {
-            let mut w = self.apps.remove(&msg.app).expect("present above");
-            Self::stop_app(&mut w, ctx);
-        }
+        self.remove_subscriber(&msg.app, msg.id, ctx);
     }
 }
 
 impl StreamHandler<WatchItem> for RegistryActor {
     fn handle(&mut self, msg: WatchItem, ctx: &mut Self::Context) {
-        match self.apps.get(&msg.app) {
-            Some(w) if w.epoch == msg.epoch => {}
-            _ => return,
+        if !self.machine.is_current_watch(&msg.app, msg.token) {
+            return;
         }
-        match msg.item {
-            Some(Ok(instances)) => self.on_snapshot(&msg.app, instances),
-            Some(Err(e)) => self.schedule_resubscribe(&msg.app, e, ctx),
-            None => self.schedule_resubscribe(
-                &msg.app,
-                RegistryError::WatchEnded("stream ended".into()),
-                ctx,
-            ),
-        }
+        let now = timer::now();
+        let actions = match msg.item {
+            Some(Ok(instances)) => {
+                EngineStats::bump(&self.stats.snapshots_received);
+                self.machine
+                    .on_stream_item(&msg.app, msg.token, Ok(instances), now)
+            }
+            Some(Err(e)) => {
+                // Stale, but the stream is kept: it may heal.
+                EngineStats::bump(&self.stats.watch_failures);
+                self.count_error(&msg.app, "watch stream", &e);
+                self.machine
+                    .on_stream_item(&msg.app, msg.token, Err(e), now)
+            }
+            None => {
+                EngineStats::bump(&self.stats.watch_failures);
+                tracing::warn!(app = msg.app, "registry watch ended; re-subscribing");
+                self.handles.remove(&msg.token);
+                self.watch_guards.remove(&msg.token);
+                self.machine.on_stream_end(&msg.app, msg.token, now)
+            }
+        };
+        self.perform(actions, ctx);
     }
 
     fn finished(&mut self, _ctx: &mut Self::Context) {
@@ -309,10 +414,13 @@ impl Handler<Shutdown> for RegistryActor {
     type Result = ();
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         self.terminated = true;
-        for w in self.apps.values_mut() {
-            Self::stop_app(w, ctx);
+        let actions = self.machine.close();
+        self.perform(actions, ctx);
+        for (_, h) in self.handles.drain() {
+            ctx.cancel_future(h);
         }
-        self.apps.clear();
+        self.watch_guards.clear();
+        self.subscribers.clear();
         ctx.stop();
     }
 }

@@ -185,6 +185,7 @@ impl Handler<InstancesSnapshot> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: InstancesSnapshot, ctx: &mut Self::Context) {
         let previous = self.snapshot.replace(msg.instances.clone());
+        self.machine.set_held(msg.held);
         let actions = self
             .machine
             .on_snapshot(msg.generation, msg.instances, timer::now());

@@ -17,6 +17,7 @@ pub struct EngineStats {
     pub(crate) flights_in_flight: AtomicI64,
     pub(crate) timers_pending: AtomicI64,
     pub(crate) watches_active: AtomicI64,
+    pub(crate) resyncs_scheduled: AtomicI64,
     pub(crate) fetch_attempts: AtomicU64,
     pub(crate) fetch_failures: AtomicU64,
     fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
@@ -30,6 +31,9 @@ pub struct EngineStats {
     pub(crate) watch_failures: AtomicU64,
     pub(crate) register_failures: AtomicU64,
     pub(crate) restarts: AtomicU64,
+    pub(crate) missed_notifications: AtomicU64,
+    pub(crate) registry_panics: AtomicU64,
+    pub(crate) instances_held: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -47,6 +51,9 @@ pub struct StatsSnapshot {
     pub timers_pending: i64,
     /// Registry watch streams open.
     pub watches_active: i64,
+    /// Resync timers armed (periodic full re-reads of subscribed apps; not
+    /// counted in `timers_pending`).
+    pub resyncs_scheduled: i64,
     /// Calls made to the metadata fetcher (one per candidate tried).
     pub fetch_attempts: u64,
     /// Fetcher calls that failed (each counted when it fails; a call still
@@ -67,12 +74,20 @@ pub struct StatsSnapshot {
     pub snapshots_received: u64,
     /// Directory updates published by resolvers.
     pub updates_published: u64,
-    /// Registry watches that failed or ended and were re-established.
+    /// Registry watch failures: failed opens, `Err` items (the stream is
+    /// kept) and ended streams (re-established).
     pub watch_failures: u64,
     /// Failed register/unregister attempts.
     pub register_failures: u64,
     /// Actor restarts under supervision.
     pub restarts: u64,
+    /// Resyncs that found the pushed registry state wrong (a notification
+    /// was missed) and applied the listed state.
+    pub missed_notifications: u64,
+    /// Registry calls or watch streams that panicked (contained).
+    pub registry_panics: u64,
+    /// Instances held after a mass expiry right after a registry recovery.
+    pub instances_held: u64,
 }
 
 impl EngineStats {
@@ -87,6 +102,7 @@ impl EngineStats {
             flights_in_flight: i(&self.flights_in_flight),
             timers_pending: i(&self.timers_pending),
             watches_active: i(&self.watches_active),
+            resyncs_scheduled: i(&self.resyncs_scheduled),
             fetch_attempts: u(&self.fetch_attempts),
             fetch_failures: u(&self.fetch_failures),
             fetch_hedged: u(&self.fetch_hedged),
@@ -99,6 +115,9 @@ impl EngineStats {
             watch_failures: u(&self.watch_failures),
             register_failures: u(&self.register_failures),
             restarts: u(&self.restarts),
+            missed_notifications: u(&self.missed_notifications),
+            registry_panics: u(&self.registry_panics),
+            instances_held: u(&self.instances_held),
         }
     }
 
@@ -122,6 +141,10 @@ impl EngineStats {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::SeqCst);
     }
+
+    pub(crate) fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
 }
 
 /// Which liveness counter a [`LiveGuard`] holds.
@@ -133,6 +156,7 @@ pub(crate) enum Live {
     Flight,
     Timer,
     Watch,
+    Resync,
 }
 
 /// Increments a liveness counter on creation and decrements it on drop.
@@ -162,6 +186,7 @@ impl LiveGuard {
             Live::Flight => &stats.flights_in_flight,
             Live::Timer => &stats.timers_pending,
             Live::Watch => &stats.watches_active,
+            Live::Resync => &stats.resyncs_scheduled,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
+use crate::update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
 use crate::url::ServiceUrl;
 
 /// Why a directory has no endpoint.
@@ -42,6 +42,9 @@ pub enum DirectoryStatus {
         /// Apps with unresolved revisions (their live instances may be
         /// served from last-known-good metadata).
         degraded: Vec<(String, Unresolved)>,
+        /// Apps whose instances removed in a mass expiry right after a
+        /// registry recovery are still served for a bounded grace.
+        held: Vec<(String, HeldInstances)>,
     },
     /// No endpoint, and why.
     Empty(EmptyReason),
@@ -99,6 +102,7 @@ impl fmt::Display for DirectoryStatus {
                 endpoints,
                 degraded,
                 stale_since,
+                held,
             } => {
                 let word = if degraded.is_empty() {
                     "ready"
@@ -111,6 +115,14 @@ impl fmt::Display for DirectoryStatus {
                 }
                 if stale_since.is_some() {
                     write!(f, "; registry unreachable, serving the last state seen")?;
+                }
+                for (app, h) in held {
+                    write!(
+                        f,
+                        "; holding {} instance(s) of {app} removed in a mass expiry after a \
+                         registry recovery, for at most {:?} while they re-register",
+                        h.count, h.grace
+                    )?;
                 }
                 write!(f, ")")
             }
@@ -134,6 +146,7 @@ struct AppView {
     urls: Arc<Vec<ServiceUrl>>,
     state: UpdateState,
     stale_since: Option<Instant>,
+    held: Option<HeldInstances>,
 }
 
 /// The endpoints of one reference.
@@ -190,6 +203,7 @@ impl DirectoryMachine {
             urls: update.urls,
             state: update.state,
             stale_since: update.stale_since,
+            held: update.held,
         });
         self.version += 1;
         self.cumulative.clear();
@@ -257,10 +271,16 @@ impl DirectoryMachine {
                 })
                 .collect();
             let stale_since = self.views().filter_map(|v| v.stale_since).min();
+            let held = self
+                .apps
+                .iter()
+                .filter_map(|(app, v)| Some((app.clone(), v.as_ref()?.held?)))
+                .collect();
             return DirectoryStatus::Ready {
                 endpoints,
                 stale_since,
                 degraded,
+                held,
             };
         }
         let states: Vec<Option<&UpdateState>> = self
@@ -327,6 +347,7 @@ mod tests {
             urls: Arc::new(urls),
             state,
             stale_since: None,
+            held: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Steadfast core: the discovery model and the sans-IO state machines
-//! (resolver with its retry scheduler, directory, metadata cache, backoff,
-//! the fetch budget's candidate policy).
+//! (resolver with its retry scheduler, registry subscription, directory,
+//! metadata cache, backoff and recover, the fetch budget's candidate policy).
 //! Nothing here does IO or reads a clock: time and randomness are inputs,
 //! and every machine returns actions for an actor shell to perform. The one
 //! exception is the [`FallbackFetcher`] combinator, whose per-source bounds
@@ -23,6 +23,7 @@ pub mod model;
 pub mod recover;
 pub mod resolver;
 pub mod revision;
+pub mod subscription;
 pub mod update;
 pub mod url;
 
@@ -41,5 +42,6 @@ pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
-pub use update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
+pub use subscription::{SubscriptionAction, SubscriptionConfig, SubscriptionMachine};
+pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
 pub use url::{ServiceEndpoint, ServiceUrl};

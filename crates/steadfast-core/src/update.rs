@@ -2,7 +2,7 @@
 //! URLs for one subscribe key plus the reason the list looks the way it does.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::FetchError;
 use crate::model::ServiceInstance;
@@ -85,6 +85,19 @@ pub enum UpdateState {
     NotServing(NotServing),
 }
 
+/// Instances the registry removed in a mass expiry right after it recovered
+/// from an outage, still served for a bounded grace while their providers
+/// re-register (see `steadfast_core::subscription`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldInstances {
+    /// Instances held.
+    pub count: usize,
+    /// When the last of them is dropped, re-registered or not.
+    pub until: Instant,
+    /// The grace they are held for.
+    pub grace: Duration,
+}
+
 /// A full replacement of the URLs one app provides for one subscribe key.
 #[derive(Clone, Debug)]
 pub struct DirectoryUpdate {
@@ -101,4 +114,7 @@ pub struct DirectoryUpdate {
     /// Set while the registry watch is down: the URLs are the last state
     /// seen, kept (an outage never empties a directory) but possibly stale.
     pub stale_since: Option<Instant>,
+    /// Set while instances removed in a mass expiry after a registry
+    /// recovery are still served (they are part of `urls`).
+    pub held: Option<HeldInstances>,
 }

@@ -46,6 +46,10 @@ pub(crate) struct Faults {
     pub(crate) watches: Budget,
     /// Upcoming `register` / `unregister` calls that fail.
     pub(crate) registers: Budget,
+    /// Upcoming `watch` calls whose future panics.
+    pub(crate) watch_panics: Budget,
+    /// Upcoming `list` calls whose future panics.
+    pub(crate) list_panics: Budget,
     /// `list` calls so far.
     pub(crate) list_calls: Counter,
     /// `watch` calls so far.

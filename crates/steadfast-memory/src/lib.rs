@@ -7,7 +7,8 @@
 //!
 //! Besides the trait, the registry offers synchronous helpers for tests
 //! (`put`, `remove`, `set_instances`, ...) and scriptable faults (failing
-//! calls, dropped pushes, ended or errored watch streams) with call counters,
+//! calls, dropped pushes, silent changes, unhealthy or ended or errored watch
+//! streams, panicking calls and streams) with call counters,
 //! so engine behaviour under registry trouble can be tested deterministically.
 
 #![forbid(unsafe_code)]

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use rustc_hash::FxHashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::channel::mpsc;
@@ -21,8 +22,22 @@ use crate::faults::Faults;
 /// One item of a watch stream.
 type Item = Result<Arc<Vec<ServiceInstance>>, RegistryError>;
 
-/// The sending half of one live watch.
-type Watcher = mpsc::UnboundedSender<Item>;
+/// The sending half of one live watch, with its scripted-panic flag.
+struct Watcher {
+    tx: mpsc::UnboundedSender<Item>,
+    /// Set: the stream panics when it yields its next item.
+    poison: Arc<AtomicBool>,
+}
+
+impl Watcher {
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    fn send(&self, item: Item) -> bool {
+        self.tx.unbounded_send(item).is_ok()
+    }
+}
 
 /// Everything the registry knows about one app.
 #[derive(Default)]
@@ -73,8 +88,7 @@ impl AppState {
             return;
         }
         let snapshot = self.snapshot();
-        self.watchers
-            .retain(|w| w.unbounded_send(Ok(snapshot.clone())).is_ok());
+        self.watchers.retain(|w| w.send(Ok(snapshot.clone())));
         tracing::trace!(
             app,
             instances = snapshot.len(),
@@ -163,7 +177,17 @@ impl MemoryRegistry {
     /// Replaces every instance of `app` with `instances` and pushes exactly
     /// one snapshot. Instances are stored under `app` (their `app` field is
     /// overwritten); a later instance with the same id replaces an earlier one.
-    pub fn set_instances(&self, app: &str, mut instances: Vec<ServiceInstance>) {
+    pub fn set_instances(&self, app: &str, instances: Vec<ServiceInstance>) {
+        let instances = Self::normalized(app, instances);
+        self.with_app(app, |st| {
+            st.instances = Arc::new(instances);
+            st.push(app);
+        });
+    }
+
+    /// `instances` stored under `app`, the last of each id kept in its
+    /// first position.
+    fn normalized(app: &str, mut instances: Vec<ServiceInstance>) -> Vec<ServiceInstance> {
         for i in instances.iter_mut().filter(|i| i.app != app) {
             i.app = app.to_string();
         }
@@ -183,10 +207,16 @@ impl MemoryRegistry {
             }
             instances = order.iter().filter_map(|id| last.remove(id)).collect();
         }
-        self.with_app(app, |st| {
-            st.instances = Arc::new(instances);
-            st.push(app);
-        });
+        instances
+    }
+
+    /// Replaces every instance of `app` like [`MemoryRegistry::set_instances`]
+    /// but notifies no watcher: a lost notification. The state (and so
+    /// `list` and any new watch) changes; live watches see nothing until a
+    /// later push.
+    pub fn set_instances_silently(&self, app: &str, instances: Vec<ServiceInstance>) {
+        let instances = Self::normalized(app, instances);
+        self.with_app(app, |st| st.instances = Arc::new(instances));
     }
 
     /// The current instances of `app`, in registration order (no fault, no
@@ -233,6 +263,42 @@ impl MemoryRegistry {
         self.with_app(app, |st| st.drop_pushes = n);
     }
 
+    /// Makes the next `n` `watch` calls return a future that panics when
+    /// polled (replaces any remaining budget; 0 cancels it).
+    pub fn panic_next_watches(&self, n: usize) {
+        self.inner.faults.watch_panics.set(n);
+    }
+
+    /// Makes the next `n` `list` calls return a future that panics when
+    /// polled (replaces any remaining budget; 0 cancels it).
+    pub fn panic_next_lists(&self, n: usize) {
+        self.inner.faults.list_panics.set(n);
+    }
+
+    /// Makes every live watch stream of `app` panic while it is polled for
+    /// its next item (each panics once; new watches are not affected).
+    pub fn panic_watch_streams(&self, app: &str) {
+        if let Some(st) = self.apps().get_mut(app) {
+            let snapshot = st.snapshot();
+            for w in &st.watchers {
+                w.poison.store(true, Ordering::SeqCst);
+                // Wakes the stream so the panic happens now.
+                w.send(Ok(snapshot.clone()));
+            }
+        }
+    }
+
+    /// Sends `Err(RegistryError::Unavailable(..))` to every live watch
+    /// stream of `app` and keeps the streams open: the registry is unhealthy
+    /// for now, and the next push heals them (see the stream contract of
+    /// [`SnapshotStream`]).
+    pub fn report_watch_errors(&self, app: &str) {
+        if let Some(st) = self.apps().get_mut(app) {
+            let err = RegistryError::Unavailable(format!("injected unhealthy watch for {app}"));
+            st.watchers.retain(|w| w.send(Err(err.clone())));
+        }
+    }
+
     /// Ends every live watch stream of `app` cleanly: items already sent are
     /// still delivered, then each stream yields `None`.
     pub fn end_watches(&self, app: &str) {
@@ -249,7 +315,7 @@ impl MemoryRegistry {
             tracing::debug!(app, watchers = st.watchers.len(), "erroring watches");
             for w in st.watchers.drain(..) {
                 // A closed receiver has nothing left to tell.
-                let _ = w.unbounded_send(Err(RegistryError::WatchEnded(format!(
+                let _ = w.send(Err(RegistryError::WatchEnded(format!(
                     "injected watch error for {app}"
                 ))));
             }
@@ -296,15 +362,27 @@ impl MemoryRegistry {
             return Err(RegistryError::Injected(format!("watch of {app}")));
         }
         let (tx, rx) = mpsc::unbounded();
+        let poison = Arc::new(AtomicBool::new(false));
         // Snapshot and subscription happen under one lock: no change can
         // slip between the first item and the first push.
         self.with_app(app, |st| {
             st.watchers.retain(|w| !w.is_closed());
             // Cannot fail: the receiver is alive right here.
             let _ = tx.unbounded_send(Ok(st.snapshot()));
-            st.watchers.push(tx);
+            st.watchers.push(Watcher {
+                tx,
+                poison: poison.clone(),
+            });
         });
-        Ok(rx.boxed())
+        let name = app.to_string();
+        Ok(rx
+            .map(move |item| {
+                if poison.swap(false, Ordering::SeqCst) {
+                    panic!("injected panic in the watch stream of {name}");
+                }
+                item
+            })
+            .boxed())
     }
 
     fn register_now(&self, instance: ServiceInstance) -> Result<(), RegistryError> {
@@ -334,10 +412,20 @@ impl MemoryRegistry {
 
 impl Registry for MemoryRegistry {
     fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+        if self.inner.faults.list_panics.take() {
+            self.inner.faults.list_calls.bump();
+            let app = app.to_string();
+            return async move { panic!("injected panic in list of {app}") }.boxed();
+        }
         future::ready(self.list_now(app)).boxed()
     }
 
     fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+        if self.inner.faults.watch_panics.take() {
+            self.inner.faults.watch_calls.bump();
+            let app = app.to_string();
+            return async move { panic!("injected panic in watch of {app}") }.boxed();
+        }
         future::ready(self.watch_now(app)).boxed()
     }
 

@@ -303,3 +303,54 @@ fn registry_works_as_a_trait_object() {
     assert_eq!(reg.instances("a").len(), 1);
     assert!(format!("{reg:?}").contains("MemoryRegistry"));
 }
+
+#[test]
+fn set_instances_silently_changes_state_but_notifies_nobody() {
+    let reg = MemoryRegistry::new();
+    reg.put(inst("a", "h1", 1));
+    let mut s = watch(&reg, "a");
+    next_ok(&mut s);
+    reg.set_instances_silently("a", vec![inst("x", "h2", 1)]);
+    assert_quiet(&mut s);
+    assert_eq!(ids(&block_on(reg.list("a")).unwrap()), ["h2:1"]);
+    assert!(reg.instances("a").iter().all(|i| i.app == "a"));
+    // The next change pushes the full state, the silent one included.
+    reg.put(inst("a", "h3", 1));
+    assert_eq!(ids(&next_ok(&mut s)), ["h2:1", "h3:1"]);
+}
+
+#[test]
+fn report_watch_errors_keeps_the_streams_open() {
+    let reg = MemoryRegistry::new();
+    let mut s = watch(&reg, "a");
+    next_ok(&mut s);
+    reg.report_watch_errors("a");
+    let item = s.next().now_or_never().flatten().expect("an error item");
+    assert!(matches!(item, Err(RegistryError::Unavailable(_))));
+    assert_eq!(reg.watcher_count("a"), 1, "still open");
+    reg.put(inst("a", "h", 1));
+    assert_eq!(ids(&next_ok(&mut s)), ["h:1"], "healed by the next push");
+    reg.report_watch_errors("nobody");
+}
+
+#[test]
+fn scripted_panics_hit_the_next_calls_and_the_live_streams() {
+    use std::panic::AssertUnwindSafe;
+    let reg = MemoryRegistry::new();
+    reg.panic_next_watches(1);
+    reg.panic_next_lists(1);
+    let w = block_on(AssertUnwindSafe(reg.watch("a")).catch_unwind());
+    assert!(w.is_err(), "the watch future panicked");
+    let l = block_on(AssertUnwindSafe(reg.list("a")).catch_unwind());
+    assert!(l.is_err(), "the list future panicked");
+    assert_eq!((reg.watch_calls(), reg.list_calls()), (1, 1), "counted");
+    assert!(block_on(reg.list("a")).is_ok(), "once");
+
+    let mut s = watch(&reg, "a");
+    next_ok(&mut s);
+    reg.panic_watch_streams("a");
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| s.next().now_or_never()));
+    assert!(polled.is_err(), "the stream panicked while polled");
+    let mut again = watch(&reg, "a");
+    assert!(next_ok(&mut again).is_empty(), "new watches are fine");
+}

@@ -35,7 +35,7 @@ use crate::backoff::BackoffPolicy;
 use crate::error::FetchError;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::recover::{Recover, RecoverMemory, RecoverPolicy};
-use crate::update::DirectoryUpdate;
+use crate::update::{DirectoryUpdate, HeldInstances};
 use schedule::Parked;
 
 /// Marks an instance without a revision in the per-instance index.
@@ -134,6 +134,7 @@ pub struct ResolverMachine {
     stale_since: Option<Instant>,
     /// The time of the latest input that carried one.
     clock: Option<Instant>,
+    held: Option<HeldInstances>,
 }
 
 impl ResolverMachine {
@@ -159,6 +160,7 @@ impl ResolverMachine {
             dirty: false,
             stale_since: None,
             clock: None,
+            held: None,
         }
     }
 
@@ -335,6 +337,16 @@ impl ResolverMachine {
     pub fn set_registry_stale(&mut self, since: Option<Instant>) {
         if self.stale_since != since && !self.closed {
             self.stale_since = since;
+            self.dirty = true;
+        }
+    }
+
+    /// Instances held after a registry-caused mass expiry (`Some`) or none
+    /// (`None`); the updates say so. The registry side decides and sends it
+    /// with every snapshot.
+    pub fn set_held(&mut self, held: Option<HeldInstances>) {
+        if self.held != held && !self.closed {
+            self.held = held;
             self.dirty = true;
         }
     }

@@ -76,6 +76,7 @@ impl ResolverMachine {
             urls: Arc::new(urls),
             state,
             stale_since: self.stale_since,
+            held: self.held,
         }
     }
 

@@ -1,0 +1,128 @@
+//! What the subscription machine asks its actor shell to do.
+
+use std::time::{Duration, Instant};
+
+use crate::backend::Snapshot;
+use crate::resolver::Token;
+use crate::update::HeldInstances;
+
+/// Who an action's message goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum To {
+    /// Every subscriber of the app.
+    All,
+    /// One subscriber (a new one catching up).
+    One(u64),
+}
+
+/// What a timer is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerKind {
+    /// Re-open a failed or ended watch (a retry).
+    Reopen,
+    /// Probe a registry that is down (a retry).
+    Probe,
+    /// Re-read the app in full (periodic, on resume, or a failed resync
+    /// retried).
+    Resync,
+    /// Drop held instances whose grace ended.
+    HoldEnd,
+}
+
+/// A snapshot as delivered to subscribers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    /// Monotonic across apps, re-subscribes and restarts.
+    pub generation: u64,
+    /// The registry's instances plus any held ones.
+    pub instances: Snapshot,
+    /// Set while instances of a mass expiry are held (they are part of
+    /// `instances`).
+    pub held: Option<HeldInstances>,
+}
+
+/// Something the actor shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubscriptionAction {
+    /// Call `Registry::watch(app)` under `deadline`; report with `token`.
+    OpenWatch {
+        /// App to watch.
+        app: String,
+        /// Token of the watch (its open call and its stream).
+        token: Token,
+        /// Deadline of the open call.
+        deadline: Duration,
+    },
+    /// The watch with `token` opened and is wanted: read its stream.
+    ReadStream {
+        /// App watched.
+        app: String,
+        /// Token of the watch.
+        token: Token,
+    },
+    /// Call `Registry::list(app)` under `deadline`; report with `token`.
+    List {
+        /// App to list.
+        app: String,
+        /// Token of the call.
+        token: Token,
+        /// Deadline of the call.
+        deadline: Duration,
+    },
+    /// Call [`super::SubscriptionMachine::on_timer`] with `token` after `delay`.
+    ArmTimer {
+        /// App the timer belongs to.
+        app: String,
+        /// Timer token.
+        token: Token,
+        /// Delay from now.
+        delay: Duration,
+        /// What the timer is for.
+        kind: TimerKind,
+    },
+    /// The timer, call or stream with `token` is no longer wanted.
+    Cancel {
+        /// Its token.
+        token: Token,
+    },
+    /// Send a snapshot.
+    Deliver {
+        /// App of the snapshot.
+        app: String,
+        /// Recipients.
+        to: To,
+        /// The snapshot.
+        delivery: Delivery,
+    },
+    /// Tell subscribers the app's state is stale since `stale_since`.
+    Health {
+        /// App.
+        app: String,
+        /// Recipients.
+        to: To,
+        /// Since when the state is stale (`None`: fresh).
+        stale_since: Option<Instant>,
+    },
+    /// A resync found the pushed state wrong (notifications were missed) and
+    /// delivered the listed state: log and count it.
+    Reconciled {
+        /// App.
+        app: String,
+        /// Instances the pushed state lacked.
+        added: usize,
+        /// Instances the pushed state had but the registry does not.
+        removed: usize,
+        /// Instances whose record differed.
+        changed: usize,
+    },
+    /// Instances of a mass expiry after a registry recovery are now held:
+    /// log and count it.
+    Holding {
+        /// App.
+        app: String,
+        /// Instances newly held.
+        newly_held: usize,
+        /// The hold as a whole.
+        held: HeldInstances,
+    },
+}

@@ -1,0 +1,466 @@
+//! Sans-IO registry subscription machine: for every app with subscribers it
+//! decides when to open the registry watch, when the app's state is stale,
+//! when to re-subscribe, when to probe a registry that is down, when to
+//! re-read the app in full (periodic resync), and which instances of a
+//! registry-caused mass expiry to hold for a grace. The registry actor only
+//! delivers inputs (watch opened or failed, stream item or end, timer fired,
+//! list result, subscriber added or removed, restart, close) and performs
+//! the [`SubscriptionAction`]s. Time and randomness are inputs.
+//!
+//! Stream contract (see [`crate::backend::SnapshotStream`]): an `Err` item
+//! marks the app stale and the stream is kept (its next `Ok` item clears the
+//! mark); the end of the stream, or a failed open, re-subscribes on the
+//! registry [`RecoverPolicy`]: capped exponential backoff, and while down a
+//! cheap probe (`list`) every probe interval, so that after an outage of any
+//! length the watch is re-opened as soon as the registry answers, not after
+//! a grown backoff.
+//!
+//! Resync: every `reconcile_interval` (jittered by ±[`RECONCILE_JITTER`])
+//! and on every resume after an outage, the app is listed in full and any
+//! difference from the pushed state is delivered as a new snapshot and
+//! reported ([`SubscriptionAction::Reconciled`]). A list result is dropped
+//! when a pushed snapshot arrived while it was in flight, so a resync never
+//! rolls back a newer pushed state.
+//!
+//! Mass expiry (no flap to empty): within [`MASS_REMOVAL_WINDOW`] after the
+//! stale mark cleared, a snapshot that removes at least [`MASS_REMOVAL_MIN`]
+//! instances and more than half of them has the removed instances held for
+//! `mass_removal_grace` while their providers re-register; each leaves at
+//! its own deadline, a re-registration (same id) replaces it at once, and
+//! every delivery says what is held ([`Delivery::held`]). A removal of a
+//! single instance is never delayed.
+
+mod actions;
+mod hold;
+#[cfg(test)]
+mod hold_tests;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::backend::Snapshot;
+use crate::backoff::BackoffPolicy;
+use crate::error::RegistryError;
+use crate::model::ServiceInstance;
+use crate::recover::RecoverPolicy;
+use crate::resolver::Token;
+
+pub use actions::{Delivery, SubscriptionAction, TimerKind, To};
+pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
+use state::AppSub;
+
+/// Largest fraction the periodic resync interval is moved by at random
+/// (0.2: each app resyncs after 80-120 % of the interval).
+pub const RECONCILE_JITTER: f64 = 0.2;
+
+/// Tunables of the subscription machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SubscriptionConfig {
+    /// Re-subscribe schedule of failed or ended watches, with the probe
+    /// cadence while the registry is down (default: 1 s doubling to 30 s,
+    /// +0-25 %, one probe per engine every 1 s while down).
+    pub recover: RecoverPolicy,
+    /// Periodic full re-read of every subscribed app (default 5 min,
+    /// jittered; zero: only on resume after an outage).
+    pub reconcile_interval: Duration,
+    /// How long instances of a mass expiry right after a registry recovery
+    /// are held (default 3 s; zero: never held).
+    pub mass_removal_grace: Duration,
+    /// Deadline of every registry call (`watch` open, `list`) (default 5 s).
+    pub call_timeout: Duration,
+}
+
+/// Default probe cadence of a registry that is down: one cheap `list` per
+/// engine (not per app) every second, jittered by the backoff's jitter.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Default for SubscriptionConfig {
+    fn default() -> Self {
+        Self {
+            recover: RecoverPolicy::new(BackoffPolicy::default())
+                .with_probe(DEFAULT_PROBE_INTERVAL),
+            reconcile_interval: Duration::from_secs(300),
+            mass_removal_grace: Duration::from_secs(3),
+            call_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The one probe of a registry that is down: per engine, not per app, so
+/// the load on a recovering registry does not grow with the apps watched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Probe {
+    #[default]
+    Off,
+    Armed(Token),
+    InFlight(Token),
+}
+
+/// The registry subscriptions of one engine.
+pub struct SubscriptionMachine {
+    config: SubscriptionConfig,
+    rng: StdRng,
+    apps: BTreeMap<String, AppSub>,
+    probe: Probe,
+    next_token: Token,
+    generation: u64,
+    closed: bool,
+}
+
+/// What an input does to one app, with the machine's shared parts.
+pub(crate) struct Ctx<'a> {
+    config: &'a SubscriptionConfig,
+    rng: &'a mut StdRng,
+    next_token: &'a mut Token,
+    generation: &'a mut u64,
+    app: &'a str,
+    out: &'a mut Vec<SubscriptionAction>,
+}
+
+impl Ctx<'_> {
+    fn token(&mut self) -> Token {
+        let t = *self.next_token;
+        *self.next_token = self.next_token.wrapping_add(1).max(1);
+        t
+    }
+
+    fn push(&mut self, action: SubscriptionAction) {
+        self.out.push(action);
+    }
+
+    fn arm(&mut self, delay: Duration, kind: TimerKind) -> Token {
+        let token = self.token();
+        let app = self.app.to_string();
+        self.push(SubscriptionAction::ArmTimer {
+            app,
+            token,
+            delay,
+            kind,
+        });
+        token
+    }
+
+    fn cancel(&mut self, token: Option<Token>) {
+        if let Some(token) = token {
+            self.push(SubscriptionAction::Cancel { token });
+        }
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        *self.generation = self.generation.saturating_add(1);
+        *self.generation
+    }
+
+    /// The periodic resync delay, jittered; `None` when disabled.
+    fn reconcile_delay(&mut self) -> Option<Duration> {
+        let interval = self.config.reconcile_interval;
+        if interval.is_zero() {
+            return None;
+        }
+        let f = self
+            .rng
+            .gen_range((1.0 - RECONCILE_JITTER)..=(1.0 + RECONCILE_JITTER));
+        Some(Duration::try_from_secs_f64(interval.as_secs_f64() * f).unwrap_or(interval))
+    }
+}
+
+impl SubscriptionMachine {
+    /// A machine with `config`, its RNG seeded by `seed`.
+    pub fn new(config: SubscriptionConfig, seed: u64) -> Self {
+        Self {
+            config,
+            rng: StdRng::seed_from_u64(seed),
+            apps: BTreeMap::new(),
+            probe: Probe::Off,
+            next_token: 1,
+            generation: 0,
+            closed: false,
+        }
+    }
+
+    /// The machine's configuration.
+    pub fn config(&self) -> &SubscriptionConfig {
+        &self.config
+    }
+
+    /// Apps with at least one subscriber.
+    pub fn apps(&self) -> impl Iterator<Item = &str> {
+        self.apps.keys().map(String::as_str)
+    }
+
+    /// Since when `app`'s state is stale, if it is.
+    pub fn stale_since(&self, app: &str) -> Option<Instant> {
+        self.apps.get(app).and_then(AppSub::stale_since)
+    }
+
+    /// Whether `token` is the current watch of `app` (its stream is read).
+    pub fn is_current_watch(&self, app: &str, token: Token) -> bool {
+        self.apps
+            .get(app)
+            .is_some_and(|a| a.watch_token() == Some(token))
+    }
+
+    /// Runs `f` on `app` (if subscribed), then keeps the probe in step.
+    fn with_app(
+        &mut self,
+        app: &str,
+        now: Instant,
+        f: impl FnOnce(&mut AppSub, &mut Ctx<'_>),
+    ) -> Vec<SubscriptionAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        if let Some(sub) = self.apps.get_mut(app) {
+            let mut ctx = Ctx {
+                config: &self.config,
+                rng: &mut self.rng,
+                next_token: &mut self.next_token,
+                generation: &mut self.generation,
+                app,
+                out: &mut out,
+            };
+            f(sub, &mut ctx);
+        }
+        self.sync_probe(now, &mut out);
+        out
+    }
+
+    /// Runs `f` on every app, then keeps the probe in step.
+    fn each_app(
+        &mut self,
+        now: Instant,
+        f: impl FnMut(&mut AppSub, &mut Ctx<'_>),
+    ) -> Vec<SubscriptionAction> {
+        let mut out = self.each_app_only(f);
+        if !self.closed {
+            self.sync_probe(now, &mut out);
+        }
+        out
+    }
+
+    /// Runs `f` on every app.
+    fn each_app_only(
+        &mut self,
+        mut f: impl FnMut(&mut AppSub, &mut Ctx<'_>),
+    ) -> Vec<SubscriptionAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        for (app, sub) in self.apps.iter_mut() {
+            let mut ctx = Ctx {
+                config: &self.config,
+                rng: &mut self.rng,
+                next_token: &mut self.next_token,
+                generation: &mut self.generation,
+                app,
+                out: &mut out,
+            };
+            f(sub, &mut ctx);
+        }
+        out
+    }
+
+    /// Arms the probe when an app waits longer than a probe interval to
+    /// re-open, and drops it once no app waits.
+    fn sync_probe(&mut self, now: Instant, out: &mut Vec<SubscriptionAction>) {
+        let waiting = self.apps.values().any(AppSub::is_waiting);
+        match self.probe {
+            Probe::Armed(token) | Probe::InFlight(token) if !waiting => {
+                out.push(SubscriptionAction::Cancel { token });
+                self.probe = Probe::Off;
+            }
+            Probe::Off if waiting => {
+                let mut best: Option<(Duration, &str)> = None;
+                for (app, sub) in &self.apps {
+                    let mut ctx = Ctx {
+                        config: &self.config,
+                        rng: &mut self.rng,
+                        next_token: &mut self.next_token,
+                        generation: &mut self.generation,
+                        app,
+                        out,
+                    };
+                    if let Some(d) = sub.wants_probe(&mut ctx, now) {
+                        let better = match best {
+                            Some((b, _)) => d < b,
+                            None => true,
+                        };
+                        if better {
+                            best = Some((d, app));
+                        }
+                    }
+                }
+                if let Some((delay, app)) = best {
+                    let token = self.next_token;
+                    self.next_token = self.next_token.wrapping_add(1).max(1);
+                    out.push(SubscriptionAction::ArmTimer {
+                        app: app.to_string(),
+                        token,
+                        delay,
+                        kind: TimerKind::Probe,
+                    });
+                    self.probe = Probe::Armed(token);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Subscriber `id` of `app` added (idempotent). The first one opens the
+    /// watch; a later one gets the latest snapshot and health at once.
+    pub fn subscribe(&mut self, app: &str, id: u64, now: Instant) -> Vec<SubscriptionAction> {
+        if self.closed {
+            return Vec::new();
+        }
+        let fresh = !self.apps.contains_key(app);
+        self.apps.entry(app.to_string()).or_default();
+        self.with_app(app, now, |sub, ctx| {
+            sub.subscribers.insert(id);
+            if fresh {
+                sub.open_watch(ctx);
+            } else {
+                sub.catch_up(id, now, ctx);
+            }
+        })
+    }
+
+    /// Subscriber `id` of `app` removed; the last one ends everything of the
+    /// app (watch, calls, timers).
+    pub fn unsubscribe(&mut self, app: &str, id: u64, now: Instant) -> Vec<SubscriptionAction> {
+        let mut out = self.with_app(app, now, |sub, ctx| {
+            sub.subscribers.remove(&id);
+            if sub.subscribers.is_empty() {
+                sub.cancel_all(ctx);
+            }
+        });
+        if self.apps.get(app).is_some_and(|a| a.subscribers.is_empty()) {
+            self.apps.remove(app);
+            self.sync_probe(now, &mut out);
+        }
+        out
+    }
+
+    /// The `watch` call with `token` came back (its stream is held by the
+    /// actor until [`SubscriptionAction::ReadStream`] says to read it).
+    pub fn on_watch_opened(
+        &mut self,
+        app: &str,
+        token: Token,
+        result: Result<(), RegistryError>,
+        now: Instant,
+    ) -> Vec<SubscriptionAction> {
+        self.with_app(app, now, |sub, ctx| {
+            sub.on_watch_opened(token, result, now, ctx)
+        })
+    }
+
+    /// An item of the stream of watch `token`.
+    pub fn on_stream_item(
+        &mut self,
+        app: &str,
+        token: Token,
+        item: Result<Snapshot, RegistryError>,
+        now: Instant,
+    ) -> Vec<SubscriptionAction> {
+        self.with_app(app, now, |sub, ctx| {
+            sub.on_stream_item(token, item, now, ctx)
+        })
+    }
+
+    /// The stream of watch `token` ended.
+    pub fn on_stream_end(
+        &mut self,
+        app: &str,
+        token: Token,
+        now: Instant,
+    ) -> Vec<SubscriptionAction> {
+        self.with_app(app, now, |sub, ctx| {
+            if sub.watch_token() == Some(token) {
+                let err = RegistryError::WatchEnded("stream ended".into());
+                sub.on_watch_failed(&err, now, ctx);
+            }
+        })
+    }
+
+    /// The timer with `token` fired.
+    pub fn on_timer(&mut self, app: &str, token: Token, now: Instant) -> Vec<SubscriptionAction> {
+        if self.closed || self.probe != Probe::Armed(token) {
+            return self.with_app(app, now, |sub, ctx| sub.on_timer(token, now, ctx));
+        }
+        // Probe an app that waits (the one the timer was armed for, if it
+        // still does): a cheap `list` under the call deadline.
+        let target = match self.apps.get(app) {
+            Some(sub) if sub.is_waiting() => Some(app.to_string()),
+            _ => self
+                .apps
+                .iter()
+                .find(|(_, sub)| sub.is_waiting())
+                .map(|(a, _)| a.clone()),
+        };
+        self.probe = Probe::Off;
+        let mut out = Vec::new();
+        if let Some(app) = target {
+            let token = self.next_token;
+            self.next_token = self.next_token.wrapping_add(1).max(1);
+            self.probe = Probe::InFlight(token);
+            out.push(SubscriptionAction::List {
+                app,
+                token,
+                deadline: self.config.call_timeout,
+            });
+        }
+        out
+    }
+
+    /// The `list` call with `token` came back.
+    pub fn on_list_result(
+        &mut self,
+        app: &str,
+        token: Token,
+        result: Result<Vec<ServiceInstance>, RegistryError>,
+        now: Instant,
+    ) -> Vec<SubscriptionAction> {
+        if self.closed || self.probe != Probe::InFlight(token) {
+            return self.with_app(app, now, |sub, ctx| {
+                sub.on_list_result(token, result, now, ctx)
+            });
+        }
+        self.probe = Probe::Off;
+        let answers = result.is_ok();
+        // The registry answers: every waiting app re-subscribes now. It does
+        // not: the probe is armed again.
+        self.each_app(now, |sub, ctx| {
+            if answers {
+                sub.on_registry_answers(ctx);
+            }
+        })
+    }
+
+    /// The actor restarted: its calls, streams and timers are gone. Every
+    /// watch is re-opened and every timer re-armed; subscribers and the last
+    /// state are kept.
+    pub fn on_restart(&mut self, now: Instant) -> Vec<SubscriptionAction> {
+        self.probe = Probe::Off;
+        self.each_app(now, |sub, ctx| sub.restart(now, ctx))
+    }
+
+    /// Shuts down: cancels everything; every later input is ignored.
+    pub fn close(&mut self) -> Vec<SubscriptionAction> {
+        let mut out = self.each_app_only(|sub, ctx| sub.cancel_all(ctx));
+        if let Probe::Armed(token) | Probe::InFlight(token) = self.probe {
+            out.push(SubscriptionAction::Cancel { token });
+        }
+        self.probe = Probe::Off;
+        self.apps.clear();
+        self.closed = true;
+        out
+    }
+}

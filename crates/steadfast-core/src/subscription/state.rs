@@ -1,0 +1,470 @@
+//! The subscription state of one app and its transitions. Every call, timer
+//! and stream carries a token; a result or firing whose token is not the
+//! current one of its kind is dropped, so a late answer never acts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::hold::{Hold, MASS_REMOVAL_WINDOW};
+use super::{Ctx, Delivery, SubscriptionAction, TimerKind, To};
+use crate::backend::Snapshot;
+use crate::error::RegistryError;
+use crate::model::ServiceInstance;
+use crate::recover::{Recover, Retry};
+use crate::resolver::Token;
+
+/// The registry watch of the app.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Watch {
+    /// Nothing under way (before the first open, after a restart).
+    #[default]
+    Idle,
+    /// The `watch` call is under way.
+    Opening(Token),
+    /// Its stream is read.
+    Open(Token),
+    /// Re-opening after the timer with this token.
+    Waiting(Token),
+    /// The error was final: nothing more is tried until a new subscriber
+    /// or a restart.
+    GaveUp,
+}
+
+/// The full re-read of the app.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Resync {
+    #[default]
+    Idle,
+    Armed {
+        token: Token,
+        resume: bool,
+    },
+    /// `valid` turns false when a pushed snapshot arrives meanwhile (the
+    /// result would roll it back); `resume` marks a resync owed after an
+    /// outage, retried soon when dropped.
+    InFlight {
+        token: Token,
+        valid: bool,
+        resume: bool,
+    },
+}
+
+/// Everything the machine keeps for one subscribed app.
+#[derive(Debug, Default)]
+pub(super) struct AppSub {
+    pub(super) subscribers: BTreeSet<u64>,
+    watch: Watch,
+    recover: Recover,
+    stale_since: Option<Instant>,
+    /// When the stale mark last cleared (opens the mass-expiry window).
+    recovered_at: Option<Instant>,
+    /// The registry's latest state (held instances not included).
+    real: Option<Snapshot>,
+    /// The latest snapshot delivered, for subscribers that attach later.
+    delivered: Option<Delivery>,
+    resync: Resync,
+    resync_recover: Recover,
+    hold: Hold,
+    hold_timer: Option<(Token, Instant)>,
+}
+
+impl AppSub {
+    pub(super) fn stale_since(&self) -> Option<Instant> {
+        self.stale_since
+    }
+
+    pub(super) fn watch_token(&self) -> Option<Token> {
+        match self.watch {
+            Watch::Opening(t) | Watch::Open(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn cancel_watch(&mut self, ctx: &mut Ctx<'_>) {
+        if let Watch::Opening(t) | Watch::Open(t) | Watch::Waiting(t) = self.watch {
+            ctx.cancel(Some(t));
+        }
+        self.watch = Watch::Idle;
+    }
+
+    /// While waiting to re-open, the delay of the next probe this app
+    /// asks for (see [`Recover::probe_delay`]).
+    pub(super) fn wants_probe(&self, ctx: &mut Ctx<'_>, now: Instant) -> Option<Duration> {
+        match self.watch {
+            Watch::Waiting(_) => self.recover.probe_delay(&ctx.config.recover, now, ctx.rng),
+            _ => None,
+        }
+    }
+
+    /// Whether the app waits to re-open its watch.
+    pub(super) fn is_waiting(&self) -> bool {
+        matches!(self.watch, Watch::Waiting(_))
+    }
+
+    /// A probe found the registry answering: re-subscribe now, not after
+    /// the grown backoff.
+    pub(super) fn on_registry_answers(&mut self, ctx: &mut Ctx<'_>) {
+        if let Watch::Waiting(reopen) = self.watch {
+            self.recover.on_probe_ok();
+            ctx.cancel(Some(reopen));
+            self.watch = Watch::Idle;
+            self.open_watch(ctx);
+        }
+    }
+
+    pub(super) fn cancel_all(&mut self, ctx: &mut Ctx<'_>) {
+        self.cancel_watch(ctx);
+        if let Resync::Armed { token, .. } | Resync::InFlight { token, .. } = self.resync {
+            ctx.cancel(Some(token));
+        }
+        self.resync = Resync::Idle;
+        ctx.cancel(self.hold_timer.take().map(|(t, _)| t));
+    }
+
+    pub(super) fn open_watch(&mut self, ctx: &mut Ctx<'_>) {
+        self.cancel_watch(ctx);
+        let token = ctx.token();
+        self.watch = Watch::Opening(token);
+        let (app, deadline) = (ctx.app.to_string(), ctx.config.call_timeout);
+        ctx.push(SubscriptionAction::OpenWatch {
+            app,
+            token,
+            deadline,
+        });
+    }
+
+    /// A subscriber that attached to a running app gets its state at once.
+    pub(super) fn catch_up(&mut self, id: u64, _now: Instant, ctx: &mut Ctx<'_>) {
+        if let Some(delivery) = &self.delivered {
+            let (app, delivery) = (ctx.app.to_string(), delivery.clone());
+            ctx.push(SubscriptionAction::Deliver {
+                app,
+                to: To::One(id),
+                delivery,
+            });
+        }
+        if let Some(since) = self.stale_since {
+            let app = ctx.app.to_string();
+            ctx.push(SubscriptionAction::Health {
+                app,
+                to: To::One(id),
+                stale_since: Some(since),
+            });
+        }
+        if self.watch == Watch::GaveUp {
+            self.recover = Recover::new();
+            self.open_watch(ctx);
+        }
+    }
+
+    pub(super) fn on_watch_opened(
+        &mut self,
+        token: Token,
+        result: Result<(), RegistryError>,
+        now: Instant,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if self.watch != Watch::Opening(token) {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.watch = Watch::Open(token);
+                let app = ctx.app.to_string();
+                ctx.push(SubscriptionAction::ReadStream { app, token });
+            }
+            Err(e) => self.on_watch_failed(&e, now, ctx),
+        }
+    }
+
+    pub(super) fn on_stream_item(
+        &mut self,
+        token: Token,
+        item: Result<Snapshot, RegistryError>,
+        now: Instant,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if self.watch != Watch::Open(token) {
+            return;
+        }
+        match item {
+            Ok(snapshot) => self.on_fresh(snapshot, now, ctx),
+            // Unhealthy now, but the stream is kept: it may heal.
+            Err(_) => self.mark_stale(now, ctx),
+        }
+    }
+
+    /// The watch failed to open or its stream ended: stale, and re-open on
+    /// the recover schedule, probing meanwhile.
+    pub(super) fn on_watch_failed(&mut self, err: &RegistryError, now: Instant, ctx: &mut Ctx<'_>) {
+        self.cancel_watch(ctx);
+        self.mark_stale(now, ctx);
+        match self
+            .recover
+            .on_failure(&ctx.config.recover, err.class(), now, ctx.rng)
+        {
+            Retry::After(delay) => self.watch = Watch::Waiting(ctx.arm(delay, TimerKind::Reopen)),
+            Retry::GiveUp => self.watch = Watch::GaveUp,
+        }
+    }
+
+    fn mark_stale(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        self.recovered_at = None;
+        if let Resync::InFlight { valid, .. } = &mut self.resync {
+            // Delivered while down it would clear the stale mark downstream.
+            *valid = false;
+        }
+        if self.stale_since.is_none() {
+            self.stale_since = Some(now);
+            let app = ctx.app.to_string();
+            ctx.push(SubscriptionAction::Health {
+                app,
+                to: To::All,
+                stale_since: Some(now),
+            });
+        }
+    }
+
+    fn on_fresh(&mut self, snapshot: Snapshot, now: Instant, ctx: &mut Ctx<'_>) {
+        self.recover.on_success();
+        let was_stale = self.stale_since.take().is_some();
+        if was_stale {
+            self.recovered_at = Some(now);
+        }
+        if let Resync::InFlight { valid, .. } = &mut self.resync {
+            *valid = false;
+        }
+        self.apply(snapshot, now, ctx);
+        if was_stale {
+            self.resume_resync(ctx);
+        } else {
+            self.ensure_periodic(ctx);
+        }
+    }
+
+    /// Takes `snapshot` as the registry's state, holds a mass expiry if the
+    /// rule says so, and delivers.
+    fn apply(&mut self, snapshot: Snapshot, now: Instant, ctx: &mut Ctx<'_>) {
+        self.hold.expire(now);
+        let in_window = self
+            .recovered_at
+            .and_then(|r| now.checked_duration_since(r))
+            .is_some_and(|d| d <= MASS_REMOVAL_WINDOW);
+        let grace = ctx.config.mass_removal_grace;
+        let prev = self.real.as_deref().map(Vec::as_slice);
+        let newly = self
+            .hold
+            .on_snapshot(prev, &snapshot, in_window, grace, now);
+        self.real = Some(snapshot);
+        if let (true, Some(held)) = (newly > 0, self.hold.info(grace)) {
+            let app = ctx.app.to_string();
+            ctx.push(SubscriptionAction::Holding {
+                app,
+                newly_held: newly,
+                held,
+            });
+        }
+        self.deliver(ctx);
+        self.sync_hold_timer(now, ctx);
+    }
+
+    fn deliver(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(real) = &self.real else {
+            return;
+        };
+        let delivery = Delivery {
+            generation: ctx.next_generation(),
+            instances: self.hold.merged(real),
+            held: self.hold.info(ctx.config.mass_removal_grace),
+        };
+        self.delivered = Some(delivery.clone());
+        let app = ctx.app.to_string();
+        ctx.push(SubscriptionAction::Deliver {
+            app,
+            to: To::All,
+            delivery,
+        });
+    }
+
+    /// One timer, for the next held instance's deadline.
+    fn sync_hold_timer(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let due = self.hold.next_deadline();
+        if self.hold_timer.map(|(_, at)| at) == due {
+            return;
+        }
+        ctx.cancel(self.hold_timer.take().map(|(t, _)| t));
+        if let Some(at) = due {
+            let token = ctx.arm(at.saturating_duration_since(now), TimerKind::HoldEnd);
+            self.hold_timer = Some((token, at));
+        }
+    }
+
+    fn can_resync(&self) -> bool {
+        self.stale_since.is_none() && self.real.is_some() && matches!(self.watch, Watch::Open(_))
+    }
+
+    fn start_resync(&mut self, resume: bool, ctx: &mut Ctx<'_>) {
+        if let Resync::Armed { token, .. } = self.resync {
+            ctx.cancel(Some(token));
+        }
+        let token = ctx.token();
+        self.resync = Resync::InFlight {
+            token,
+            valid: true,
+            resume,
+        };
+        let (app, deadline) = (ctx.app.to_string(), ctx.config.call_timeout);
+        ctx.push(SubscriptionAction::List {
+            app,
+            token,
+            deadline,
+        });
+    }
+
+    fn resume_resync(&mut self, ctx: &mut Ctx<'_>) {
+        match &mut self.resync {
+            // Already invalidated by the snapshot; retried soon on its result.
+            Resync::InFlight { resume, .. } => *resume = true,
+            Resync::Idle | Resync::Armed { .. } => self.start_resync(true, ctx),
+        }
+    }
+
+    fn ensure_periodic(&mut self, ctx: &mut Ctx<'_>) {
+        if self.resync == Resync::Idle {
+            if let Some(delay) = ctx.reconcile_delay() {
+                let token = ctx.arm(delay, TimerKind::Resync);
+                self.resync = Resync::Armed {
+                    token,
+                    resume: false,
+                };
+            }
+        }
+    }
+
+    pub(super) fn on_timer(&mut self, token: Token, now: Instant, ctx: &mut Ctx<'_>) {
+        let resync_due = match self.resync {
+            Resync::Armed { token: t, resume } if t == token => Some(resume),
+            _ => None,
+        };
+        if self.watch == Watch::Waiting(token) {
+            self.watch = Watch::Idle;
+            self.open_watch(ctx);
+        } else if let Some(resume) = resync_due {
+            self.resync = Resync::Idle;
+            if self.can_resync() {
+                self.start_resync(resume, ctx);
+            } else {
+                self.ensure_periodic(ctx);
+            }
+        } else if self.hold_timer.is_some_and(|(t, _)| t == token) {
+            self.hold_timer = None;
+            if self.hold.expire(now) {
+                self.deliver(ctx);
+            }
+            self.sync_hold_timer(now, ctx);
+        }
+    }
+
+    pub(super) fn on_list_result(
+        &mut self,
+        token: Token,
+        result: Result<Vec<ServiceInstance>, RegistryError>,
+        now: Instant,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Resync::InFlight {
+            token: t,
+            valid,
+            resume,
+        } = self.resync
+        else {
+            return;
+        };
+        if t != token {
+            return;
+        }
+        self.resync = Resync::Idle;
+        if !self.can_resync() {
+            self.ensure_periodic(ctx);
+            return;
+        }
+        if !valid {
+            if resume {
+                let token = ctx.arm(ctx.config.recover.backoff.initial, TimerKind::Resync);
+                self.resync = Resync::Armed {
+                    token,
+                    resume: true,
+                };
+            } else {
+                self.ensure_periodic(ctx);
+            }
+            return;
+        }
+        match result {
+            Ok(list) => {
+                self.resync_recover.on_success();
+                self.reconcile(list, now, ctx);
+                self.ensure_periodic(ctx);
+            }
+            Err(e) => {
+                match self
+                    .resync_recover
+                    .on_failure(&ctx.config.recover, e.class(), now, ctx.rng)
+                {
+                    Retry::After(delay) => {
+                        let token = ctx.arm(delay, TimerKind::Resync);
+                        self.resync = Resync::Armed { token, resume };
+                    }
+                    Retry::GiveUp => {
+                        self.resync_recover = Recover::new();
+                        self.ensure_periodic(ctx);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies a listed state that differs from the pushed one.
+    fn reconcile(&mut self, list: Vec<ServiceInstance>, now: Instant, ctx: &mut Ctx<'_>) {
+        let Some(real) = &self.real else {
+            return;
+        };
+        let pushed: BTreeMap<&str, &ServiceInstance> =
+            real.iter().map(|i| (i.id.as_str(), i)).collect();
+        let listed: BTreeMap<&str, &ServiceInstance> =
+            list.iter().map(|i| (i.id.as_str(), i)).collect();
+        let added = listed.keys().filter(|id| !pushed.contains_key(*id)).count();
+        let removed = pushed.keys().filter(|id| !listed.contains_key(*id)).count();
+        let changed = listed
+            .iter()
+            .filter(|(id, i)| pushed.get(*id).is_some_and(|p| p != *i))
+            .count();
+        if added == 0 && removed == 0 && changed == 0 {
+            return;
+        }
+        let app = ctx.app.to_string();
+        ctx.push(SubscriptionAction::Reconciled {
+            app,
+            added,
+            removed,
+            changed,
+        });
+        self.apply(Arc::new(list), now, ctx);
+    }
+
+    /// After an actor restart: calls, streams and timers are gone.
+    pub(super) fn restart(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        self.watch = Watch::Idle;
+        self.resync = Resync::Idle;
+        self.hold_timer = None;
+        self.open_watch(ctx);
+        if self.stale_since.is_none() && self.real.is_some() {
+            self.ensure_periodic(ctx);
+        }
+        if self.hold.expire(now) {
+            self.deliver(ctx);
+        }
+        self.sync_hold_timer(now, ctx);
+    }
+}

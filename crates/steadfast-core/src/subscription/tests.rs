@@ -1,0 +1,469 @@
+//! Hand-stepped-clock tests of the subscription machine. `Sim` plays the
+//! actor and a registry that is up or down, answering calls at once (or
+//! holding list answers back) and firing timers in due order.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::backoff::BackoffPolicy;
+
+const A: &str = "a";
+
+pub(super) fn insts(ports: &[u16]) -> Vec<ServiceInstance> {
+    ports
+        .iter()
+        .map(|p| ServiceInstance::new(A, "10.0.0.1", *p))
+        .collect()
+}
+
+pub(super) fn ports(s: &[ServiceInstance]) -> Vec<u16> {
+    let mut p: Vec<u16> = s.iter().map(|i| i.port).collect();
+    p.sort_unstable();
+    p
+}
+
+/// Default config with a jitter-free backoff, so delays are exact.
+pub(super) fn config() -> SubscriptionConfig {
+    let backoff = BackoffPolicy {
+        jitter: 0.0,
+        ..BackoffPolicy::default()
+    };
+    SubscriptionConfig {
+        recover: RecoverPolicy::new(backoff).with_probe(DEFAULT_PROBE_INTERVAL),
+        ..SubscriptionConfig::default()
+    }
+}
+
+pub(super) struct Sim {
+    pub(super) m: SubscriptionMachine,
+    pub(super) t0: Instant,
+    pub(super) now: Instant,
+    pub(super) timers: BTreeMap<Token, (String, Instant)>,
+    pub(super) up: bool,
+    pub(super) state: Vec<ServiceInstance>,
+    pub(super) answer_lists: bool,
+    pub(super) pending_lists: Vec<Token>,
+    pub(super) stream: Option<Token>,
+    pub(super) log: Vec<(Instant, SubscriptionAction)>,
+    pub(super) opens: usize,
+    pub(super) lists: usize,
+}
+
+impl Sim {
+    pub(super) fn new(config: SubscriptionConfig, state: Vec<ServiceInstance>) -> Self {
+        let t0 = Instant::now();
+        let mut sim = Self {
+            m: SubscriptionMachine::new(config, 7),
+            t0,
+            now: t0,
+            timers: BTreeMap::new(),
+            up: true,
+            state,
+            answer_lists: true,
+            pending_lists: Vec::new(),
+            stream: None,
+            log: Vec::new(),
+            opens: 0,
+            lists: 0,
+        };
+        let acts = sim.m.subscribe(A, 1, t0);
+        sim.perform(acts);
+        sim
+    }
+
+    pub(super) fn perform(&mut self, acts: Vec<SubscriptionAction>) {
+        let mut queue: VecDeque<SubscriptionAction> = acts.into();
+        while let Some(a) = queue.pop_front() {
+            self.log.push((self.now, a.clone()));
+            let now = self.now;
+            let more = match a {
+                SubscriptionAction::OpenWatch { app, token, .. } => {
+                    self.opens += 1;
+                    let r = if self.up {
+                        Ok(())
+                    } else {
+                        Err(RegistryError::Unavailable("down".into()))
+                    };
+                    self.m.on_watch_opened(&app, token, r, now)
+                }
+                SubscriptionAction::ReadStream { app, token } => {
+                    self.stream = Some(token);
+                    let first = Arc::new(self.state.clone());
+                    self.m.on_stream_item(&app, token, Ok(first), now)
+                }
+                SubscriptionAction::List { app, token, .. } => {
+                    self.lists += 1;
+                    if !self.answer_lists {
+                        self.pending_lists.push(token);
+                        continue;
+                    }
+                    let r = if self.up {
+                        Ok(self.state.clone())
+                    } else {
+                        Err(RegistryError::Timeout)
+                    };
+                    self.m.on_list_result(&app, token, r, now)
+                }
+                SubscriptionAction::ArmTimer {
+                    app, token, delay, ..
+                } => {
+                    self.timers.insert(token, (app, now + delay));
+                    continue;
+                }
+                SubscriptionAction::Cancel { token } => {
+                    self.timers.remove(&token);
+                    if self.stream == Some(token) {
+                        self.stream = None;
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            queue.extend(more);
+        }
+    }
+
+    pub(super) fn advance_to(&mut self, t: Instant) {
+        loop {
+            let next = self
+                .timers
+                .iter()
+                .filter(|(_, (_, due))| *due <= t)
+                .min_by_key(|(tok, (_, due))| (*due, **tok))
+                .map(|(tok, (app, due))| (*tok, app.clone(), *due));
+            let Some((token, app, due)) = next else {
+                break;
+            };
+            self.timers.remove(&token);
+            self.now = due;
+            let acts = self.m.on_timer(&app, token, due);
+            self.perform(acts);
+        }
+        self.now = t;
+    }
+
+    pub(super) fn advance(&mut self, d: Duration) {
+        self.advance_to(self.now + d);
+    }
+
+    /// The registry changes and notifies the watch.
+    pub(super) fn push(&mut self, state: Vec<ServiceInstance>) {
+        self.state = state;
+        if let Some(token) = self.stream {
+            let acts = self
+                .m
+                .on_stream_item(A, token, Ok(Arc::new(self.state.clone())), self.now);
+            self.perform(acts);
+        }
+    }
+
+    pub(super) fn err_item(&mut self) {
+        let token = self.stream.expect("a stream");
+        let err = Err(RegistryError::Unavailable("frozen".into()));
+        let acts = self.m.on_stream_item(A, token, err, self.now);
+        self.perform(acts);
+    }
+
+    pub(super) fn end_stream(&mut self) {
+        let token = self.stream.take().expect("a stream");
+        let acts = self.m.on_stream_end(A, token, self.now);
+        self.perform(acts);
+    }
+
+    pub(super) fn answer_pending_lists(&mut self) {
+        for token in std::mem::take(&mut self.pending_lists) {
+            let acts = self
+                .m
+                .on_list_result(A, token, Ok(self.state.clone()), self.now);
+            self.perform(acts);
+        }
+    }
+
+    pub(super) fn deliveries(&self) -> Vec<(Instant, Delivery)> {
+        self.log
+            .iter()
+            .filter_map(|(t, a)| match a {
+                SubscriptionAction::Deliver { delivery, .. } => Some((*t, delivery.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(super) fn last(&self) -> Delivery {
+        self.deliveries().last().expect("a delivery").1.clone()
+    }
+
+    pub(super) fn count(&self, f: impl Fn(&SubscriptionAction) -> bool) -> usize {
+        self.log.iter().filter(|(_, a)| f(a)).count()
+    }
+
+    pub(super) fn since_t0(&self) -> Duration {
+        self.now - self.t0
+    }
+}
+
+fn is_health(a: &SubscriptionAction) -> bool {
+    matches!(a, SubscriptionAction::Health { .. })
+}
+
+#[test]
+fn first_subscriber_opens_one_watch_and_later_ones_catch_up() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    assert_eq!(sim.opens, 1);
+    assert_eq!(ports(&sim.last().instances), [1]);
+    let acts = sim.m.subscribe(A, 2, sim.now);
+    assert!(matches!(
+        &acts[..],
+        [SubscriptionAction::Deliver { to: To::One(2), .. }]
+    ));
+    assert!(
+        sim.m.subscribe(A, 2, sim.now).len() == 1,
+        "idempotent per id"
+    );
+    assert!(
+        sim.m.unsubscribe(A, 1, sim.now).is_empty(),
+        "one subscriber left"
+    );
+    let cancels = sim.m.unsubscribe(A, 2, sim.now);
+    assert!(cancels
+        .iter()
+        .all(|a| matches!(a, SubscriptionAction::Cancel { .. })));
+    assert_eq!(cancels.len(), 2, "the watch and the resync timer");
+    assert_eq!(sim.m.apps().count(), 0);
+}
+
+#[test]
+fn an_err_item_marks_stale_once_and_keeps_the_stream() {
+    let mut sim = Sim::new(config(), insts(&[1, 2]));
+    let watch = sim.stream.unwrap();
+    sim.advance(Duration::from_secs(1));
+    sim.err_item();
+    sim.err_item();
+    assert_eq!(sim.count(is_health), 1, "one stale mark");
+    assert_eq!(sim.m.stale_since(A), Some(sim.now));
+    assert!(sim.m.is_current_watch(A, watch), "the stream is kept");
+    assert_eq!(sim.opens, 1);
+    sim.advance(Duration::from_secs(60));
+    assert_eq!(sim.opens, 1, "no re-subscribe while the stream lives");
+    let lists = sim.lists;
+    sim.push(insts(&[1, 2, 3]));
+    assert_eq!(sim.m.stale_since(A), None, "the next Ok clears the mark");
+    assert_eq!(ports(&sim.last().instances), [1, 2, 3]);
+    assert_eq!(sim.lists, lists + 1, "a resume resyncs at once");
+}
+
+#[test]
+fn stream_end_reopens_after_one_backoff_step() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    sim.end_stream();
+    assert_eq!(sim.count(is_health), 1);
+    sim.advance(Duration::from_millis(999));
+    assert_eq!(sim.opens, 1);
+    sim.advance(Duration::from_millis(1));
+    assert_eq!(sim.opens, 2, "re-subscribed after 1 s");
+    assert_eq!(sim.m.stale_since(A), None);
+    // A panicked stream is an ended stream: same single step.
+    let watch = sim.stream.unwrap();
+    let panicked = Err(RegistryError::Panicked("boom".into()));
+    let acts = sim.m.on_stream_item(A, watch, panicked, sim.now);
+    sim.perform(acts);
+    sim.end_stream();
+    sim.advance(Duration::from_secs(1));
+    assert_eq!(sim.opens, 3);
+}
+
+/// Seconds from the registry answering again to the re-subscribe, after a
+/// `down` outage.
+fn resume_delay(config: SubscriptionConfig, down: Duration) -> (f64, usize, usize) {
+    let mut sim = Sim::new(config, insts(&[1]));
+    sim.up = false;
+    sim.end_stream();
+    sim.advance(down);
+    let (opens, lists) = (sim.opens, sim.lists);
+    sim.up = true;
+    let back = sim.now;
+    for _ in 0..600 {
+        if sim.m.stale_since(A).is_none() {
+            break;
+        }
+        sim.advance(Duration::from_millis(100));
+    }
+    assert_eq!(sim.m.stale_since(A), None);
+    let resumed = sim.deliveries().last().unwrap().0;
+    ((resumed - back).as_secs_f64(), opens, lists)
+}
+
+#[test]
+fn after_a_long_outage_the_probe_resubscribes_promptly() {
+    let (with_probe, opens, probes) = resume_delay(config(), Duration::from_secs(45));
+    let mut no_probe = config();
+    no_probe.recover.probe_interval = None;
+    let (without, _, _) = resume_delay(no_probe, Duration::from_secs(45));
+    eprintln!(
+        "45 s outage: resumed {with_probe:.1} s after the registry answered with the probe, \
+         {without:.1} s without; {opens} opens and {probes} probes while down"
+    );
+    assert!(
+        with_probe <= 1.0,
+        "resumed {with_probe} s after the registry answered"
+    );
+    assert!(
+        without > 10.0,
+        "without a probe the grown backoff waits: {without} s"
+    );
+    // Load while down for 45 s: opens at 1, 2, 4, 8, 16, 30 s; one cheap
+    // probe a second once the backoff outgrew it.
+    assert!(opens <= 7, "{opens} opens");
+    assert!(probes <= 45, "{probes} probes");
+}
+
+#[test]
+fn one_probe_per_engine_however_many_apps_wait() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    sim.up = false;
+    for app in ["b", "c"] {
+        let acts = sim.m.subscribe(app, 1, sim.now);
+        sim.perform(acts);
+    }
+    sim.end_stream();
+    sim.advance(Duration::from_secs(45));
+    assert!(sim.lists <= 45, "{} probes for three apps", sim.lists);
+    sim.up = true;
+    sim.advance(Duration::from_millis(1000));
+    for app in [A, "b", "c"] {
+        assert_eq!(sim.m.stale_since(app), None, "{app} re-subscribed");
+    }
+    let pending = sim.timers.len();
+    assert_eq!(pending, 3, "one resync timer per app, no probe left");
+}
+
+#[test]
+fn late_results_with_old_tokens_are_dropped() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    let old = sim.stream.unwrap();
+    sim.end_stream();
+    sim.advance(Duration::from_secs(1));
+    let before = sim.log.len();
+    let late = Ok(Arc::new(insts(&[9])));
+    assert!(sim.m.on_stream_item(A, old, late, sim.now).is_empty());
+    assert!(sim.m.on_stream_end(A, old, sim.now).is_empty());
+    assert!(sim.m.on_watch_opened(A, old, Ok(()), sim.now).is_empty());
+    assert!(sim.m.on_timer(A, old, sim.now).is_empty());
+    assert!(sim
+        .m
+        .on_list_result(A, old, Ok(insts(&[9])), sim.now)
+        .is_empty());
+    assert!(sim.m.on_timer("other", 1, sim.now).is_empty());
+    assert_eq!(sim.log.len(), before);
+    assert_eq!(ports(&sim.last().instances), [1]);
+}
+
+#[test]
+fn periodic_resync_is_jittered_and_applies_missed_changes() {
+    let mut firsts = Vec::new();
+    for seed in 0..8 {
+        let mut m = SubscriptionMachine::new(config(), seed);
+        let t0 = Instant::now();
+        let open = m.subscribe(A, 1, t0);
+        let SubscriptionAction::OpenWatch { token, .. } = open[0] else {
+            panic!("{open:?}")
+        };
+        m.on_watch_opened(A, token, Ok(()), t0);
+        let acts = m.on_stream_item(A, token, Ok(Arc::new(insts(&[1]))), t0);
+        let delay = acts.iter().find_map(|a| match a {
+            SubscriptionAction::ArmTimer { delay, .. } => Some(*delay),
+            _ => None,
+        });
+        let delay = delay.expect("a resync timer").as_secs_f64();
+        assert!((240.0..=360.0).contains(&delay), "{delay}");
+        firsts.push(delay);
+    }
+    firsts.dedup();
+    assert!(firsts.len() > 4, "fleets do not resync in step: {firsts:?}");
+
+    let mut sim = Sim::new(config(), insts(&[1, 2]));
+    sim.advance(Duration::from_secs(400));
+    assert_eq!(sim.lists, 1, "one resync, nothing differed");
+    assert_eq!(sim.deliveries().len(), 1);
+    // A notification is lost: the state changes silently.
+    sim.state = insts(&[2, 3]);
+    sim.advance(Duration::from_secs(400));
+    let missed = sim.count(|a| {
+        matches!(
+            a,
+            SubscriptionAction::Reconciled {
+                added: 1,
+                removed: 1,
+                changed: 0,
+                ..
+            }
+        )
+    });
+    assert_eq!(missed, 1);
+    assert_eq!(
+        ports(&sim.last().instances),
+        [2, 3],
+        "correct within one resync"
+    );
+}
+
+#[test]
+fn a_resync_never_rolls_back_a_newer_push() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    sim.answer_lists = false;
+    sim.advance(Duration::from_secs(400));
+    assert_eq!(sim.pending_lists.len(), 1, "a resync in flight");
+    let listed_then = sim.state.clone();
+    sim.push(insts(&[1, 2]));
+    sim.state = listed_then;
+    sim.answer_pending_lists();
+    assert_eq!(ports(&sim.last().instances), [1, 2], "the push wins");
+    assert_eq!(
+        sim.count(|a| matches!(a, SubscriptionAction::Reconciled { .. })),
+        0
+    );
+}
+
+#[test]
+fn a_failed_resync_is_retried_on_the_backoff() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    sim.answer_lists = false;
+    sim.advance(Duration::from_secs(400));
+    let token = sim.pending_lists.pop().unwrap();
+    let acts = sim
+        .m
+        .on_list_result(A, token, Err(RegistryError::Timeout), sim.now);
+    assert!(
+        matches!(&acts[..], [SubscriptionAction::ArmTimer { delay, .. }] if *delay == Duration::from_secs(1)),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn restart_reopens_every_watch_and_close_silences_everything() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    let gen = sim.last().generation;
+    sim.timers.clear();
+    let acts = sim.m.on_restart(sim.now);
+    assert!(
+        matches!(acts[0], SubscriptionAction::OpenWatch { .. }),
+        "{acts:?}"
+    );
+    sim.perform(acts);
+    assert_eq!(sim.opens, 2);
+    assert!(
+        sim.last().generation > gen,
+        "a new generation after restart"
+    );
+    assert_eq!(sim.timers.len(), 1, "the resync timer is re-armed");
+    let cancels = sim.m.close();
+    assert!(cancels
+        .iter()
+        .all(|a| matches!(a, SubscriptionAction::Cancel { .. })));
+    assert!(sim.m.subscribe(A, 3, sim.now).is_empty());
+    assert!(sim.m.on_timer(A, 1, sim.now).is_empty());
+    assert!(sim.m.on_restart(sim.now).is_empty());
+    let _ = sim.since_t0();
+}

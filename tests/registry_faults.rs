@@ -1,0 +1,218 @@
+//! Registry faults on virtual time: a registry that panics (in `watch`, in
+//! its stream, in `list`), a watch that reports unhealthy and heals, a lost
+//! notification corrected by the periodic resync, and the probe that brings
+//! the watch back promptly after a long outage.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use steadfast::{DirectoryStatus, DirectoryView, Reference};
+
+/// One backoff step of the default registry schedule: 1 s + 25 % jitter.
+const ONE_STEP: Duration = Duration::from_millis(1250);
+
+fn stale(v: &DirectoryView) -> bool {
+    matches!(
+        &v.status,
+        DirectoryStatus::Ready {
+            stale_since: Some(_),
+            ..
+        }
+    )
+}
+
+fn ids(v: &DirectoryView) -> Vec<String> {
+    let mut ids: Vec<String> = v.endpoints.iter().map(|u| u.instance_id.clone()).collect();
+    ids.sort();
+    ids
+}
+
+/// Two apps, one directory each, both ready.
+async fn two_apps(fx: &Fixture) -> Vec<steadfast::Directory> {
+    let mut dirs = Vec::new();
+    for (i, app) in [APP, "other"].into_iter().enumerate() {
+        let m = metadata(app, 20000, "t1");
+        fx.fetcher.serve(m.clone());
+        let dir = fx
+            .engine
+            .subscribe(Reference::new(IFACE, "tri", [app]))
+            .await
+            .unwrap();
+        fx.registry.put(instance(&m, 8001 + i as u16));
+        dirs.push(dir);
+    }
+    for dir in &dirs {
+        wait_for(dir, "ready", Duration::from_millis(50), |v| {
+            v.status.is_ready()
+        })
+        .await;
+    }
+    dirs
+}
+
+#[actix_rt::test]
+async fn a_registry_watch_that_panics_once_recovers_within_one_backoff_step() {
+    let fx = Fixture::start();
+    // The very first watch panics: the directories start Pending.
+    fx.registry.panic_next_watches(1);
+    let m = metadata(APP, 20000, "t1");
+    fx.fetcher.serve(m.clone());
+    fx.registry.put(instance(&m, 8001));
+    let dir = fx.subscribe().await;
+    settle().await;
+    assert!(!dir.view().await.unwrap().status.is_ready());
+    assert_eq!(fx.engine.stats().registry_panics, 1, "counted");
+    wait_for(&dir, "ready after the panic", ONE_STEP, |v| {
+        v.status.is_ready()
+    })
+    .await;
+    assert_eq!(fx.engine.stats().restarts, 0, "contained: no actor crashed");
+}
+
+#[actix_rt::test]
+async fn a_watch_stream_that_panics_keeps_serving_and_every_directory_recovers() {
+    let fx = Fixture::start();
+    let dirs = two_apps(&fx).await;
+    let watches = fx.registry.watch_calls();
+    for app in [APP, "other"] {
+        fx.registry.panic_watch_streams(app);
+    }
+    settle().await;
+    for dir in &dirs {
+        let v = dir.view().await.unwrap();
+        assert!(stale(&v), "served, marked stale: {:?}", v.status);
+        assert_eq!(v.endpoints.len(), 1, "a panic never empties a directory");
+    }
+    assert_eq!(fx.engine.stats().registry_panics, 2);
+    for dir in &dirs {
+        wait_for(dir, "fresh after the panic", ONE_STEP, |v| {
+            v.status.is_ready() && !stale(v)
+        })
+        .await;
+    }
+    assert_eq!(fx.registry.watch_calls(), watches + 2, "re-established");
+    assert_eq!(fx.engine.stats().restarts, 0, "contained: no actor crashed");
+    assert_eq!(fx.engine.stats().watches_active, 2);
+    // And the new watches carry changes again.
+    let m = metadata(APP, 20000, "t1");
+    fx.registry.put(instance(&m, 8009));
+    wait_for(&dirs[0], "new instance", Duration::from_millis(50), |v| {
+        v.endpoints.len() == 2
+    })
+    .await;
+}
+
+#[actix_rt::test]
+async fn a_list_that_panics_is_contained_and_the_resync_retried() {
+    let fx = Fixture::start_with(|b| b.reconcile_interval(Duration::from_secs(10)));
+    let (_m1, m2, dir) = fx.ready_on_r1().await;
+    fx.registry.panic_next_lists(1);
+    fx.registry
+        .set_instances_silently(APP, vec![instance(&m2, 8002)]);
+    advance(Duration::from_secs(12)).await;
+    assert_eq!(
+        fx.engine.stats().registry_panics,
+        1,
+        "the resync's list panicked"
+    );
+    // The failed resync is retried after one backoff step.
+    wait_for(&dir, "corrected after the retry", ONE_STEP, |v| {
+        ports(v) == vec![20001]
+    })
+    .await;
+    assert_eq!(fx.engine.stats().missed_notifications, 1);
+}
+
+#[actix_rt::test]
+async fn an_unhealthy_watch_is_marked_stale_and_kept_until_it_heals() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    let (watches, lists) = (fx.registry.watch_calls(), fx.registry.list_calls());
+    fx.registry.report_watch_errors(APP);
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert!(stale(&v), "{:?}", v.status);
+    assert!(v.status.to_string().contains("registry unreachable"));
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(fx.registry.watch_calls(), watches, "the stream is kept");
+    assert_eq!(fx.registry.watcher_count(APP), 1);
+    assert!(
+        stale(&dir.view().await.unwrap()),
+        "still stale while silent"
+    );
+
+    // The stream heals with its next item; the resume re-reads the app.
+    fx.registry.put(instance(&m1, 8002));
+    let v = wait_for(&dir, "healed", Duration::from_millis(50), |v| !stale(v)).await;
+    assert_eq!(v.endpoints.len(), 2);
+    assert_eq!(fx.registry.watch_calls(), watches, "no re-subscribe");
+    assert_eq!(fx.registry.list_calls(), lists + 1, "one resync on resume");
+}
+
+#[actix_rt::test]
+async fn a_lost_notification_is_corrected_within_one_resync() {
+    let fx = Fixture::start();
+    let (_m1, m2, dir) = fx.ready_on_r1().await;
+    let lists = fx.registry.list_calls();
+    // The provider moves to another instance and the watch never hears.
+    fx.registry
+        .set_instances_silently(APP, vec![instance(&m2, 8002)]);
+    advance(Duration::from_secs(230)).await;
+    assert_eq!(
+        ports(&dir.view().await.unwrap()),
+        vec![20000],
+        "the watch missed it"
+    );
+    assert_eq!(fx.engine.stats().missed_notifications, 0);
+    // reconcile_interval 5 min, jittered to 4-6 min.
+    let v = wait_for(&dir, "corrected", Duration::from_secs(140), |v| {
+        ports(v) == vec![20001]
+    })
+    .await;
+    assert_eq!(ids(&v), vec!["127.0.0.1:8002".to_string()]);
+    assert_eq!(fx.engine.stats().missed_notifications, 1, "counted");
+    assert_eq!(fx.registry.list_calls(), lists + 1, "one resync");
+    assert_eq!(fx.engine.stats().resyncs_scheduled, 1, "the next one armed");
+    // A resync that finds nothing new changes nothing.
+    advance(Duration::from_secs(400)).await;
+    assert_eq!(fx.engine.stats().missed_notifications, 1);
+    fx.engine.shutdown().await;
+    settle().await;
+    assert_eq!(
+        fx.engine.stats().resyncs_scheduled,
+        0,
+        "no resync after shutdown"
+    );
+    assert_eq!(fx.engine.stats().timers_pending, 0);
+}
+
+#[actix_rt::test]
+async fn after_a_long_outage_the_watch_resumes_promptly_once_the_registry_answers() {
+    let fx = Fixture::start();
+    let (_m1, m2, dir) = fx.ready_on_r1().await;
+    // Down for 45 s: every watch and every probe fails meanwhile.
+    fx.registry.fail_next_watches(usize::MAX);
+    fx.registry.fail_next_lists(usize::MAX);
+    fx.registry.error_watches(APP);
+    fx.registry.set_instances(APP, vec![instance(&m2, 8002)]);
+    advance(Duration::from_secs(45)).await;
+    assert!(stale(&dir.view().await.unwrap()));
+    let (watches, lists) = (fx.registry.watch_calls(), fx.registry.list_calls());
+    assert!(watches <= 8, "re-subscribes back off: {watches}");
+    assert!(lists <= 46, "at most one cheap probe a second: {lists}");
+    // The registry answers again; the backoff had grown to 30 s.
+    fx.registry.fail_next_watches(0);
+    fx.registry.fail_next_lists(0);
+    let t = tokio::time::Instant::now();
+    wait_for(&dir, "resumed", Duration::from_secs(2), |v| {
+        !stale(v) && ports(v) == vec![20001]
+    })
+    .await;
+    let took = t.elapsed();
+    eprintln!(
+        "resumed {took:?} after a 45 s outage ended ({watches} opens, {lists} probes while down)"
+    );
+    assert!(took <= Duration::from_millis(1300), "{took:?}");
+}
