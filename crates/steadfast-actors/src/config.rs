@@ -123,7 +123,9 @@ pub enum ConfigError {
         source: BackoffError,
     },
     /// A duration is zero (where zero makes no sense) or longer than a day.
-    #[error("{field} must be at most one day (and above zero where zero would spin), got {value:?}")]
+    #[error(
+        "{field} must be at most one day (and above zero where zero would spin), got {value:?}"
+    )]
     Duration {
         /// The config field.
         field: &'static str,

@@ -26,6 +26,7 @@ use steadfast_core::{
     SubscriptionMachine, Token,
 };
 
+use crate::contain::Contain;
 use crate::messages::{
     ForceRestart, InstancesSnapshot, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
 };
@@ -130,7 +131,7 @@ impl RegistryActor {
                     let name = app.clone();
                     let fut = contained(deadline, move || registry.watch(&name));
                     let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-                        act.on_opened(app, token, res, ctx);
+                        act.contained(ctx, |act, ctx| act.on_opened(app, token, res, ctx));
                     }));
                     self.handles.insert(token, h);
                 }
@@ -144,15 +145,18 @@ impl RegistryActor {
                     let name = app.clone();
                     let fut = contained(deadline, move || registry.list(&name));
                     let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-                        act.handles.remove(&token);
-                        if let Err(e) = &res {
-                            if matches!(e, RegistryError::Panicked(_)) {
-                                EngineStats::bump(&act.stats.registry_panics);
+                        act.contained(ctx, |act, ctx| {
+                            act.handles.remove(&token);
+                            if let Err(e) = &res {
+                                if matches!(e, RegistryError::Panicked(_)) {
+                                    EngineStats::bump(&act.stats.registry_panics);
+                                }
+                                tracing::debug!(app, error = %e, "registry list failed");
                             }
-                            tracing::debug!(app, error = %e, "registry list failed");
-                        }
-                        let actions = act.machine.on_list_result(&app, token, res, timer::now());
-                        act.perform(actions, ctx);
+                            let now = timer::now();
+                            let actions = act.machine.on_list_result(&app, token, res, now);
+                            act.perform(actions, ctx);
+                        });
                     }));
                     self.handles.insert(token, h);
                 }
@@ -172,7 +176,7 @@ impl RegistryActor {
                         let guard = LiveGuard::new(&self.stats, Live::Resync);
                         ctx.run_later(delay, move |act, ctx| {
                             drop(guard);
-                            fire(act, ctx);
+                            act.contained(ctx, fire);
                         })
                     } else {
                         timer::arm(ctx, &self.stats, delay, fire)
@@ -356,53 +360,58 @@ impl Supervised for RegistryActor {
 impl Handler<WatchApp> for RegistryActor {
     type Result = ();
     fn handle(&mut self, msg: WatchApp, ctx: &mut Self::Context) {
-        if self.terminated {
-            return;
-        }
-        self.subscribers
-            .entry(msg.app.clone())
-            .or_default()
-            .insert(msg.id, (msg.subscriber, msg.health));
-        let actions = self.machine.subscribe(&msg.app, msg.id, timer::now());
-        self.perform(actions, ctx);
+        self.contained(ctx, |act, ctx| {
+            if act.terminated {
+                return;
+            }
+            act.subscribers
+                .entry(msg.app.clone())
+                .or_default()
+                .insert(msg.id, (msg.subscriber, msg.health));
+            let actions = act.machine.subscribe(&msg.app, msg.id, timer::now());
+            act.perform(actions, ctx);
+        });
     }
 }
 
 impl Handler<UnwatchApp> for RegistryActor {
     type Result = ();
     fn handle(&mut self, msg: UnwatchApp, ctx: &mut Self::Context) {
-        self.remove_subscriber(&msg.app, msg.id, ctx);
+        self.contained(ctx, |act, ctx| {
+            act.remove_subscriber(&msg.app, msg.id, ctx);
+        });
     }
 }
 
 impl StreamHandler<WatchItem> for RegistryActor {
     fn handle(&mut self, msg: WatchItem, ctx: &mut Self::Context) {
-        if !self.machine.is_current_watch(&msg.app, msg.token) {
-            return;
-        }
-        let now = timer::now();
-        let actions = match msg.item {
-            Some(Ok(instances)) => {
-                EngineStats::bump(&self.stats.snapshots_received);
-                self.machine
-                    .on_stream_item(&msg.app, msg.token, Ok(instances), now)
+        self.contained(ctx, |act, ctx| {
+            if !act.machine.is_current_watch(&msg.app, msg.token) {
+                return;
             }
-            Some(Err(e)) => {
-                // Stale, but the stream is kept: it may heal.
-                EngineStats::bump(&self.stats.watch_failures);
-                self.count_error(&msg.app, "watch stream", &e);
-                self.machine
-                    .on_stream_item(&msg.app, msg.token, Err(e), now)
-            }
-            None => {
-                EngineStats::bump(&self.stats.watch_failures);
-                tracing::warn!(app = msg.app, "registry watch ended; re-subscribing");
-                self.handles.remove(&msg.token);
-                self.watch_guards.remove(&msg.token);
-                self.machine.on_stream_end(&msg.app, msg.token, now)
-            }
-        };
-        self.perform(actions, ctx);
+            let now = timer::now();
+            let actions = match msg.item {
+                Some(Ok(instances)) => {
+                    EngineStats::bump(&act.stats.snapshots_received);
+                    act.machine
+                        .on_stream_item(&msg.app, msg.token, Ok(instances), now)
+                }
+                Some(Err(e)) => {
+                    // Stale, but the stream is kept: it may heal.
+                    EngineStats::bump(&act.stats.watch_failures);
+                    act.count_error(&msg.app, "watch stream", &e);
+                    act.machine.on_stream_item(&msg.app, msg.token, Err(e), now)
+                }
+                None => {
+                    EngineStats::bump(&act.stats.watch_failures);
+                    tracing::warn!(app = msg.app, "registry watch ended; re-subscribing");
+                    act.handles.remove(&msg.token);
+                    act.watch_guards.remove(&msg.token);
+                    act.machine.on_stream_end(&msg.app, msg.token, now)
+                }
+            };
+            act.perform(actions, ctx);
+        });
     }
 
     fn finished(&mut self, _ctx: &mut Self::Context) {
@@ -432,7 +441,7 @@ impl Handler<ForceRestart> for RegistryActor {
     }
 }
 
-impl crate::contain::Contain for RegistryActor {
+impl Contain for RegistryActor {
     const NAME: &'static str = "registry";
     fn engine_stats(&self) -> &Arc<EngineStats> {
         &self.stats

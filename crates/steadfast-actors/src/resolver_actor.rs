@@ -12,6 +12,7 @@ use actix::{WeakAddr, WeakRecipient};
 use steadfast_core::{BackoffPolicy, ResolverAction, ResolverMachine, Token};
 
 use crate::cache_actor::CacheActor;
+use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{
     AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesSnapshot,
@@ -184,77 +185,89 @@ impl Supervised for ResolverActor {
 impl Handler<InstancesSnapshot> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: InstancesSnapshot, ctx: &mut Self::Context) {
-        let previous = self.snapshot.replace(msg.instances.clone());
-        self.machine.set_held(msg.held);
-        let actions = self
-            .machine
-            .on_snapshot(msg.generation, msg.instances, timer::now());
-        self.perform(actions, ctx);
-        if let Some(previous) = previous {
-            // Freed after the update built from the new one is published.
-            self.graveyard.bury(previous);
-        }
+        self.contained(ctx, |act, ctx| {
+            let previous = act.snapshot.replace(msg.instances.clone());
+            act.machine.set_held(msg.held);
+            let actions = act
+                .machine
+                .on_snapshot(msg.generation, msg.instances, timer::now());
+            act.perform(actions, ctx);
+            if let Some(previous) = previous {
+                // Freed after the update built from the new one is published.
+                act.graveyard.bury(previous);
+            }
+        });
     }
 }
 
 impl Handler<RegistryHealth> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: RegistryHealth, ctx: &mut Self::Context) {
-        self.machine.set_registry_stale(msg.stale_since);
-        self.perform(Vec::new(), ctx);
+        self.contained(ctx, |act, ctx| {
+            act.machine.set_registry_stale(msg.stale_since);
+            act.perform(Vec::new(), ctx);
+        });
     }
 }
 
 impl Handler<MetadataFetched> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: MetadataFetched, ctx: &mut Self::Context) {
-        let actions =
-            self.machine
-                .on_fetch_result(&msg.revision, msg.token, msg.result, timer::now());
-        self.perform(actions, ctx);
+        self.contained(ctx, |act, ctx| {
+            let actions =
+                act.machine
+                    .on_fetch_result(&msg.revision, msg.token, msg.result, timer::now());
+            act.perform(actions, ctx);
+        });
     }
 }
 
 impl Handler<Attach> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: Attach, ctx: &mut Self::Context) {
-        if self.terminated {
-            return;
-        }
-        let known = self.directories.contains_key(&msg.directory);
-        self.directories
-            .insert(msg.directory, (msg.key.clone(), msg.recipient.clone()));
-        if known {
-            // A restarted directory re-attaching: just resend its state.
-            if let Some(r) = msg.recipient.upgrade() {
-                r.do_send(ApplyUpdate(self.machine.update_for(&msg.key)));
+        self.contained(ctx, |act, ctx| {
+            if act.terminated {
+                return;
             }
-            return;
-        }
-        let actions = self.machine.subscribe_at(&msg.key, timer::now());
-        self.perform(actions, ctx);
+            let known = act.directories.contains_key(&msg.directory);
+            act.directories
+                .insert(msg.directory, (msg.key.clone(), msg.recipient.clone()));
+            if known {
+                // A restarted directory re-attaching: just resend its state.
+                if let Some(r) = msg.recipient.upgrade() {
+                    r.do_send(ApplyUpdate(act.machine.update_for(&msg.key)));
+                }
+                return;
+            }
+            let actions = act.machine.subscribe_at(&msg.key, timer::now());
+            act.perform(actions, ctx);
+        });
     }
 }
 
 impl Handler<Detach> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: Detach, ctx: &mut Self::Context) {
-        if self.directories.remove(&msg.directory).is_some() {
-            let actions = self.machine.unsubscribe(&msg.key);
-            self.perform(actions, ctx);
-        }
+        self.contained(ctx, |act, ctx| {
+            if act.directories.remove(&msg.directory).is_some() {
+                let actions = act.machine.unsubscribe(&msg.key);
+                act.perform(actions, ctx);
+            }
+        });
     }
 }
 
 impl Handler<Flush> for ResolverActor {
     type Result = ();
     fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
-        self.flush_scheduled = false;
-        for update in self.machine.take_updates() {
-            EngineStats::bump(&self.stats.updates_published);
-            self.send_to(&update.subscribe_key, &update);
-        }
-        Graveyard::arm(self, ctx);
+        self.contained(ctx, |act, ctx| {
+            act.flush_scheduled = false;
+            for update in act.machine.take_updates() {
+                EngineStats::bump(&act.stats.updates_published);
+                act.send_to(&update.subscribe_key, &update);
+            }
+            Graveyard::arm(act, ctx);
+        });
     }
 }
 
@@ -285,7 +298,7 @@ impl Handler<ForceRestart> for ResolverActor {
     }
 }
 
-impl crate::contain::Contain for ResolverActor {
+impl Contain for ResolverActor {
     const NAME: &'static str = "resolver";
     fn engine_stats(&self) -> &Arc<EngineStats> {
         &self.stats

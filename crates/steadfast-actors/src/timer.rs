@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
+use crate::contain::Contain;
 use crate::stats::{EngineStats, Live, LiveGuard};
 
-/// Arms `f` to run after `delay` in `ctx`, counted in `timers_pending`.
+/// Arms `f` to run after `delay` in `ctx`, counted in `timers_pending`;
+/// `f` runs contained (a panic restarts the actor, see [`Contain`]).
 pub(crate) fn arm<A, F>(
     ctx: &mut Context<A>,
     stats: &Arc<EngineStats>,
@@ -16,7 +18,7 @@ pub(crate) fn arm<A, F>(
     f: F,
 ) -> SpawnHandle
 where
-    A: Actor<Context = Context<A>>,
+    A: Contain,
     F: FnOnce(&mut A, &mut Context<A>) + 'static,
 {
     let guard = LiveGuard::new(stats, Live::Timer);
@@ -24,7 +26,7 @@ where
     ctx.run_later(delay, move |act, ctx| {
         drop(guard);
         EngineStats::bump(&stats.timers_fired);
-        f(act, ctx);
+        act.contained(ctx, f);
     })
 }
 

@@ -19,6 +19,7 @@ use steadfast_core::{
 
 use super::in_flight::InFlight;
 use super::spec::CLOSING_KEY;
+use crate::contain::Contain;
 use crate::coordinator::{Coordinator, StopExport};
 use crate::error::EngineError;
 use crate::messages::{ForceRestart, Shutdown};
@@ -147,16 +148,32 @@ impl ExportActor {
         // so a put already on the wire cannot land after the unregister.
         self.attempt = Some(fut.clone());
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-            act.attempt = None;
-            if res.is_err() {
-                EngineStats::bump(&act.stats.register_failures);
-            }
-            let actions = act.machine.on_attempt_done(token, res, timer::now());
-            if act.machine.is_registered() {
-                tracing::info!(app = %act.parts.instance.app, id = %act.parts.instance.id, "provider registered");
-            }
-            act.perform(actions, ctx);
+            act.contained(ctx, |act, ctx| act.on_attempt_done(token, res, ctx));
         }));
+    }
+
+    fn on_attempt_done(
+        &mut self,
+        token: u64,
+        res: Result<(), (ErrorClass, String)>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.attempt = None;
+        if res.is_err() {
+            EngineStats::bump(&self.stats.register_failures);
+        }
+        let actions = self.machine.on_attempt_done(token, res, timer::now());
+        if self.machine.is_registered() {
+            tracing::info!(app = %self.parts.instance.app, id = %self.parts.instance.id, "provider registered");
+        }
+        self.perform(actions, ctx);
+    }
+}
+
+impl Contain for ExportActor {
+    const NAME: &'static str = "export";
+    fn engine_stats(&self) -> &Arc<EngineStats> {
+        &self.stats
     }
 }
 
