@@ -20,7 +20,9 @@ pub mod config;
 pub mod error;
 pub mod framing;
 pub mod gateway;
+mod health;
 mod keepalive;
+pub mod keeper_machine;
 pub mod metadata;
 pub mod records;
 pub mod registry;
@@ -28,12 +30,13 @@ pub mod stats;
 pub mod watch_body;
 pub mod watch_machine;
 mod watch_stream;
+pub mod watch_timing;
 pub mod wire;
 
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;
 
-pub use config::EtcdConfig;
+pub use config::{EtcdConfig, EtcdConfigError};
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
@@ -43,4 +46,6 @@ pub use stats::{EtcdStats, StatsSnapshot};
 /// Moved to core; re-exported here for convenience.
 pub use steadfast_core::FallbackFetcher;
 pub use watch_body::{watch_stream, WatchError, WatchStream};
-pub use watch_machine::{Interruption, Next, Resume, Step, WatchMachine};
+pub use watch_machine::{
+    Interruption, Next, Phase, Probe, ProbeTarget, Resume, Step, WatchMachine, WatchTiming,
+};

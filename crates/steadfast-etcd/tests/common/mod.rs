@@ -23,7 +23,8 @@ pub async fn bounded<F: Future<Output = ()>>(body: F) {
 }
 
 /// A config for tests: unique prefix, 2 s leases, short timeouts, fast
-/// backoff without jitter, and no give-up.
+/// backoff without jitter, and a stale report only after 10 s (so a plain
+/// restart of etcd is never reported).
 pub fn config(endpoints: Vec<String>) -> EtcdConfig {
     let mut c = EtcdConfig::new(endpoints)
         .with_prefix(unique_prefix())
@@ -36,8 +37,13 @@ pub fn config(endpoints: Vec<String>) -> EtcdConfig {
         });
     c.request_timeout = Duration::from_secs(1);
     c.watch_open_timeout = Duration::from_secs(2);
-    c.unavailable_after = 1000;
+    c.stale_after = Duration::from_secs(10);
     c
+}
+
+/// The default config (what a user gets), on a unique prefix.
+pub fn default_config(endpoints: Vec<String>) -> EtcdConfig {
+    EtcdConfig::new(endpoints).with_prefix(unique_prefix())
 }
 
 /// A raw client on `endpoints`.
@@ -76,6 +82,13 @@ pub struct Watch {
 impl Drop for Watch {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+impl Watch {
+    /// The next item, however long it takes (`None`: the stream ended).
+    pub async fn rx_next(&mut self) -> Option<Item> {
+        self.rx.recv().await
     }
 }
 
@@ -130,6 +143,44 @@ pub async fn wait_snapshot(
                 }
                 last = Some(ids(&s));
             }
+        }
+    }
+}
+
+/// Like [`wait_snapshot`], but an error item (the source reported stale)
+/// is counted instead of failing the test. Returns the snapshot and the
+/// number of error items seen before it.
+pub async fn wait_snapshot_through_stale(
+    w: &mut Watch,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&[ServiceInstance]) -> bool,
+) -> (Vec<ServiceInstance>, usize) {
+    let deadline = Instant::now() + limit;
+    let mut errors = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.rx.recv()).await {
+            Err(_) => panic!("timed out waiting for {what}"),
+            Ok(None) => panic!("watch ended while waiting for {what}"),
+            Ok(Some(Err(_))) => errors += 1,
+            Ok(Some(Ok(s))) if pred(&s) => return (s, errors),
+            Ok(Some(Ok(_))) => {}
+        }
+    }
+}
+
+/// Waits for the next error item (the source reported stale) within
+/// `limit`, skipping snapshots; returns how long it took.
+pub async fn wait_stale(w: &mut Watch, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let left = (start + limit).saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.rx.recv()).await {
+            Err(_) => panic!("no stale report within {limit:?}"),
+            Ok(None) => panic!("watch ended instead of reporting stale"),
+            Ok(Some(Err(_))) => return start.elapsed(),
+            Ok(Some(Ok(_))) => {}
         }
     }
 }
