@@ -167,7 +167,7 @@ impl Registrations {
         st.value = value;
         slot.lease.store(lease, Ordering::Release);
         let mut keeper = slot.keeper();
-        if keeper.as_ref().map_or(true, JoinHandle::is_finished) {
+        if keeper.as_ref().is_none_or(JoinHandle::is_finished) {
             *keeper = Some(tokio::spawn(keep(slot.clone(), self.ctx.clone())));
         }
         Ok(())

@@ -21,6 +21,15 @@ use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry};
 /// Shortest keepalive period, whatever the TTL.
 pub const MIN_PERIOD: Duration = Duration::from_millis(200);
 
+/// Longest wait the machine ever schedules (a TTL or spread beyond reason
+/// is clamped, so no `Instant` arithmetic can overflow).
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+/// `now + d`, with `d` clamped to [`MAX_WAIT`].
+fn at(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d.min(MAX_WAIT)).unwrap_or(now)
+}
+
 /// How a keeper keeps its registration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KeeperPolicy {
@@ -94,7 +103,7 @@ impl KeeperMachine {
     /// A keeper registered at `now`: its first round is one period away.
     pub fn new(policy: KeeperPolicy, now: Instant, rng: StdRng) -> Self {
         Self {
-            due: now.checked_add(policy.period).unwrap_or(now),
+            due: at(now, policy.period),
             policy,
             recover: Recover::new(),
             rng,
@@ -154,20 +163,16 @@ impl KeeperMachine {
             return KeeperAction::Wait;
         }
         self.recover.on_probe_ok();
-        let spread = self.policy.spread;
-        let offset = if spread.is_zero() {
-            Duration::ZERO
-        } else {
-            spread.mul_f64(self.rng.gen_range(0.0..1.0))
-        };
-        let at = now.checked_add(offset).unwrap_or(now);
-        self.due = self.due.min(at);
+        let spread = self.policy.spread.min(MAX_WAIT);
+        let f: f64 = self.rng.gen_range(0.0..1.0);
+        let offset = Duration::try_from_secs_f64(spread.as_secs_f64() * f).unwrap_or(spread);
+        self.due = self.due.min(at(now, offset));
         KeeperAction::Wait
     }
 
     fn succeeded(&mut self, now: Instant) -> KeeperAction {
         self.recover.on_success();
-        self.due = now.checked_add(self.policy.period).unwrap_or(now);
+        self.due = at(now, self.policy.period);
         KeeperAction::Wait
     }
 
@@ -184,7 +189,7 @@ impl KeeperMachine {
             Retry::After(d) => d,
             Retry::GiveUp => self.policy.recover.backoff.cap(),
         };
-        self.due = now.checked_add(delay).unwrap_or(now);
+        self.due = at(now, delay);
         KeeperAction::ReportDown
     }
 }

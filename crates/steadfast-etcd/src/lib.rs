@@ -36,6 +36,9 @@ pub mod wire;
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use config::{EtcdConfig, EtcdConfigError};
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;

@@ -164,7 +164,7 @@ pub struct WatchMachine {
 
 /// Whether etcd can produce `rev` as a store revision (and its successor).
 fn plausible(rev: i64) -> bool {
-    rev >= 1 && rev < i64::MAX
+    (1..i64::MAX).contains(&rev)
 }
 
 impl WatchMachine {

@@ -238,3 +238,35 @@ async fn a_watch_reports_unavailable_once_while_etcd_is_away_keeps_going_and_res
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_update_in_place_is_what_the_keeper_registers_again() {
+    bounded(async {
+        let etcd = EtcdServer::start().await.unwrap();
+        let reg = EtcdRegistry::new(config(vec![etcd.endpoint()])).unwrap();
+        let raw = client(vec![etcd.endpoint()]);
+        let a = inst("web", "10.0.0.1");
+        reg.register(a.clone()).await.unwrap();
+        let lease = reg.lease_of(&a).unwrap();
+        // A closing announcement: the same record, now unhealthy, in place.
+        let mut closing = a.clone();
+        closing.healthy = false;
+        reg.register(closing.clone()).await.unwrap();
+        assert_eq!(reg.lease_of(&a), Some(lease), "no new lease");
+        assert_eq!(
+            raw.lease_keepalive(lease).await.unwrap().map(|t| t > 0),
+            Some(true)
+        );
+        let mut w = watch(&reg, "web").await;
+        wait_snapshot(&mut w, WAIT, "closing", |s| s == [closing.clone()]).await;
+
+        // The lease is revoked behind the registry's back: the keeper puts
+        // back the closing record, not the first one.
+        assert!(raw.lease_revoke(lease).await.unwrap());
+        wait_snapshot(&mut w, WAIT, "revoked", |s| s.is_empty()).await;
+        let s = wait_snapshot(&mut w, WAIT, "back", |s| !s.is_empty()).await;
+        assert_eq!(s, vec![closing]);
+        assert_ne!(reg.lease_of(&a), Some(lease));
+    })
+    .await;
+}
