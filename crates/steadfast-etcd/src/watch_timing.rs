@@ -1,6 +1,6 @@
 //! The sans-IO timing half of a watch: when to probe, when a probe failure
 //! counts as an interruption, when to report the source unhealthy, and when
-//! to try again. [`crate::WatchMachine`] owns one [`Liveness`] and turns its
+//! to try again. [`crate::WatchMachine`] owns one `Liveness` and turns its
 //! verdicts into steps; time (`now`) and randomness (a seeded `StdRng`) are
 //! inputs, so every schedule replays in a unit test.
 //!
