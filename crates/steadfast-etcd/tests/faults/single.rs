@@ -90,6 +90,13 @@ async fn freeze_20s() {
     );
     let st = provider.stats();
     assert!(st.reregistrations >= n as u64, "{st:?}");
+    // One shared prober watched etcd for all 20 registrations: at most one
+    // probe per 250 ms cadence plus its 1 s deadline, not one per key.
+    println!(
+        "freeze 20 s: {} shared health probes failed, {} keepalive rounds failed",
+        st.health_probe_failures, st.keepalive_failures
+    );
+    assert!((1..=20).contains(&st.health_probe_failures), "{st:?}");
 }
 
 /// SIGKILL for 45 s: stale within 10 s, a fresh snapshot within 2 s of
