@@ -1,9 +1,27 @@
-//! [`EtcdConfig`]: endpoints, key prefix, lease TTL, timeouts and the watch
-//! backoff of the etcd backend.
+//! [`EtcdConfig`]: endpoints, key prefix, lease TTL, deadlines, the watch
+//! backoff and the liveness settings of the etcd backend.
+//!
+//! Defaults (all on, nothing to configure for fault containment):
+//!
+//! | knob | default | what |
+//! |---|---|---|
+//! | `lease_ttl` | 10 s | lease of every registration, refreshed every TTL/3 |
+//! | `request_timeout` | 3 s | deadline of one unary call per endpoint |
+//! | `watch_open_timeout` | 5 s | deadline for a watch to be accepted |
+//! | `operation_timeout` | 10 s | deadline of a whole register / unregister |
+//! | `backoff` | 250 ms doubling to 10 s, +25 % | re-open and keepalive retries |
+//! | `liveness_probe_interval` | 2 s | probe of the watch's endpoint while a watch is open |
+//! | `probe_timeout` | 1 s | deadline of one probe |
+//! | `probe_failures` | 2 | failed probes in a row that declare the endpoint dead |
+//! | `recover_probe_interval` | 1 s | probe cadence while a watch is down |
+//! | `stale_after` | 3 s | a broken watch not resumed by then reports `Err` |
+//! | `keepalive_probe_interval` | 250 ms | shared probe cadence while registrations fail |
+//! | `reregister_spread` | 250 ms | registrations resume spread over this after etcd answers again |
 
 use std::time::Duration;
 
-use steadfast_core::BackoffPolicy;
+use steadfast_core::{BackoffError, BackoffPolicy};
+use thiserror::Error;
 
 /// Configuration of [`crate::EtcdRegistry`] and [`crate::EtcdMetadataReport`].
 #[derive(Clone, Debug, PartialEq)]
@@ -14,33 +32,82 @@ pub struct EtcdConfig {
     /// Key prefix; records live under `<prefix>/services/...` and
     /// `<prefix>/metadata/...`. Default `/steadfast`.
     pub prefix: String,
-    /// TTL of the lease each registration is attached to; refreshed every
-    /// TTL/3. etcd rounds it up to whole seconds and at least 2 s.
-    /// Default 10 s.
+    /// TTL of the lease each registration (and each published metadata
+    /// revision) is attached to; refreshed every TTL/3. etcd rounds it up to
+    /// whole seconds and at least 2 s. Default 10 s.
     pub lease_ttl: Duration,
     /// Deadline of every unary call (range, put, lease, ...), per endpoint
     /// tried. Default 3 s.
     pub request_timeout: Duration,
     /// Deadline for a watch to be accepted (its response headers arrive
-    /// with the first message). The stream itself has no deadline.
-    /// Default 5 s.
+    /// with the first message). The stream itself has no deadline; the
+    /// liveness probe watches over it. Default 5 s.
     pub watch_open_timeout: Duration,
-    /// Delays between attempts to resume a broken watch.
-    /// Default 250 ms doubling to 10 s, +25 % jitter.
+    /// Deadline of one whole register or unregister (waiting for another
+    /// operation on the same key included); past it the call fails with
+    /// `RegistryError::Timeout`. Default 10 s.
+    pub operation_timeout: Duration,
+    /// Delays between attempts to resume a broken watch and between failed
+    /// keepalive rounds. Default 250 ms doubling to 10 s, +25 % jitter.
     pub backoff: BackoffPolicy,
     /// Ask etcd for progress notifications on watches (empty messages on
     /// idle watches, every 10 min unless the server's
     /// `--experimental-watch-progress-notify-interval` says otherwise).
     /// Default false.
     pub progress_notify: bool,
-    /// With `progress_notify`, resume a watch that delivered nothing for this
-    /// long (set it above the server's notify interval). Default none.
+    /// With `progress_notify`, declare a watch dead when it delivered
+    /// nothing for this long (set it above the server's notify interval).
+    /// Default none.
     pub watch_idle_timeout: Option<Duration>,
-    /// Consecutive failed attempts (range, watch open, broken stream) after
-    /// which a watch stream yields `Err(RegistryError::Unavailable)` and
-    /// ends. Default 5.
-    pub unavailable_after: u32,
+    /// While a watch is open, probe its endpoint this often (+ jitter) with a
+    /// linearizable one-key read carrying `hasleader`, so a frozen or
+    /// leaderless member is noticed. `None` turns the probe off. Default 2 s.
+    pub liveness_probe_interval: Option<Duration>,
+    /// Deadline of one probe. Default 1 s.
+    pub probe_timeout: Duration,
+    /// Consecutive failed probes after which the watch's endpoint counts as
+    /// dead: the watch reports `Err`, drops the stream and moves on
+    /// (to another endpoint when there is one). Default 2.
+    pub probe_failures: u32,
+    /// While a watch is down, probe this often (+ jitter) so that it resumes
+    /// as soon as etcd answers, however long the backoff has grown.
+    /// Default 1 s.
+    pub recover_probe_interval: Duration,
+    /// A watch that broke and has not resumed within this reports `Err` (the
+    /// engine marks the app stale and keeps reading). A liveness failure
+    /// reports at once. Default 3 s.
+    pub stale_after: Duration,
+    /// While keepalive rounds fail, one shared probe per registry checks
+    /// etcd this often (+ jitter); its first success lets every failing
+    /// registration retry at once. Default 250 ms.
+    pub keepalive_probe_interval: Duration,
+    /// When etcd answers again, failing registrations retry at a random
+    /// point within this window, so a fleet of them does not land at once.
+    /// Default 250 ms.
+    pub reregister_spread: Duration,
 }
+
+/// Why an [`EtcdConfig`] was refused by [`EtcdConfig::validate`].
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum EtcdConfigError {
+    /// The endpoint list is empty.
+    #[error("no etcd endpoint configured")]
+    NoEndpoints,
+    /// A duration that must be above zero is zero.
+    #[error("etcd config: {0} must be above zero")]
+    Zero(&'static str),
+    /// A duration is absurdly long (over one day).
+    #[error("etcd config: {0} must not exceed one day")]
+    TooLong(&'static str),
+    /// `probe_failures` is zero.
+    #[error("etcd config: probe_failures must be at least 1")]
+    NoProbeFailures,
+    /// The backoff policy is invalid.
+    #[error("etcd config: invalid backoff")]
+    Backoff(#[source] BackoffError),
+}
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl EtcdConfig {
     /// Defaults for `endpoints`.
@@ -55,6 +122,7 @@ impl EtcdConfig {
             lease_ttl: Duration::from_secs(10),
             request_timeout: Duration::from_secs(3),
             watch_open_timeout: Duration::from_secs(5),
+            operation_timeout: Duration::from_secs(10),
             backoff: BackoffPolicy {
                 initial: Duration::from_millis(250),
                 max: Duration::from_secs(10),
@@ -63,7 +131,13 @@ impl EtcdConfig {
             },
             progress_notify: false,
             watch_idle_timeout: None,
-            unavailable_after: 5,
+            liveness_probe_interval: Some(Duration::from_secs(2)),
+            probe_timeout: Duration::from_secs(1),
+            probe_failures: 2,
+            recover_probe_interval: Duration::from_secs(1),
+            stale_after: Duration::from_secs(3),
+            keepalive_probe_interval: Duration::from_millis(250),
+            reregister_spread: Duration::from_millis(250),
         }
     }
 
@@ -91,6 +165,45 @@ impl EtcdConfig {
         let ms = self.lease_ttl.as_millis().max(1);
         i64::try_from(ms.div_ceil(1000)).unwrap_or(i64::MAX)
     }
+
+    /// Checks every value: endpoints present, deadlines and cadences above
+    /// zero and at most one day, a valid backoff, `probe_failures >= 1`.
+    pub fn validate(&self) -> Result<(), EtcdConfigError> {
+        if self.endpoints.iter().all(|e| e.trim().is_empty()) {
+            return Err(EtcdConfigError::NoEndpoints);
+        }
+        let mut durations = vec![
+            ("lease_ttl", self.lease_ttl),
+            ("request_timeout", self.request_timeout),
+            ("watch_open_timeout", self.watch_open_timeout),
+            ("operation_timeout", self.operation_timeout),
+            ("probe_timeout", self.probe_timeout),
+            ("recover_probe_interval", self.recover_probe_interval),
+            ("stale_after", self.stale_after),
+            ("keepalive_probe_interval", self.keepalive_probe_interval),
+        ];
+        if let Some(p) = self.liveness_probe_interval {
+            durations.push(("liveness_probe_interval", p));
+        }
+        if let Some(i) = self.watch_idle_timeout {
+            durations.push(("watch_idle_timeout", i));
+        }
+        for (name, d) in durations {
+            if d.is_zero() {
+                return Err(EtcdConfigError::Zero(name));
+            }
+            if d > DAY {
+                return Err(EtcdConfigError::TooLong(name));
+            }
+        }
+        if self.reregister_spread > DAY {
+            return Err(EtcdConfigError::TooLong("reregister_spread"));
+        }
+        if self.probe_failures == 0 {
+            return Err(EtcdConfigError::NoProbeFailures);
+        }
+        self.backoff.validate().map_err(EtcdConfigError::Backoff)
+    }
 }
 
 #[cfg(test)]
@@ -103,10 +216,39 @@ mod tests {
         assert_eq!(c.prefix, "/steadfast");
         assert_eq!(c.lease_ttl_secs(), 10);
         assert_eq!(c.request_timeout, Duration::from_secs(3));
+        assert_eq!(c.operation_timeout, Duration::from_secs(10));
+        assert_eq!(c.liveness_probe_interval, Some(Duration::from_secs(2)));
         assert!(!c.progress_notify && c.watch_idle_timeout.is_none());
+        assert_eq!(c.validate(), Ok(()));
         let c = c.with_lease_ttl(Duration::from_millis(1500));
         assert_eq!(c.lease_ttl_secs(), 2);
         let c = c.with_lease_ttl(Duration::ZERO);
         assert_eq!(c.lease_ttl_secs(), 1);
+        let c = c.with_lease_ttl(Duration::MAX);
+        assert_eq!(c.lease_ttl_secs(), i64::MAX);
+    }
+
+    #[test]
+    fn validation_names_the_bad_value() {
+        let ok = EtcdConfig::new(["http://e:1"]);
+        let mut c = ok.clone();
+        c.endpoints = vec![" ".into()];
+        assert_eq!(c.validate(), Err(EtcdConfigError::NoEndpoints));
+        let mut c = ok.clone();
+        c.probe_timeout = Duration::ZERO;
+        assert_eq!(c.validate(), Err(EtcdConfigError::Zero("probe_timeout")));
+        let mut c = ok.clone();
+        c.operation_timeout = Duration::MAX;
+        assert_eq!(
+            c.validate(),
+            Err(EtcdConfigError::TooLong("operation_timeout"))
+        );
+        let mut c = ok.clone();
+        c.probe_failures = 0;
+        assert_eq!(c.validate(), Err(EtcdConfigError::NoProbeFailures));
+        let mut c = ok.clone();
+        c.backoff.multiplier = f64::NAN;
+        assert!(matches!(c.validate(), Err(EtcdConfigError::Backoff(_))));
+        assert!(std::error::Error::source(&c.validate().unwrap_err()).is_some());
     }
 }

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use steadfast_core::{FetchError, PublishError, RegistryError};
+use steadfast_core::{ErrorClass, FetchError, PublishError, RegistryError};
 use thiserror::Error;
+
+use crate::config::EtcdConfigError;
 
 /// gRPC status codes etcd puts in its error objects.
 pub mod grpc {
@@ -21,11 +23,14 @@ pub mod grpc {
 }
 
 /// Why a call to the etcd JSON gateway failed.
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[derive(Clone, Debug, Error, PartialEq)]
 pub enum GatewayError {
     /// The client was built with an empty endpoint list.
     #[error("no etcd endpoint configured")]
     NoEndpoints,
+    /// The configuration was refused.
+    #[error("invalid etcd configuration")]
+    Config(#[from] EtcdConfigError),
     /// Building the HTTP client failed (e.g. TLS backend initialisation).
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
@@ -86,7 +91,23 @@ impl GatewayError {
             GatewayError::Status { status, code, .. } => {
                 *code == grpc::UNAVAILABLE || *status == 503
             }
-            GatewayError::NoEndpoints | GatewayError::Client(_) | GatewayError::Decode(_) => false,
+            GatewayError::NoEndpoints
+            | GatewayError::Config(_)
+            | GatewayError::Client(_)
+            | GatewayError::Decode(_) => false,
+        }
+    }
+
+    /// How a retry loop treats this error: unreachable, timed out or
+    /// unavailable members are transient; an answer etcd should never give
+    /// (a refusal, a malformed body) is persistent; a client that cannot be
+    /// built or configured is final.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            e if e.is_unavailable() => ErrorClass::Transient,
+            GatewayError::Status { status, .. } if *status >= 500 => ErrorClass::Transient,
+            GatewayError::Status { .. } | GatewayError::Decode(_) => ErrorClass::Persistent,
+            _ => ErrorClass::Final,
         }
     }
 }

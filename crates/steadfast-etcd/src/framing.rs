@@ -26,16 +26,18 @@ impl LineFramer {
     /// (without the newline).
     pub fn push(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
         let mut lines = Vec::new();
-        let mut rest = chunk;
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
-            self.buf.extend_from_slice(&rest[..pos]);
+        let mut parts = chunk.split(|&b| b == b'\n');
+        // The last part has no newline after it: it stays buffered.
+        let mut part = parts.next().unwrap_or_default();
+        for next in parts {
+            self.buf.extend_from_slice(part);
             let line = std::mem::take(&mut self.buf);
             if !is_blank(&line) {
                 lines.push(line);
             }
-            rest = &rest[pos + 1..];
+            part = next;
         }
-        self.buf.extend_from_slice(rest);
+        self.buf.extend_from_slice(part);
         lines
     }
 
@@ -71,10 +73,10 @@ pub fn parse_line<T: DeserializeOwned>(line: &[u8]) -> Line<T> {
     match serde_json::from_slice::<StreamLine<T>>(line) {
         Ok(StreamLine::Result(m)) => Line::Message(m),
         Ok(StreamLine::Error(e)) => Line::ServerError(e),
-        Err(e) => Line::Malformed(format!(
-            "{e}: {}",
-            String::from_utf8_lossy(&line[..line.len().min(200)])
-        )),
+        Err(e) => {
+            let head: Vec<u8> = line.iter().copied().take(200).collect();
+            Line::Malformed(format!("{e}: {}", String::from_utf8_lossy(&head)))
+        }
     }
 }
 

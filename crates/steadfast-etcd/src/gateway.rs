@@ -3,16 +3,27 @@
 //!
 //! Unary calls run under a per-request timeout. A watch has a timeout only
 //! around opening (`send()`), never on its body, which lives as long as the
-//! watch. With several endpoints, a connect error, a timeout or a 503 /
-//! gRPC-unavailable answer rotates to the next endpoint and retries, at most
-//! one pass over the endpoints per call; the endpoint that answered becomes
-//! the first one tried next time.
+//! watch (the watch driver probes its endpoint instead). With several
+//! endpoints, a connect error, a timeout or a 503 / gRPC-unavailable answer
+//! rotates to the next endpoint and retries, at most one pass over the
+//! endpoints per call; the endpoint that answered becomes the first one
+//! tried next time, and [`EtcdClient::demote`] moves past one found dead.
+//!
+//! Every request carries `Grpc-Metadata-hasleader: true`: a member without
+//! a leader then refuses unary calls at once ("no leader", gRPC 14, which
+//! rotates) and ends watch streams instead of holding them silently.
+//!
+//! The client keeps one shared signal, [`EtcdClient::answered`]: a counter
+//! bumped whenever a call succeeds after a call failed to reach etcd, so
+//! every task waiting for etcd to come back can wake on one event instead
+//! of probing on its own.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use crate::error::GatewayError;
 use crate::framing::{parse_line, Line, LineFramer};
@@ -20,8 +31,12 @@ use crate::watch_body::{error_chain, watch_stream};
 pub use crate::watch_body::{WatchError, WatchStream};
 use crate::wire::{
     b64, prefix_range_end, DeleteRangeResponse, HeaderOnly, LeaseGrantResponse,
-    LeaseKeepAliveResponse, RangeResponse, StatusResponse, UnaryError,
+    LeaseKeepAliveResponse, RangeResponse, ResponseHeader, StatusResponse, UnaryError,
 };
+
+/// The header that makes a leaderless member refuse a call instead of
+/// serving it (or, for a watch, holding it silently).
+pub const HASLEADER_HEADER: &str = "Grpc-Metadata-hasleader";
 
 /// A client for one etcd cluster reached through one or more endpoints.
 #[derive(Debug)]
@@ -31,6 +46,10 @@ pub struct EtcdClient {
     current: AtomicUsize,
     request_timeout: Duration,
     watch_open_timeout: Duration,
+    /// Set when a call failed to reach etcd; cleared (and `answered`
+    /// bumped) by the next success.
+    failing: AtomicBool,
+    answered: watch::Sender<u64>,
 }
 
 /// How one attempt on one endpoint failed.
@@ -71,6 +90,8 @@ impl EtcdClient {
             current: AtomicUsize::new(0),
             request_timeout,
             watch_open_timeout,
+            failing: AtomicBool::new(false),
+            answered: watch::channel(0).0,
         })
     }
 
@@ -79,9 +100,42 @@ impl EtcdClient {
         &self.endpoints
     }
 
+    /// Index of the endpoint tried first by the next call.
+    pub fn current_index(&self) -> usize {
+        self.current.load(Ordering::Relaxed) % self.endpoints.len().max(1)
+    }
+
     /// The endpoint tried first by the next call.
     pub fn current_endpoint(&self) -> &str {
-        &self.endpoints[self.current.load(Ordering::Relaxed) % self.endpoints.len()]
+        self.endpoints
+            .get(self.current_index())
+            .map_or("", String::as_str)
+    }
+
+    /// Endpoint `index` was found dead: if it is the one tried first, the
+    /// next one is tried first from now on.
+    pub fn demote(&self, index: usize) {
+        let n = self.endpoints.len().max(1);
+        let next = index.checked_add(1).map_or(0, |i| i % n);
+        let _ = self
+            .current
+            .compare_exchange(index, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// The "etcd answered again" signal: its value goes up by one each time
+    /// a call succeeds after a call failed to reach etcd.
+    pub fn answered(&self) -> watch::Receiver<u64> {
+        self.answered.subscribe()
+    }
+
+    fn note_success(&self) {
+        if self.failing.swap(false, Ordering::AcqRel) {
+            self.answered.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn note_unreachable(&self) {
+        self.failing.store(true, Ordering::Release);
     }
 
     /// Runs `attempt` on each endpoint in turn, starting with the current
@@ -91,19 +145,37 @@ impl EtcdClient {
         F: FnMut(String) -> Fut,
         Fut: std::future::Future<Output = Result<T, Attempt>>,
     {
+        self.rotating_at(|endpoint, _| attempt(endpoint))
+            .await
+            .map(|(v, _)| v)
+    }
+
+    /// [`Self::rotating`], also telling which endpoint answered.
+    async fn rotating_at<T, F, Fut>(&self, mut attempt: F) -> Result<(T, usize), GatewayError>
+    where
+        F: FnMut(String, usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Attempt>>,
+    {
         let n = self.endpoints.len();
-        let start = self.current.load(Ordering::Relaxed);
+        let start = self.current_index();
         let mut last = GatewayError::NoEndpoints;
-        for i in 0..n {
-            let idx = (start + i) % n;
-            let endpoint = self.endpoints[idx].clone();
-            match attempt(endpoint.clone()).await {
+        for (idx, endpoint) in self
+            .endpoints
+            .iter()
+            .enumerate()
+            .cycle()
+            .skip(start)
+            .take(n)
+        {
+            match attempt(endpoint.clone(), idx).await {
                 Ok(v) => {
                     self.current.store(idx, Ordering::Relaxed);
-                    return Ok(v);
+                    self.note_success();
+                    return Ok((v, idx));
                 }
                 Err(Attempt::Fail(e)) => {
                     self.current.store(idx, Ordering::Relaxed);
+                    self.note_success();
                     return Err(e);
                 }
                 Err(Attempt::Rotate(e)) => {
@@ -112,6 +184,7 @@ impl EtcdClient {
                 }
             }
         }
+        self.note_unreachable();
         Err(last)
     }
 
@@ -124,7 +197,11 @@ impl EtcdClient {
         body: &Value,
         timeout: Duration,
     ) -> Result<reqwest::Response, Attempt> {
-        let req = self.http.post(format!("{endpoint}{path}")).json(body);
+        let req = self
+            .http
+            .post(format!("{endpoint}{path}"))
+            .header(HASLEADER_HEADER, "true")
+            .json(body);
         let resp = match tokio::time::timeout(timeout, req.send()).await {
             Err(_) => {
                 return Err(Attempt::Rotate(GatewayError::Timeout {
@@ -170,20 +247,62 @@ impl EtcdClient {
         let timeout = self.request_timeout;
         self.rotating(|endpoint| {
             let body = &body;
-            async move {
-                let read = async {
-                    let resp = self.send(&endpoint, path, body, timeout).await?;
-                    resp.bytes()
-                        .await
-                        .map_err(|e| Attempt::Rotate(GatewayError::Body(error_chain(&e))))
-                };
-                match tokio::time::timeout(timeout, read).await {
-                    Ok(r) => r.map(|b| b.to_vec()),
-                    Err(_) => Err(Attempt::Rotate(GatewayError::Timeout { endpoint, timeout })),
-                }
-            }
+            async move { self.read_whole(endpoint, path, body, timeout).await }
         })
         .await
+    }
+
+    /// One request to one endpoint, the whole answer read within `timeout`.
+    async fn read_whole(
+        &self,
+        endpoint: String,
+        path: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, Attempt> {
+        let read = async {
+            let resp = self.send(&endpoint, path, body, timeout).await?;
+            resp.bytes()
+                .await
+                .map_err(|e| Attempt::Rotate(GatewayError::Body(error_chain(&e))))
+        };
+        match tokio::time::timeout(timeout, read).await {
+            Ok(r) => r.map(|b| b.to_vec()),
+            Err(_) => Err(Attempt::Rotate(GatewayError::Timeout { endpoint, timeout })),
+        }
+    }
+
+    /// A cheap liveness probe of endpoint `index` alone (no rotation): a
+    /// linearizable read of the single key `key` (limit 1, keys only),
+    /// which needs a live member with a leader, within `timeout`. Returns
+    /// the answer's header.
+    pub async fn probe(
+        &self,
+        index: usize,
+        key: &[u8],
+        timeout: Duration,
+    ) -> Result<ResponseHeader, GatewayError> {
+        let endpoint = self
+            .endpoints
+            .get(index)
+            .cloned()
+            .ok_or(GatewayError::NoEndpoints)?;
+        let body = json!({ "key": b64::encode(key), "limit": 1, "keys_only": true });
+        let result = match self
+            .read_whole(endpoint, "/v3/kv/range", &body, timeout)
+            .await
+        {
+            Ok(bytes) => serde_json::from_slice::<HeaderOnly>(&bytes)
+                .map(|h| h.header)
+                .map_err(|e| GatewayError::Decode(e.to_string())),
+            Err(Attempt::Rotate(e) | Attempt::Fail(e)) => Err(e),
+        };
+        match &result {
+            Ok(_) => self.note_success(),
+            Err(e) if e.is_unavailable() => self.note_unreachable(),
+            Err(_) => {}
+        }
+        result
     }
 
     /// One unary call decoded as `T`.
@@ -297,6 +416,19 @@ impl EtcdClient {
         start_revision: i64,
         progress_notify: bool,
     ) -> Result<WatchStream, GatewayError> {
+        self.open_watch(prefix, start_revision, progress_notify)
+            .await
+            .map(|(s, _)| s)
+    }
+
+    /// [`Self::watch`], also returning the index of the endpoint that
+    /// accepted the watch (the one to probe while it is open).
+    pub async fn open_watch(
+        &self,
+        prefix: &[u8],
+        start_revision: i64,
+        progress_notify: bool,
+    ) -> Result<(WatchStream, usize), GatewayError> {
         let mut create = json!({
             "key": b64::encode(prefix),
             "range_end": b64::encode(prefix_range_end(prefix)),
@@ -309,13 +441,13 @@ impl EtcdClient {
         }
         let body = json!({ "create_request": create });
         let timeout = self.watch_open_timeout;
-        let resp = self
-            .rotating(|endpoint| {
+        let (resp, index) = self
+            .rotating_at(|endpoint, _| {
                 let body = &body;
                 async move { self.send(&endpoint, "/v3/watch", body, timeout).await }
             })
             .await?;
-        Ok(watch_stream(resp.bytes_stream()))
+        Ok((watch_stream(resp.bytes_stream()), index))
     }
 }
 

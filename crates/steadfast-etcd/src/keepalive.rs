@@ -1,26 +1,38 @@
-//! Registration of one instance key: grant a lease, put the record with it,
-//! and keep it alive every TTL/3 from a spawned task.
+//! Leased keys kept alive: [`Registrations`] holds one slot per key, each
+//! with its own async lock (operations on one key are serialised, keys
+//! never wait for each other), its current lease and value, and a keeper
+//! task performing what [`KeeperMachine`] decides.
 //!
-//! The task re-registers (new lease + put, then revokes the old lease) when
-//! etcd says the lease is gone (keepalive answer without TTL: expired,
-//! revoked, or etcd came back with a wiped data dir) or when the key has
-//! vanished (deleted behind its back). A failed round is counted and retried
-//! on the next tick; etcd resets lease TTLs on restart or leader change, so a
-//! short outage does not expire the record.
+//! * `upsert` of a key held with a live lease puts the new value under the
+//!   same lease (in place: no new lease, no revoke, no moment without the
+//!   record); otherwise it grants a lease, puts the record with it and
+//!   starts the keeper;
+//! * the keeper runs a round (keepalive + key check) every TTL/3; a lost
+//!   lease is replaced (new lease + put), a vanished key is put back under
+//!   the live lease, always with the slot's current value and under the
+//!   slot's lock, so it never races an `upsert`;
+//! * a failed round backs off ([`steadfast_core::Recover`]) and reports to
+//!   the shared prober (`health`); when etcd answers again every failing
+//!   keeper retries within the spread window;
+//! * `remove` stops the keeper, then deletes the key and/or revokes the
+//!   lease. Dropping [`Registrations`] aborts every keeper: the keys expire
+//!   with their leases.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use steadfast_core::ErrorClass;
 use tokio::task::JoinHandle;
 
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
+use crate::health::Health;
+use crate::keeper_machine::{KeeperAction, KeeperMachine, KeeperPolicy, Lost, RoundOutcome};
 use crate::stats::EtcdStats;
-
-/// Shortest keepalive period, whatever the TTL.
-const MIN_PERIOD: Duration = Duration::from_millis(200);
 
 /// Grants a lease of `ttl_secs` and puts `value` under `key` with it.
 /// Returns the lease id. On a failed put the lease is revoked (best effort).
@@ -32,151 +44,277 @@ pub(crate) async fn establish(
 ) -> Result<i64, GatewayError> {
     let lease = client.lease_grant(ttl_secs).await?.id;
     if let Err(e) = client.put(key, value, lease).await {
-        if let Err(r) = client.lease_revoke(lease).await {
-            tracing::debug!(lease, error = %r, "revoking an unused lease failed; it will expire");
-        }
+        revoke_quietly(client, lease).await;
         return Err(e);
     }
     Ok(lease)
 }
 
-/// A live registration: the current lease and the task keeping it alive.
-/// [`Registration::stop`] ends the task between rounds (so a re-register in
-/// progress lands before the caller deletes the record); dropping it aborts
-/// the task (the record then expires with its lease).
+async fn revoke_quietly(client: &EtcdClient, lease: i64) {
+    if let Err(e) = client.lease_revoke(lease).await {
+        tracing::debug!(lease, error = %e, "revoking a lease failed; it will expire");
+    }
+}
+
+/// What every keeper of one registry shares.
 #[derive(Debug)]
-pub(crate) struct Registration {
-    lease: Arc<AtomicI64>,
-    stop: Arc<Notify>,
-    task: Option<JoinHandle<()>>,
+pub(crate) struct KeeperCtx {
+    pub client: Arc<EtcdClient>,
+    pub ttl_secs: i64,
+    pub operation_timeout: Duration,
+    pub policy: KeeperPolicy,
+    pub stats: Arc<EtcdStats>,
+    pub health: Arc<Health>,
 }
 
-impl Registration {
-    /// Starts keeping `key` alive, registered with `lease`.
-    pub(crate) fn spawn(
-        client: Arc<EtcdClient>,
-        key: Vec<u8>,
-        value: Vec<u8>,
-        ttl_secs: i64,
-        lease: i64,
-        stats: Arc<EtcdStats>,
-    ) -> Self {
-        let lease = Arc::new(AtomicI64::new(lease));
-        let stop = Arc::new(Notify::new());
-        let keeper = Keeper {
-            client,
-            key,
-            value,
-            ttl_secs,
-            lease: lease.clone(),
-            stats,
-        };
-        Self {
-            lease,
-            task: Some(tokio::spawn(keeper.run(stop.clone()))),
-            stop,
-        }
-    }
-
-    /// Stops keeping the record alive once the current round (if any) is
-    /// done, and returns the lease it ended on.
-    pub(crate) async fn stop(mut self) -> i64 {
-        self.stop.notify_one();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-        self.lease()
-    }
-
-    /// The lease the record is currently attached to.
-    pub(crate) fn lease(&self) -> i64 {
-        self.lease.load(Ordering::Acquire)
-    }
+/// What [`Registrations::remove`] does to the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// Delete the key, then revoke the lease.
+    DeleteKey,
+    /// Only revoke the lease: the key goes iff it is still attached to it
+    /// (another publisher's put of the same key survives).
+    RevokeLease,
 }
 
-impl Drop for Registration {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
-}
-
-struct Keeper {
-    client: Arc<EtcdClient>,
-    key: Vec<u8>,
+#[derive(Debug, Default)]
+struct SlotState {
     value: Vec<u8>,
-    ttl_secs: i64,
-    lease: Arc<AtomicI64>,
-    stats: Arc<EtcdStats>,
+    /// 0 = not registered.
+    lease: i64,
 }
 
-/// What one keepalive round found.
-enum Health {
-    /// Lease alive and key present.
-    Alive,
-    /// The lease is gone or the key vanished: register again.
-    Lost(&'static str),
-    /// etcd could not be asked; try again next tick.
-    Unknown(GatewayError),
+#[derive(Debug)]
+struct KeySlot {
+    key: Vec<u8>,
+    state: tokio::sync::Mutex<SlotState>,
+    /// Mirror of `state.lease` for synchronous reads.
+    lease: AtomicI64,
+    keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Keeper {
-    fn period(&self) -> Duration {
-        let ttl = Duration::from_secs(u64::try_from(self.ttl_secs).unwrap_or(1));
-        (ttl / 3).max(MIN_PERIOD)
+impl KeySlot {
+    fn keeper(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
+        self.keeper.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn run(self, stop: Arc<Notify>) {
-        let period = self.period();
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                _ = stop.notified() => return,
+    fn stop_keeper(&self) {
+        if let Some(h) = self.keeper().take() {
+            h.abort();
+        }
+    }
+}
+
+/// Leased keys of one registry, by key.
+#[derive(Debug)]
+pub(crate) struct Registrations {
+    ctx: Arc<KeeperCtx>,
+    slots: Mutex<HashMap<Vec<u8>, Arc<KeySlot>>>,
+}
+
+impl Registrations {
+    pub(crate) fn new(ctx: Arc<KeeperCtx>) -> Self {
+        Self {
+            ctx,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Arc<KeySlot>>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self, key: &[u8]) -> Arc<KeySlot> {
+        self.slots()
+            .entry(key.to_vec())
+            .or_insert_with(|| {
+                Arc::new(KeySlot {
+                    key: key.to_vec(),
+                    state: tokio::sync::Mutex::new(SlotState::default()),
+                    lease: AtomicI64::new(0),
+                    keeper: Mutex::new(None),
+                })
+            })
+            .clone()
+    }
+
+    /// The lease `key` is attached to while it is kept alive here.
+    pub(crate) fn lease_of(&self, key: &[u8]) -> Option<i64> {
+        let lease = self.slots().get(key)?.lease.load(Ordering::Acquire);
+        (lease != 0).then_some(lease)
+    }
+
+    /// Stores `value` under `key` and keeps it alive: in place under the
+    /// current lease when there is one, else under a new lease.
+    pub(crate) async fn upsert(&self, key: &[u8], value: Vec<u8>) -> Result<(), GatewayError> {
+        let slot = self.slot(key);
+        let mut st = slot.state.lock().await;
+        let client = &self.ctx.client;
+        if st.lease != 0 {
+            match client.put(key, &value, st.lease).await {
+                Ok(_) => {
+                    st.value = value;
+                    return Ok(());
+                }
+                Err(e) if e.is_not_found() => {
+                    tracing::info!(key = %lossy(key), lease = st.lease, "lease gone; registering anew");
+                }
+                Err(e) => return Err(e),
             }
-            let lease = self.lease.load(Ordering::Acquire);
-            match self.check(lease).await {
-                Health::Alive => {}
-                Health::Lost(why) => self.reregister(lease, why).await,
-                Health::Unknown(e) => {
-                    EtcdStats::bump(&self.stats.keepalive_failures);
-                    tracing::warn!(key = %self.key_str(), error = %e, "etcd keepalive failed");
+        }
+        let lease = establish(client, key, &value, self.ctx.ttl_secs).await?;
+        st.lease = lease;
+        st.value = value;
+        slot.lease.store(lease, Ordering::Release);
+        let mut keeper = slot.keeper();
+        if keeper.as_ref().is_none_or(JoinHandle::is_finished) {
+            *keeper = Some(tokio::spawn(keep(slot.clone(), self.ctx.clone())));
+        }
+        Ok(())
+    }
+
+    /// Stops keeping `key` alive and removes its record as `how` says. A
+    /// key not held here is deleted anyway with [`Removal::DeleteKey`].
+    pub(crate) async fn remove(&self, key: &[u8], how: Removal) -> Result<(), GatewayError> {
+        let slot = self.slot(key);
+        let mut st = slot.state.lock().await;
+        // Under the lock the keeper is between two steps: stop it there.
+        slot.stop_keeper();
+        slot.lease.store(0, Ordering::Release);
+        let lease = std::mem::take(&mut st.lease);
+        let client = &self.ctx.client;
+        if how == Removal::DeleteKey {
+            if let Err(e) = client.delete(key).await {
+                if lease != 0 {
+                    revoke_quietly(client, lease).await;
+                }
+                return Err(e);
+            }
+        }
+        if lease != 0 {
+            match (how, client.lease_revoke(lease).await) {
+                (_, Ok(_)) => {}
+                (Removal::RevokeLease, Err(e)) => return Err(e),
+                (Removal::DeleteKey, Err(e)) => {
+                    tracing::warn!(lease, error = %e, "revoking the lease failed; it will expire");
                 }
             }
         }
-    }
-
-    async fn check(&self, lease: i64) -> Health {
-        match self.client.lease_keepalive(lease).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return Health::Lost("lease gone"),
-            Err(e) => return Health::Unknown(e),
+        drop(st);
+        let mut slots = self.slots();
+        // Nobody else waits on this slot: forget it.
+        if Arc::strong_count(&slot) <= 2 {
+            slots.remove(key);
         }
-        match self.client.get(&self.key).await {
-            Ok(r) if r.kvs.is_empty() => Health::Lost("key vanished"),
-            Ok(_) => Health::Alive,
-            Err(e) => Health::Unknown(e),
+        Ok(())
+    }
+}
+
+impl Drop for Registrations {
+    fn drop(&mut self) {
+        for slot in self.slots().values() {
+            slot.stop_keeper();
         }
     }
+}
 
-    async fn reregister(&self, old: i64, why: &'static str) {
-        tracing::warn!(key = %self.key_str(), lease = old, why, "etcd registration lost; registering again");
-        match establish(&self.client, &self.key, &self.value, self.ttl_secs).await {
-            Ok(new) => {
-                self.lease.store(new, Ordering::Release);
-                EtcdStats::bump(&self.stats.reregistrations);
-                if let Err(e) = self.client.lease_revoke(old).await {
-                    tracing::debug!(lease = old, error = %e, "revoking the old lease failed");
+fn lossy(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// The keeper task of one slot: performs what its [`KeeperMachine`]
+/// decides, until aborted.
+async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
+    let mut machine = KeeperMachine::new(ctx.policy, now(), StdRng::from_entropy());
+    let mut answered = ctx.health.answered();
+    answered.borrow_and_update();
+    let mut signal = true;
+    loop {
+        let due = tokio::time::Instant::from_std(machine.due());
+        tokio::select! {
+            () = tokio::time::sleep_until(due) => {}
+            changed = answered.changed(), if signal => {
+                match changed {
+                    Ok(()) => { machine.on_answered(now()); }
+                    Err(_) => signal = false,
                 }
-            }
-            Err(e) => {
-                EtcdStats::bump(&self.stats.keepalive_failures);
-                tracing::warn!(key = %self.key_str(), error = %e, "etcd re-registration failed");
+                continue;
             }
         }
+        if machine.on_wake(now()) != KeeperAction::Round {
+            continue;
+        }
+        let lease = slot.lease.load(Ordering::Acquire);
+        if lease == 0 {
+            return;
+        }
+        let outcome = round(&ctx.client, &slot.key, lease).await;
+        let mut action = machine.on_round(outcome, now());
+        if let KeeperAction::Reregister(lost) = action {
+            let result = reregister(&ctx, &slot, lease, lost).await;
+            action = machine.on_reregistered(result, now());
+        }
+        if action == KeeperAction::ReportDown {
+            EtcdStats::bump(&ctx.stats.keepalive_failures);
+            ctx.health.report_down();
+        }
     }
+}
 
-    fn key_str(&self) -> String {
-        String::from_utf8_lossy(&self.key).into_owned()
+/// One keepalive round: refresh the lease, then check the key.
+async fn round(client: &EtcdClient, key: &[u8], lease: i64) -> RoundOutcome {
+    match client.lease_keepalive(lease).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return RoundOutcome::LeaseGone,
+        Err(e) => {
+            tracing::warn!(key = %lossy(key), error = %e, "etcd keepalive failed");
+            return RoundOutcome::Failed(e.class());
+        }
     }
+    match client.get(key).await {
+        Ok(r) if r.kvs.is_empty() => RoundOutcome::KeyVanished,
+        Ok(_) => RoundOutcome::Alive,
+        Err(e) => RoundOutcome::Failed(e.class()),
+    }
+}
+
+/// Redoes the registration found lost with lease `seen`, under the slot's
+/// lock and with its current value.
+async fn reregister(
+    ctx: &KeeperCtx,
+    slot: &KeySlot,
+    seen: i64,
+    lost: Lost,
+) -> Result<(), ErrorClass> {
+    let mut st = slot.state.lock().await;
+    if st.lease != seen {
+        // Removed, or an upsert registered anew meanwhile.
+        return Ok(());
+    }
+    let key = &slot.key;
+    tracing::warn!(key = %lossy(key), lease = seen, ?lost, "etcd registration lost; registering again");
+    if lost == Lost::KeyVanished {
+        match ctx.client.put(key, &st.value, seen).await {
+            Ok(_) => {
+                EtcdStats::bump(&ctx.stats.reregistrations);
+                return Ok(());
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.class()),
+        }
+    }
+    let fresh = establish(&ctx.client, key, &st.value, ctx.ttl_secs)
+        .await
+        .map_err(|e| {
+            tracing::warn!(key = %lossy(key), error = %e, "etcd re-registration failed");
+            e.class()
+        })?;
+    st.lease = fresh;
+    slot.lease.store(fresh, Ordering::Release);
+    EtcdStats::bump(&ctx.stats.reregistrations);
+    Ok(())
 }

@@ -2,22 +2,37 @@
 //!
 //! Records live at `<prefix>/services/<app>/<instance-id>` as
 //! [`ServiceInstance`] JSON, each attached to its own lease kept alive by a
-//! task (see `keepalive`). The registry is a cheap clone; when the
-//! last clone drops, every keepalive task is aborted and the records expire
-//! with their leases (they are not deleted: call
-//! [`Registry::unregister`] for a prompt removal). Watch streams hold only
-//! the client, not the registry.
+//! keeper task (see `keepalive`).
+//!
+//! * Operations are serialised per key, never behind one global lock: a slow
+//!   call for one instance delays no other instance.
+//! * Every register / unregister is bounded as a whole by
+//!   `operation_timeout` (waiting for another operation on the same key
+//!   included) and fails with [`RegistryError::Timeout`] past it.
+//! * Registering an instance this registry already keeps with a live lease
+//!   updates its record in place under that lease (a closing announcement is
+//!   one put, and the keeper re-registers with the new value if it ever has
+//!   to).
+//! * Failing keepalives share one prober; when etcd answers again every lost
+//!   registration comes back within `reregister_spread` plus one round.
+//!
+//! The registry is a cheap clone; when the last clone drops, every keeper is
+//! aborted and the records expire with their leases (they are not deleted:
+//! call [`Registry::unregister`] for a prompt removal). Watch streams hold
+//! only the client, not the registry.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use steadfast_core::{Registry, RegistryError, ServiceInstance, SnapshotStream};
+use steadfast_core::{RecoverPolicy, Registry, RegistryError, ServiceInstance, SnapshotStream};
 
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
-use crate::keepalive::{establish, Registration};
+use crate::health::Health;
+use crate::keepalive::{KeeperCtx, Registrations, Removal};
+use crate::keeper_machine::KeeperPolicy;
 use crate::metadata::EtcdMetadataReport;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, StatsSnapshot};
@@ -36,16 +51,43 @@ struct Inner {
     config: EtcdConfig,
     layout: KeyLayout,
     stats: Arc<EtcdStats>,
-    /// Live registrations by key; dropping one aborts its keepalive task.
-    registrations: Mutex<HashMap<String, Registration>>,
-    /// Serialises register/unregister so two calls for one key cannot
-    /// interleave their lease and put.
-    ops: tokio::sync::Mutex<()>,
+    registrations: Registrations,
+    report: EtcdMetadataReport,
+}
+
+/// The keeper context every registration (and metadata publication) of a
+/// client shares.
+pub(crate) fn keeper_ctx(
+    client: Arc<EtcdClient>,
+    config: &EtcdConfig,
+    stats: Arc<EtcdStats>,
+) -> Arc<KeeperCtx> {
+    let layout = KeyLayout::new(&config.prefix);
+    let health = Arc::new(Health::new(
+        client.clone(),
+        config,
+        layout.prefix().as_bytes().to_vec(),
+        stats.clone(),
+    ));
+    let ttl_secs = config.lease_ttl_secs();
+    Arc::new(KeeperCtx {
+        client,
+        ttl_secs,
+        operation_timeout: config.operation_timeout,
+        policy: KeeperPolicy::for_ttl(
+            ttl_secs,
+            RecoverPolicy::new(config.backoff),
+            config.reregister_spread,
+        ),
+        stats,
+        health,
+    })
 }
 
 impl EtcdRegistry {
-    /// A registry for `config`. Does no IO.
+    /// A registry for `config` (validated). Does no IO.
     pub fn new(config: EtcdConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
         let client = EtcdClient::new(
             config.endpoints.clone(),
             config.request_timeout,
@@ -58,14 +100,17 @@ impl EtcdRegistry {
     /// timeouts are then ignored).
     pub fn with_client(client: Arc<EtcdClient>, config: EtcdConfig) -> Self {
         let layout = KeyLayout::new(&config.prefix);
+        let stats = Arc::new(EtcdStats::default());
+        let ctx = keeper_ctx(client.clone(), &config, stats.clone());
+        let report = EtcdMetadataReport::with_ctx(ctx.clone(), &config.prefix);
         Self {
             inner: Arc::new(Inner {
                 client,
                 layout,
                 config,
-                stats: Arc::new(EtcdStats::default()),
-                registrations: Mutex::new(HashMap::new()),
-                ops: tokio::sync::Mutex::new(()),
+                stats,
+                registrations: Registrations::new(ctx),
+                report,
             }),
         }
     }
@@ -85,24 +130,24 @@ impl EtcdRegistry {
         &self.inner.layout
     }
 
-    /// The counters of every watch and keepalive of this registry.
+    /// The counters of every watch and keepalive of this registry (and of
+    /// its metadata report).
     pub fn stats(&self) -> StatsSnapshot {
         self.inner.stats.snapshot()
     }
 
-    /// A remote metadata report on the same client and prefix.
+    /// The remote metadata report on the same client and prefix; every call
+    /// returns the same report (its publications live as long as it or this
+    /// registry does).
     pub fn metadata_report(&self) -> EtcdMetadataReport {
-        EtcdMetadataReport::with_client(self.inner.client.clone(), &self.inner.config.prefix)
+        self.inner.report.clone()
     }
 
     /// The lease `instance`'s record is attached to, while this registry
     /// keeps it alive.
     pub fn lease_of(&self, instance: &ServiceInstance) -> Option<i64> {
         let key = self.inner.layout.instance_key(&instance.app, &instance.id);
-        self.inner
-            .registrations()
-            .get(&key)
-            .map(Registration::lease)
+        self.inner.registrations.lease_of(key.as_bytes())
     }
 
     /// Lists `app` now, skipping (and counting) invalid records.
@@ -122,12 +167,6 @@ impl EtcdRegistry {
 }
 
 impl Inner {
-    fn registrations(&self) -> std::sync::MutexGuard<'_, HashMap<String, Registration>> {
-        self.registrations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     async fn list(&self, app: &str) -> Result<Vec<ServiceInstance>, RegistryError> {
         check_segment("app", app)?;
         let prefix = self.layout.app_prefix(app);
@@ -145,56 +184,36 @@ impl Inner {
         Ok(out)
     }
 
+    /// Runs `op` under the whole-operation deadline.
+    async fn bounded<F>(&self, op: F) -> Result<(), RegistryError>
+    where
+        F: Future<Output = Result<(), GatewayError>>,
+    {
+        match tokio::time::timeout(self.config.operation_timeout, op).await {
+            Ok(r) => r.map_err(RegistryError::from),
+            Err(_) => Err(RegistryError::Timeout),
+        }
+    }
+
     async fn register(&self, instance: &ServiceInstance) -> Result<(), RegistryError> {
         check_segment("app", &instance.app)?;
         check_segment("instance id", &instance.id)?;
         let value = serde_json::to_vec(instance)
             .map_err(|e| RegistryError::Rejected(format!("cannot encode instance: {e}")))?;
         let key = self.layout.instance_key(&instance.app, &instance.id);
-        let ttl = self.config.lease_ttl_secs();
-        let _serial = self.ops.lock().await;
-        // Stop the old keepalive first so it cannot put the old record back.
-        let old = self.registrations().remove(&key);
-        let old_lease = match old {
-            Some(reg) => Some(reg.stop().await),
-            None => None,
-        };
-        let lease = establish(&self.client, key.as_bytes(), &value, ttl).await?;
-        let reg = Registration::spawn(
-            self.client.clone(),
-            key.clone().into_bytes(),
-            value,
-            ttl,
-            lease,
-            self.stats.clone(),
-        );
-        self.registrations().insert(key, reg);
-        if let Some(old) = old_lease.filter(|&l| l != lease) {
-            if let Err(e) = self.client.lease_revoke(old).await {
-                tracing::debug!(lease = old, error = %e, "revoking the replaced lease failed");
-            }
-        }
-        Ok(())
+        self.bounded(self.registrations.upsert(key.as_bytes(), value))
+            .await
     }
 
     async fn unregister(&self, instance: &ServiceInstance) -> Result<(), RegistryError> {
         check_segment("app", &instance.app)?;
         check_segment("instance id", &instance.id)?;
         let key = self.layout.instance_key(&instance.app, &instance.id);
-        let _serial = self.ops.lock().await;
-        let reg = self.registrations().remove(&key);
-        // Let a re-register in progress land before the delete, not after.
-        let lease = match reg {
-            Some(reg) => Some(reg.stop().await),
-            None => None,
-        };
-        self.client.delete(key.as_bytes()).await?;
-        if let Some(lease) = lease {
-            if let Err(e) = self.client.lease_revoke(lease).await {
-                tracing::warn!(lease, error = %e, "revoking the lease failed; it will expire");
-            }
-        }
-        Ok(())
+        self.bounded(
+            self.registrations
+                .remove(key.as_bytes(), Removal::DeleteKey),
+        )
+        .await
     }
 }
 

@@ -11,14 +11,27 @@ pub struct EtcdStats {
     /// Full range resyncs after a compaction, a cancel, a cluster change or a
     /// wiped data dir (the initial range is not counted).
     pub resyncs: AtomicU64,
-    /// Watches resumed from `last revision + 1` after the stream broke.
+    /// Interruptions of a watch (stream ended or broke, an open failed, a
+    /// liveness loss), each followed by a resume.
     pub resumes: AtomicU64,
+    /// Full re-reads of an app on resuming after an outage (a clean
+    /// reconnect resumes from the last revision instead).
+    pub rereads: AtomicU64,
+    /// Differences (instances added, removed or changed) a re-read or resync
+    /// found against the state the watch had delivered: notifications the
+    /// watch missed, e.g. writes to a wiped store past its old revision.
+    pub missed_notifications: AtomicU64,
+    /// Watch endpoints declared dead by the liveness probe (frozen,
+    /// leaderless, black-holed).
+    pub liveness_failures: AtomicU64,
     /// `Err(Unavailable)` items yielded to the engine.
     pub unavailable_reports: AtomicU64,
     /// Registrations redone by a keepalive task (lease gone or key vanished).
     pub reregistrations: AtomicU64,
     /// Keepalive rounds that failed to reach etcd.
     pub keepalive_failures: AtomicU64,
+    /// Probes of the shared "etcd answered again" prober that failed.
+    pub health_probe_failures: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -30,18 +43,31 @@ pub struct StatsSnapshot {
     pub resyncs: u64,
     /// See [`EtcdStats::resumes`].
     pub resumes: u64,
+    /// See [`EtcdStats::rereads`].
+    pub rereads: u64,
+    /// See [`EtcdStats::missed_notifications`].
+    pub missed_notifications: u64,
+    /// See [`EtcdStats::liveness_failures`].
+    pub liveness_failures: u64,
     /// See [`EtcdStats::unavailable_reports`].
     pub unavailable_reports: u64,
     /// See [`EtcdStats::reregistrations`].
     pub reregistrations: u64,
     /// See [`EtcdStats::keepalive_failures`].
     pub keepalive_failures: u64,
+    /// See [`EtcdStats::health_probe_failures`].
+    pub health_probe_failures: u64,
 }
 
 impl EtcdStats {
     /// Adds one to `counter`.
     pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        Self::add(counter, 1);
+    }
+
+    /// Adds `n` to `counter` (wrapping; a u64 of events never wraps).
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Reads every counter.
@@ -51,9 +77,13 @@ impl EtcdStats {
             invalid_records: r(&self.invalid_records),
             resyncs: r(&self.resyncs),
             resumes: r(&self.resumes),
+            rereads: r(&self.rereads),
+            missed_notifications: r(&self.missed_notifications),
+            liveness_failures: r(&self.liveness_failures),
             unavailable_reports: r(&self.unavailable_reports),
             reregistrations: r(&self.reregistrations),
             keepalive_failures: r(&self.keepalive_failures),
+            health_probe_failures: r(&self.health_probe_failures),
         }
     }
 }

@@ -45,7 +45,7 @@ fn messages_split_across_chunks_then_the_sigterm_object_without_newline() {
 #[test]
 fn a_broken_body_yields_complete_lines_then_a_transport_error_and_ends() {
     let chunks: Vec<Result<Vec<u8>, Eof>> = vec![
-        Ok(format!("{CREATED}\n{}", &EVENT[..20]).into_bytes()),
+        Ok(format!("{CREATED}\n{}", EVENT.get(..20).unwrap()).into_bytes()),
         Err(Eof),
         Ok(b"never read".to_vec()),
     ];

@@ -1,116 +1,54 @@
 //! [`WatchMachine`]: the sans-IO state of one app's watch.
 //!
-//! It holds the app's instances by key, the last revision applied, and the
-//! identity (cluster id, raft term) of the store they came from. Gateway
-//! answers go in; a [`Step`] comes out: what to do next ([`Next`]) and, when
-//! the instance set was (re)computed, the full snapshot to yield.
+//! It holds the app's instances by key, the last revision applied, the
+//! identity (cluster id, raft term) of the store they came from, and (in
+//! `watch_timing`) when to probe, report and retry. Gateway answers, probe
+//! outcomes and timer firings go in with the time they happened; a [`Step`]
+//! comes out: what to do next ([`Next`]), the snapshot to yield, the error
+//! to report, a probe to start.
 //!
-//! Rules:
+//! Data rules:
 //! * range result: replace all state, yield a snapshot, watch from
-//!   `revision + 1`;
+//!   `revision + 1`. A range that is not the first one (a re-read after an
+//!   outage, a resync) is diffed against the state held: every instance
+//!   added, removed or changed counts as a missed notification;
 //! * watch created: if the cluster id changed, the store revision is behind
 //!   the last one seen, or the raft term went backwards (a wiped data dir
 //!   restarts all three), demand a full resync; otherwise keep reading;
 //! * events: apply PUT/DELETE in order (events at or below the last revision
 //!   are duplicates and skipped), advance to the last event's
 //!   `mod_revision`, yield a snapshot;
-//! * progress notification: advance the last revision to its header revision
-//!   (etcd only notifies watchers that are in sync), yield nothing;
+//! * progress notification: advance the last revision to its header
+//!   revision (etcd only notifies watchers that are in sync), yield nothing;
 //! * cancel (compaction or otherwise): full resync;
-//! * end of stream, error object, broken transport, malformed line, failed
-//!   open, idle timeout: back off, then resume from `last revision + 1`.
+//! * a revision etcd cannot produce (below 1, `i64::MAX`, an event past its
+//!   header) makes the message malformed: the stream is dropped and the app
+//!   re-read; a range answering such a revision is a failed range. No
+//!   arithmetic on etcd numbers can overflow.
+//!
+//! Liveness rules (see `watch_timing`): probes while live, a dead endpoint
+//! is dropped (and demoted), every resume after an outage is a full
+//! re-read, the source is reported unhealthy once per outage, and resumes
+//! are driven by [`steadfast_core::Recover`] with a probe cadence.
 //!
 //! Invalid records are skipped with a warning and counted; an instance whose
-//! record turns invalid is removed. After `unavailable_after` consecutive
-//! failures the step carries an error for the engine.
+//! record turns invalid is removed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
-use steadfast_core::{RegistryError, ServiceInstance};
+use rand::rngs::StdRng;
+use steadfast_core::{ErrorClass, RegistryError, ServiceInstance};
 
 use crate::error::GatewayError;
 use crate::gateway::WatchError;
 use crate::records::KeyLayout;
 use crate::stats::EtcdStats;
+pub use crate::watch_step::{Interruption, Next, Probe, ProbeTarget, Resume, Step};
+use crate::watch_timing::{Liveness, ProbeVerdict};
+pub use crate::watch_timing::{Phase, WatchTiming};
 use crate::wire::{EventType, KeyValue, RangeResponse, ResponseHeader, WatchResponse};
-
-/// What to do after a backoff delay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resume {
-    /// A full range of the app prefix.
-    Range,
-    /// Open a watch from this revision.
-    Watch {
-        /// First revision wanted.
-        from: i64,
-    },
-}
-
-/// The next action for the IO driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// Keep reading the open watch stream.
-    Continue,
-    /// Drop any open stream and range the app prefix now.
-    Range,
-    /// Drop any open stream and open a watch from `from` now.
-    Watch {
-        /// First revision wanted.
-        from: i64,
-    },
-    /// Drop any open stream, wait the backoff delay of retry `attempt`
-    /// (0-based), then do `then`.
-    Backoff {
-        /// Retry number for the backoff policy.
-        attempt: u32,
-        /// What to do after the delay.
-        then: Resume,
-    },
-}
-
-impl From<Resume> for Next {
-    fn from(r: Resume) -> Self {
-        match r {
-            Resume::Range => Next::Range,
-            Resume::Watch { from } => Next::Watch { from },
-        }
-    }
-}
-
-/// Why a watch stream stopped being usable.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Interruption {
-    /// The stream ended cleanly (EOF).
-    Ended,
-    /// The stream failed (error object, broken transport, malformed line).
-    Stream(WatchError),
-    /// Opening the watch failed (no endpoint reachable, timeout, refusal).
-    Open(GatewayError),
-    /// Nothing arrived within the idle timeout.
-    Idle,
-}
-
-/// The outcome of one input.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Step {
-    /// What the driver does next.
-    pub next: Next,
-    /// The full instance set, when it was (re)computed.
-    pub snapshot: Option<Vec<ServiceInstance>>,
-    /// Set when failures reached the threshold: the error to report.
-    pub give_up: Option<RegistryError>,
-}
-
-impl Step {
-    fn next(next: Next) -> Self {
-        Self {
-            next,
-            snapshot: None,
-            give_up: None,
-        }
-    }
-}
 
 /// The sans-IO watch state of one app.
 #[derive(Debug)]
@@ -121,19 +59,27 @@ pub struct WatchMachine {
     last_revision: i64,
     cluster_id: Option<u64>,
     raft_term: u64,
-    failures: u32,
-    unavailable_after: u32,
+    resume: Resume,
+    resync_pending: bool,
+    last_error: String,
+    live: Liveness,
     stats: Arc<EtcdStats>,
 }
 
+/// Whether etcd can produce `rev` as a store revision (and its successor).
+fn plausible(rev: i64) -> bool {
+    (1..i64::MAX).contains(&rev)
+}
+
 impl WatchMachine {
-    /// A machine for `app` under `layout`, reporting after
-    /// `unavailable_after` consecutive failures (at least 1).
+    /// A machine for `app` under `layout` with `timing`; `rng` drives the
+    /// jitter. Its first action is a range ([`WatchMachine::start`]).
     pub fn new(
         layout: KeyLayout,
         app: &str,
-        unavailable_after: u32,
+        timing: WatchTiming,
         stats: Arc<EtcdStats>,
+        rng: StdRng,
     ) -> Self {
         Self {
             layout,
@@ -142,10 +88,18 @@ impl WatchMachine {
             last_revision: 0,
             cluster_id: None,
             raft_term: 0,
-            failures: 0,
-            unavailable_after: unavailable_after.max(1),
+            resume: Resume::Range,
+            resync_pending: false,
+            last_error: String::new(),
+            live: Liveness::new(timing, rng),
             stats,
         }
+    }
+
+    /// The first action: range the app prefix.
+    pub fn start(&mut self) -> Step {
+        self.live.attempting(Phase::Ranging);
+        Step::next(Next::Range)
     }
 
     /// The watched app.
@@ -170,48 +124,125 @@ impl WatchMachine {
 
     /// Consecutive failures since the last success.
     pub fn failures(&self) -> u32 {
-        self.failures
+        self.live.failures()
     }
 
-    /// A range of the app prefix answered: replace everything.
-    pub fn on_range(&mut self, r: &RangeResponse) -> Step {
+    /// Where the watch is.
+    pub fn phase(&self) -> Phase {
+        self.live.phase()
+    }
+
+    /// Whether unhealthiness was reported for the current outage.
+    pub fn reported(&self) -> bool {
+        self.live.reported()
+    }
+
+    /// When the driver must call [`WatchMachine::on_timer`] next, at the
+    /// latest (`None`: only IO can move the machine).
+    pub fn next_wake(&self) -> Option<Instant> {
+        self.live.next_wake()
+    }
+
+    /// A range of the app prefix answered.
+    pub fn on_range(&mut self, r: &RangeResponse, now: Instant) -> Step {
+        let rev = r.header.revision;
+        if !plausible(rev) {
+            let e = GatewayError::Decode(format!("range answered impossible revision {rev}"));
+            return self.on_range_failed(&e, now);
+        }
+        if self.cluster_id.is_some() {
+            self.count_reread(r);
+        }
         self.instances.clear();
         for kv in &r.kvs {
             self.apply_put(kv);
         }
-        self.last_revision = r.header.revision;
+        self.last_revision = rev;
         self.cluster_id = Some(r.header.cluster_id);
         self.raft_term = r.header.raft_term;
-        self.failures = 0;
+        self.resync_pending = false;
+        self.live.range_ok();
+        self.live.attempting(Phase::Opening);
+        // `plausible` leaves room for the successor.
+        let from = rev.saturating_add(1);
+        self.resume = Resume::Watch { from };
         Step {
-            next: Next::Watch {
-                from: self.last_revision + 1,
-            },
             snapshot: Some(self.snapshot()),
-            give_up: None,
+            ..Step::next(Next::Watch { from })
+        }
+    }
+
+    /// Counts and logs how a non-initial range differs from the state held.
+    fn count_reread(&mut self, r: &RangeResponse) {
+        if self.resync_pending {
+            // Counted as a resync already.
+        } else if let Some(why) = self.store_changed(&r.header) {
+            EtcdStats::bump(&self.stats.resyncs);
+            tracing::warn!(app = %self.app, why, "etcd store changed during the outage");
+        } else {
+            EtcdStats::bump(&self.stats.rereads);
+        }
+        let mut fresh = BTreeMap::new();
+        for kv in &r.kvs {
+            if let Ok(i) = self.layout.decode_instance(&self.app, &kv.key, &kv.value) {
+                fresh.insert(kv.key.clone(), i);
+            }
+        }
+        let changed = fresh
+            .iter()
+            .filter(|(k, v)| self.instances.get(*k) != Some(*v))
+            .count();
+        let removed = self
+            .instances
+            .keys()
+            .filter(|k| !fresh.contains_key(*k))
+            .count();
+        let missed = u64::try_from(changed.saturating_add(removed)).unwrap_or(u64::MAX);
+        if missed > 0 {
+            EtcdStats::add(&self.stats.missed_notifications, missed);
+            tracing::warn!(app = %self.app, missed, changed, removed,
+                "etcd re-read found changes the watch did not deliver");
         }
     }
 
     /// The range failed.
-    pub fn on_range_failed(&mut self, e: &GatewayError) -> Step {
+    pub fn on_range_failed(&mut self, e: &GatewayError, now: Instant) -> Step {
         tracing::warn!(app = %self.app, error = %e, "etcd range failed");
-        self.fail(Resume::Range, e.to_string())
+        self.last_error = e.to_string();
+        self.resume = Resume::Range;
+        self.fail(e.class(), now, false, true)
+    }
+
+    /// The watch open answered (its first message is next on the stream).
+    pub fn on_opened(&mut self, now: Instant) -> Step {
+        self.live.live(now);
+        Step::next(Next::Continue)
     }
 
     /// One message of the open watch stream.
-    pub fn on_message(&mut self, m: &WatchResponse) -> Step {
+    pub fn on_message(&mut self, m: &WatchResponse, now: Instant) -> Step {
+        self.live.activity(now);
         if m.canceled {
             tracing::warn!(app = %self.app, compact_revision = m.compact_revision,
                 reason = %m.cancel_reason, last = self.last_revision,
                 "etcd cancelled the watch; resyncing");
             return self.resync();
         }
+        if let Some(why) = self.implausible(m) {
+            let e = WatchError::Malformed(why);
+            return self.on_interrupted(&Interruption::Stream(e), now);
+        }
         if m.created {
             if let Some(why) = self.store_changed(&m.header) {
                 tracing::warn!(app = %self.app, why, "etcd store changed under the watch; resyncing");
                 return self.resync();
             }
-            self.failures = 0;
+            if self.live.needs_reread() {
+                // Reported unhealthy while the open was pending: re-read.
+                self.live.attempting(Phase::Ranging);
+                return Step::next(Next::Range);
+            }
+            self.live.created_ok();
             self.raft_term = self.raft_term.max(m.header.raft_term);
         }
         if m.is_progress() {
@@ -236,58 +267,160 @@ impl WatchMachine {
             self.last_revision = self.last_revision.max(ev.kv.mod_revision);
             applied = true;
         }
+        if let Some(from) = self.last_revision.checked_add(1) {
+            self.resume = Resume::Watch { from };
+        }
         Step {
-            next: Next::Continue,
             snapshot: applied.then(|| self.snapshot()),
-            give_up: None,
+            ..Step::next(Next::Continue)
         }
     }
 
-    /// The stream stopped being usable: resume from the last revision.
-    pub fn on_interrupted(&mut self, why: &Interruption) -> Step {
-        tracing::info!(app = %self.app, ?why, last = self.last_revision, "etcd watch interrupted; resuming");
+    /// Why `m` cannot come from etcd, if it cannot.
+    fn implausible(&self, m: &WatchResponse) -> Option<String> {
+        let head = m.header.revision;
+        if (m.created || m.is_progress()) && !plausible(head) {
+            return Some(format!("header revision {head}"));
+        }
+        m.events
+            .iter()
+            .map(|ev| ev.kv.mod_revision)
+            .find(|&r| !plausible(r) || (head > 0 && r > head))
+            .map(|r| format!("event revision {r} (header {head})"))
+    }
+
+    /// The stream stopped being usable, or opening it failed.
+    pub fn on_interrupted(&mut self, why: &Interruption, now: Instant) -> Step {
+        tracing::info!(app = %self.app, ?why, last = self.last_revision, "etcd watch interrupted");
         EtcdStats::bump(&self.stats.resumes);
-        let reason = match why {
-            Interruption::Ended => "watch stream ended".to_string(),
-            Interruption::Stream(e) => e.to_string(),
-            Interruption::Open(e) => e.to_string(),
-            Interruption::Idle => "watch idle timeout".to_string(),
-        };
-        let resume = if self.cluster_id.is_some() {
-            Resume::Watch {
-                from: self.last_revision + 1,
+        let (reason, class, lost, beyond_clean) = match why {
+            Interruption::Ended => (
+                "watch stream ended".into(),
+                ErrorClass::Transient,
+                false,
+                false,
+            ),
+            Interruption::Stream(e @ WatchError::Malformed(_)) => {
+                (e.to_string(), ErrorClass::Persistent, false, true)
             }
-        } else {
-            Resume::Range
+            Interruption::Stream(e) => (e.to_string(), ErrorClass::Transient, false, false),
+            Interruption::Open(e) => (e.to_string(), e.class(), false, true),
+            Interruption::Idle => (
+                "watch idle timeout".into(),
+                ErrorClass::Transient,
+                true,
+                true,
+            ),
         };
-        self.fail(resume, reason)
+        self.last_error = reason;
+        if self.cluster_id.is_none() {
+            self.resume = Resume::Range;
+        }
+        self.fail(class, now, lost, beyond_clean)
     }
 
-    fn fail(&mut self, then: Resume, reason: String) -> Step {
-        self.failures = self.failures.saturating_add(1);
-        let give_up = (self.failures >= self.unavailable_after).then(|| {
-            RegistryError::Unavailable(format!(
-                "etcd unusable for {} consecutive attempts: {reason}",
-                self.failures
-            ))
-        });
-        Step {
-            next: Next::Backoff {
-                attempt: self.failures - 1,
-                then,
+    /// The outcome of probe `seq`.
+    pub fn on_probe(
+        &mut self,
+        seq: u64,
+        outcome: Result<&ResponseHeader, &GatewayError>,
+        now: Instant,
+    ) -> Step {
+        match self.live.probe_result(seq, outcome.is_ok(), now) {
+            ProbeVerdict::Stale => Step::next(Next::Continue),
+            ProbeVerdict::Fine => {
+                // A linearizable read on the watch's own endpoint: its
+                // header can only be at or past the state held.
+                let changed = outcome.ok().and_then(|h| self.store_changed(h));
+                if let Some(why) = changed {
+                    tracing::warn!(app = %self.app, why, "etcd store changed (probe); resyncing");
+                    return self.resync();
+                }
+                Step::next(Next::Continue)
+            }
+            ProbeVerdict::Failed => Step {
+                demote: self.phase() == Phase::Down,
+                ..Step::next(Next::Continue)
             },
-            snapshot: None,
-            give_up,
+            ProbeVerdict::Dead => {
+                let e = outcome.err().map(ToString::to_string).unwrap_or_default();
+                tracing::warn!(app = %self.app, error = %e, "etcd watch endpoint not answering; dropping it");
+                EtcdStats::bump(&self.stats.liveness_failures);
+                EtcdStats::bump(&self.stats.resumes);
+                self.last_error = format!("etcd endpoint not answering probes: {e}");
+                Step {
+                    demote: true,
+                    ..self.fail(ErrorClass::Transient, now, true, true)
+                }
+            }
+            ProbeVerdict::Answered => self.attempt(),
         }
+    }
+
+    /// The timer fired (at or after [`WatchMachine::next_wake`]).
+    pub fn on_timer(&mut self, now: Instant) -> Step {
+        let due = self.live.timer(now);
+        let mut step = if due.idle {
+            self.on_interrupted(&Interruption::Idle, now)
+        } else if due.attempt {
+            self.attempt()
+        } else {
+            Step::next(Next::Continue)
+        };
+        if due.report && step.report.is_none() {
+            step.report = Some(self.unhealthy());
+        }
+        if let Some(seq) = due.probe {
+            let target = match self.phase() {
+                Phase::Live => ProbeTarget::WatchEndpoint,
+                _ => ProbeTarget::Current,
+            };
+            step.probe = Some(Probe { seq, target });
+        }
+        step
+    }
+
+    /// Starts the next attempt: a re-read when one is owed, else `resume`.
+    fn attempt(&mut self) -> Step {
+        let resume = if self.live.needs_reread() {
+            Resume::Range
+        } else {
+            self.resume
+        };
+        let phase = match resume {
+            Resume::Range => Phase::Ranging,
+            Resume::Watch { .. } => Phase::Opening,
+        };
+        self.live.attempting(phase);
+        Step::next(resume.into())
+    }
+
+    fn fail(&mut self, class: ErrorClass, now: Instant, lost: bool, beyond_clean: bool) -> Step {
+        let report = self.live.fail(class, now, lost, beyond_clean);
+        Step {
+            report: report.then(|| self.unhealthy()),
+            ..Step::next(Next::Wait)
+        }
+    }
+
+    fn unhealthy(&self) -> RegistryError {
+        RegistryError::Unavailable(format!(
+            "etcd watch of {} down after {} failed attempt(s): {}",
+            self.app,
+            self.live.failures(),
+            self.last_error
+        ))
     }
 
     fn resync(&mut self) -> Step {
         EtcdStats::bump(&self.stats.resyncs);
+        self.resync_pending = true;
+        self.live.attempting(Phase::Ranging);
         Step::next(Next::Range)
     }
 
-    /// Why the store answering a new watch is not the one the state came
-    /// from, if it is not.
+    /// Why the store answering is not the one the state came from, if it
+    /// is not.
     fn store_changed(&self, h: &ResponseHeader) -> Option<&'static str> {
         if self.cluster_id.is_some_and(|c| c != h.cluster_id) {
             Some("cluster id changed")

@@ -1,26 +1,44 @@
-//! Unit tests of the [`WatchMachine`] rules, without etcd.
+//! Unit tests of the [`WatchMachine`] data rules, without etcd. The timing
+//! rules are tested in `watch_timing_tests.rs`.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
 
 use super::*;
 use crate::wire::{Event, StreamError};
 
-const CLUSTER: u64 = 42;
+pub(crate) const CLUSTER: u64 = 42;
 
-fn machine(unavailable_after: u32) -> (WatchMachine, Arc<EtcdStats>) {
+/// The default timing without jitter: probes every 2 s (2 failures), 1 s
+/// probes while down, stale after 3 s, backoff 250 ms doubling to 10 s.
+pub(crate) fn timing() -> WatchTiming {
+    let mut c = crate::EtcdConfig::new(["http://e:1"]);
+    c.backoff.jitter = 0.0;
+    WatchTiming::from_config(&c)
+}
+
+pub(crate) fn machine_with(t: WatchTiming) -> (WatchMachine, Arc<EtcdStats>) {
     let stats = Arc::new(EtcdStats::default());
     let m = WatchMachine::new(
         KeyLayout::new("/p"),
         "web",
-        unavailable_after,
+        t,
         stats.clone(),
+        StdRng::seed_from_u64(5),
     );
     (m, stats)
 }
 
-fn inst(host: &str) -> ServiceInstance {
+fn machine() -> (WatchMachine, Arc<EtcdStats>) {
+    machine_with(timing())
+}
+
+pub(crate) fn inst(host: &str) -> ServiceInstance {
     ServiceInstance::new("web", host, 80)
 }
 
-fn kv(i: &ServiceInstance, rev: i64) -> KeyValue {
+pub(crate) fn kv(i: &ServiceInstance, rev: i64) -> KeyValue {
     KeyValue {
         key: format!("/p/services/web/{}", i.id).into_bytes(),
         value: serde_json::to_vec(i).unwrap(),
@@ -40,7 +58,7 @@ fn raw(key: &str, value: &[u8], rev: i64) -> KeyValue {
     }
 }
 
-fn header(rev: i64, term: u64) -> ResponseHeader {
+pub(crate) fn header(rev: i64, term: u64) -> ResponseHeader {
     ResponseHeader {
         cluster_id: CLUSTER,
         member_id: 1,
@@ -49,7 +67,7 @@ fn header(rev: i64, term: u64) -> ResponseHeader {
     }
 }
 
-fn range(rev: i64, kvs: Vec<KeyValue>) -> RangeResponse {
+pub(crate) fn range(rev: i64, kvs: Vec<KeyValue>) -> RangeResponse {
     RangeResponse {
         header: header(rev, 2),
         count: kvs.len() as i64,
@@ -58,7 +76,7 @@ fn range(rev: i64, kvs: Vec<KeyValue>) -> RangeResponse {
     }
 }
 
-fn created(rev: i64, term: u64) -> WatchResponse {
+pub(crate) fn created(rev: i64, term: u64) -> WatchResponse {
     WatchResponse {
         header: header(rev, term),
         created: true,
@@ -66,7 +84,7 @@ fn created(rev: i64, term: u64) -> WatchResponse {
     }
 }
 
-fn events(rev: i64, evs: Vec<(EventType, KeyValue)>) -> WatchResponse {
+pub(crate) fn events(rev: i64, evs: Vec<(EventType, KeyValue)>) -> WatchResponse {
     WatchResponse {
         header: header(rev, 2),
         events: evs
@@ -81,7 +99,7 @@ fn events(rev: i64, evs: Vec<(EventType, KeyValue)>) -> WatchResponse {
     }
 }
 
-fn ids(s: &Step) -> Vec<String> {
+pub(crate) fn ids(s: &Step) -> Vec<String> {
     s.snapshot
         .as_ref()
         .expect("a snapshot")
@@ -90,59 +108,75 @@ fn ids(s: &Step) -> Vec<String> {
         .collect()
 }
 
+/// Ranges at `rev` and opens the watch at `t`: the machine is live.
+pub(crate) fn live_at(m: &mut WatchMachine, rev: i64, kvs: Vec<KeyValue>, t: Instant) {
+    m.start();
+    m.on_range(&range(rev, kvs), t);
+    m.on_opened(t);
+    assert_eq!(m.on_message(&created(rev, 2), t).next, Next::Continue);
+}
+
 #[test]
 fn range_replaces_state_and_watches_from_the_next_revision() {
-    let (mut m, _) = machine(5);
+    let (mut m, stats) = machine();
+    let t = Instant::now();
+    assert_eq!(m.start(), Step::next(Next::Range));
     let (a, b) = (inst("a"), inst("b"));
-    let s = m.on_range(&range(7, vec![kv(&a, 3), kv(&b, 5)]));
+    let s = m.on_range(&range(7, vec![kv(&a, 3), kv(&b, 5)]), t);
     assert_eq!(s.next, Next::Watch { from: 8 });
     assert_eq!(ids(&s), vec!["a:80", "b:80"]);
-    let s = m.on_range(&range(9, vec![kv(&b, 5)]));
+    let s = m.on_range(&range(9, vec![kv(&b, 5)]), t);
     assert_eq!(ids(&s), vec!["b:80"]);
     assert_eq!(m.last_revision(), 9);
+    // The second range is a re-read: `a` gone is one missed notification.
+    let st = stats.snapshot();
+    assert_eq!((st.rereads, st.missed_notifications), (1, 1));
 }
 
 #[test]
 fn events_apply_in_order_advance_the_revision_and_skip_duplicates() {
-    let (mut m, _) = machine(5);
+    let (mut m, _) = machine();
+    let t = Instant::now();
     let (a, b) = (inst("a"), inst("b"));
-    m.on_range(&range(7, vec![kv(&a, 3)]));
-    assert_eq!(m.on_message(&created(7, 2)), Step::next(Next::Continue));
+    live_at(&mut m, 7, vec![kv(&a, 3)], t);
     // One batch with two revisions; the header revision is the store's.
-    let s = m.on_message(&events(
-        20,
-        vec![
-            (EventType::Put, kv(&b, 8)),
-            (EventType::Delete, raw("/p/services/web/a:80", b"", 9)),
-        ],
-    ));
+    let s = m.on_message(
+        &events(
+            20,
+            vec![
+                (EventType::Put, kv(&b, 8)),
+                (EventType::Delete, raw("/p/services/web/a:80", b"", 9)),
+            ],
+        ),
+        t,
+    );
     assert_eq!(s.next, Next::Continue);
     assert_eq!(ids(&s), vec!["b:80"]);
     assert_eq!(m.last_revision(), 9);
     // A replay of revision 8 changes nothing and yields nothing.
-    let s = m.on_message(&events(20, vec![(EventType::Put, kv(&a, 8))]));
+    let s = m.on_message(&events(20, vec![(EventType::Put, kv(&a, 8))]), t);
     assert_eq!(s.snapshot, None);
     assert_eq!(m.snapshot().len(), 1);
 }
 
 #[test]
 fn progress_notify_advances_the_revision_without_a_snapshot() {
-    let (mut m, _) = machine(5);
-    m.on_range(&range(7, vec![]));
-    m.on_message(&created(7, 2));
+    let (mut m, _) = machine();
+    let t = Instant::now();
+    live_at(&mut m, 7, vec![], t);
     let progress = WatchResponse {
         header: header(25, 2),
         ..WatchResponse::default()
     };
-    assert_eq!(m.on_message(&progress), Step::next(Next::Continue));
+    assert_eq!(m.on_message(&progress, t), Step::next(Next::Continue));
     assert_eq!(m.last_revision(), 25);
 }
 
 #[test]
 fn compaction_cancel_demands_a_full_resync() {
-    let (mut m, stats) = machine(5);
-    m.on_range(&range(7, vec![kv(&inst("a"), 3)]));
-    m.on_message(&created(30, 2));
+    let (mut m, stats) = machine();
+    let t = Instant::now();
+    live_at(&mut m, 7, vec![kv(&inst("a"), 3)], t);
     let cancel = WatchResponse {
         header: ResponseHeader {
             revision: 0,
@@ -152,149 +186,108 @@ fn compaction_cancel_demands_a_full_resync() {
         compact_revision: 20,
         ..WatchResponse::default()
     };
-    let s = m.on_message(&cancel);
+    let s = m.on_message(&cancel, t);
     assert_eq!(s, Step::next(Next::Range));
     assert_eq!(stats.snapshot().resyncs, 1);
-    let s = m.on_range(&range(31, vec![]));
+    let s = m.on_range(&range(31, vec![]), t);
     assert_eq!(s.next, Next::Watch { from: 32 });
     assert_eq!(s.snapshot, Some(vec![]));
+    let st = stats.snapshot();
+    assert_eq!((st.resyncs, st.rereads, st.missed_notifications), (1, 0, 1));
 }
 
 #[test]
 fn a_wiped_or_foreign_store_is_detected_on_created() {
+    let t = Instant::now();
     // Revision behind the last one seen.
-    let (mut m, stats) = machine(5);
-    m.on_range(&range(50, vec![kv(&inst("a"), 3)]));
-    assert_eq!(m.on_message(&created(1, 2)).next, Next::Range);
+    let (mut m, stats) = machine();
+    m.on_range(&range(50, vec![kv(&inst("a"), 3)]), t);
+    m.on_opened(t);
+    assert_eq!(m.on_message(&created(1, 2), t).next, Next::Range);
     // Same revision range but a lower raft term (wiped, then written to).
-    let (mut m2, _) = machine(5);
-    m2.on_range(&range(5, vec![]));
-    m2.on_message(&created(5, 7));
-    assert_eq!(m2.on_message(&created(9, 3)).next, Next::Range);
+    let (mut m2, _) = machine();
+    live_at(&mut m2, 5, vec![], t);
+    m2.on_message(&created(5, 7), t);
+    assert_eq!(m2.on_message(&created(9, 3), t).next, Next::Range);
     // Another cluster.
-    let (mut m3, _) = machine(5);
-    m3.on_range(&range(5, vec![]));
+    let (mut m3, _) = machine();
+    m3.on_range(&range(5, vec![]), t);
+    m3.on_opened(t);
     let mut c = created(9, 3);
     c.header.cluster_id = 7;
-    assert_eq!(m3.on_message(&c).next, Next::Range);
+    assert_eq!(m3.on_message(&c, t).next, Next::Range);
     // A normal resume after a restart: same cluster, revision ahead, term up.
-    assert_eq!(m.on_range(&range(3, vec![])).next, Next::Watch { from: 4 });
-    assert_eq!(m.on_message(&created(4, 3)).next, Next::Continue);
+    assert_eq!(
+        m.on_range(&range(3, vec![]), t).next,
+        Next::Watch { from: 4 }
+    );
+    m.on_opened(t);
+    assert_eq!(m.on_message(&created(4, 3), t).next, Next::Continue);
     assert_eq!(stats.snapshot().resyncs, 1);
 }
 
 #[test]
-fn interruptions_back_off_resume_from_last_plus_one_and_give_up_at_the_threshold() {
-    let (mut m, stats) = machine(3);
-    m.on_range(&range(7, vec![]));
-    m.on_message(&events(8, vec![(EventType::Put, kv(&inst("a"), 8))]));
-    let resume = Resume::Watch { from: 9 };
-    let s = m.on_interrupted(&Interruption::Ended);
-    assert_eq!(
-        s.next,
-        Next::Backoff {
-            attempt: 0,
-            then: resume
-        }
-    );
-    assert_eq!(s.give_up, None);
-    let sigterm = WatchError::Server(StreamError {
-        grpc_code: 14,
-        message: "transport is closing".into(),
-        ..StreamError::default()
-    });
-    let s = m.on_interrupted(&Interruption::Stream(sigterm));
-    assert_eq!(
-        s.next,
-        Next::Backoff {
-            attempt: 1,
-            then: resume
-        }
-    );
-    let refused = GatewayError::Unreachable {
-        endpoint: "e".into(),
-        reason: "refused".into(),
-    };
-    let s = m.on_interrupted(&Interruption::Open(refused));
-    assert_eq!(
-        s.next,
-        Next::Backoff {
-            attempt: 2,
-            then: resume
-        }
-    );
-    assert!(matches!(s.give_up, Some(RegistryError::Unavailable(_))));
-    assert_eq!(stats.snapshot().resumes, 3);
-    // A created answer proves etcd is back: the count restarts.
-    m.on_message(&created(9, 3));
-    assert_eq!(m.failures(), 0);
-    let s = m.on_interrupted(&Interruption::Idle);
-    assert_eq!(
-        s.next,
-        Next::Backoff {
-            attempt: 0,
-            then: resume
-        }
-    );
-}
-
-#[test]
-fn a_failed_range_is_retried_as_a_range() {
-    let (mut m, _) = machine(5);
-    let e = GatewayError::Timeout {
-        endpoint: "e".into(),
-        timeout: std::time::Duration::from_secs(1),
-    };
-    let s = m.on_range_failed(&e);
-    assert_eq!(
-        s.next,
-        Next::Backoff {
-            attempt: 0,
-            then: Resume::Range
-        }
-    );
-    // Before any range, an interruption also resumes with a range.
-    let s = m.on_interrupted(&Interruption::Ended);
-    assert_eq!(
-        s.next,
-        Next::Backoff {
-            attempt: 1,
-            then: Resume::Range
-        }
-    );
+fn a_wiped_store_found_by_a_re_read_counts_as_a_resync_with_its_missed_notifications() {
+    let (mut m, stats) = machine();
+    let t = Instant::now();
+    let (a, b, c) = (inst("a"), inst("b"), inst("c"));
+    live_at(&mut m, 40, vec![kv(&a, 3), kv(&b, 4)], t);
+    m.on_interrupted(&Interruption::Ended, t);
+    // The new store holds only c, at a lower revision: resync, 3 missed.
+    let s = m.on_range(&range(12, vec![kv(&c, 2)]), t);
+    assert_eq!(ids(&s), vec!["c:80"]);
+    let st = stats.snapshot();
+    assert_eq!((st.resyncs, st.missed_notifications), (1, 3));
+    // Written past the old revision: the same-cluster re-read still fixes
+    // the state and counts what differed.
+    let (mut m, stats) = machine();
+    live_at(&mut m, 40, vec![kv(&a, 3), kv(&b, 4)], t);
+    m.on_interrupted(&Interruption::Ended, t);
+    let s = m.on_range(&range(60, vec![kv(&c, 2)]), t);
+    assert_eq!(ids(&s), vec!["c:80"]);
+    let st = stats.snapshot();
+    assert_eq!((st.rereads, st.missed_notifications), (1, 3));
 }
 
 #[test]
 fn invalid_records_are_skipped_counted_and_evict_a_previously_good_instance() {
-    let (mut m, stats) = machine(5);
+    let (mut m, stats) = machine();
+    let t = Instant::now();
     let (a, b) = (inst("a"), inst("b"));
     let foreign = ServiceInstance::new("db", "c", 80);
-    let s = m.on_range(&range(
-        9,
-        vec![
-            kv(&a, 3),
-            raw("/p/services/web/x", b"{not json", 4),
-            raw("/p/services/web/y", br#"{"id":"y","app":"web"}"#, 5),
-            raw(
-                "/p/services/web/c:80",
-                &serde_json::to_vec(&foreign).unwrap(),
-                6,
-            ),
-            raw(
-                "/p/services/web/z/extra",
-                &serde_json::to_vec(&b).unwrap(),
-                7,
-            ),
-            kv(&b, 8),
-        ],
-    ));
+    let s = m.on_range(
+        &range(
+            9,
+            vec![
+                kv(&a, 3),
+                raw("/p/services/web/x", b"{not json", 4),
+                raw("/p/services/web/y", br#"{"id":"y","app":"web"}"#, 5),
+                raw(
+                    "/p/services/web/c:80",
+                    &serde_json::to_vec(&foreign).unwrap(),
+                    6,
+                ),
+                raw(
+                    "/p/services/web/z/extra",
+                    &serde_json::to_vec(&b).unwrap(),
+                    7,
+                ),
+                kv(&b, 8),
+            ],
+        ),
+        t,
+    );
     assert_eq!(ids(&s), vec!["a:80", "b:80"]);
     assert_eq!(stats.snapshot().invalid_records, 4);
+    m.on_opened(t);
     // The good record of `a` is overwritten with garbage: `a` goes away.
-    let s = m.on_message(&events(
-        10,
-        vec![(EventType::Put, raw("/p/services/web/a:80", b"garbage", 10))],
-    ));
+    let s = m.on_message(
+        &events(
+            10,
+            vec![(EventType::Put, raw("/p/services/web/a:80", b"garbage", 10))],
+        ),
+        t,
+    );
     assert_eq!(ids(&s), vec!["b:80"]);
     assert_eq!(stats.snapshot().invalid_records, 5);
     assert_eq!(m.last_revision(), 10);
@@ -302,20 +295,95 @@ fn invalid_records_are_skipped_counted_and_evict_a_previously_good_instance() {
 
 #[test]
 fn events_sharing_one_revision_all_apply() {
-    let (mut m, _) = machine(5);
+    let (mut m, _) = machine();
+    let t = Instant::now();
     let (a, b) = (inst("a"), inst("b"));
-    m.on_range(&range(7, vec![kv(&a, 3), kv(&b, 5)]));
-    m.on_message(&created(7, 2));
-    let s = m.on_message(&events(
-        8,
-        vec![
-            (EventType::Delete, raw("/p/services/web/a:80", b"", 8)),
-            (EventType::Delete, raw("/p/services/web/b:80", b"", 8)),
-        ],
-    ));
+    live_at(&mut m, 7, vec![kv(&a, 3), kv(&b, 5)], t);
+    let s = m.on_message(
+        &events(
+            8,
+            vec![
+                (EventType::Delete, raw("/p/services/web/a:80", b"", 8)),
+                (EventType::Delete, raw("/p/services/web/b:80", b"", 8)),
+            ],
+        ),
+        t,
+    );
     assert_eq!(
         ids(&s),
         Vec::<String>::new(),
         "both deletes of revision 8 apply"
     );
 }
+
+#[test]
+fn impossible_revisions_never_overflow_and_force_a_re_read() {
+    let t = Instant::now();
+    let secs = Duration::from_secs;
+    // A range at i64::MAX is a failed range, retried at the backoff cap.
+    let (mut m, _) = machine();
+    m.start();
+    let s = m.on_range(&range(i64::MAX, vec![kv(&inst("a"), 3)]), t);
+    assert_eq!(s.next, Next::Wait);
+    assert_eq!(s.snapshot, None);
+    // Persistent: the next range waits for the cap (a probe may come first).
+    assert_eq!(m.on_timer(t + secs(9)).next, Next::Continue);
+    assert_eq!(m.on_timer(t + secs(10)).next, Next::Range);
+    for bad in [0, -5, i64::MIN] {
+        assert_eq!(m.on_range(&range(bad, vec![]), t).next, Next::Wait);
+    }
+    // Events, progress and created headers at i64::MAX or past the header
+    // break the stream and owe a re-read; no state changes.
+    let bad_messages = [
+        events(i64::MAX, vec![(EventType::Put, kv(&inst("b"), i64::MAX))]),
+        events(9, vec![(EventType::Put, kv(&inst("b"), 12))]),
+        events(9, vec![(EventType::Put, kv(&inst("b"), -1))]),
+        WatchResponse {
+            header: header(i64::MAX, 2),
+            ..WatchResponse::default()
+        },
+        created(i64::MAX, 2),
+    ];
+    for msg in bad_messages {
+        let (mut m, _) = machine();
+        live_at(&mut m, 7, vec![kv(&inst("a"), 3)], t);
+        let s = m.on_message(&msg, t);
+        assert_eq!(s.next, Next::Wait, "{msg:?}");
+        assert_eq!(m.snapshot().len(), 1);
+        assert_eq!(m.last_revision(), 7);
+        // The probe finds etcd answering: the re-read runs at once.
+        let s = m.on_timer(t + secs(1));
+        let p = s.probe.expect("a probe while down");
+        let s = m.on_probe(p.seq, Ok(&header(9, 2)), t + secs(1));
+        assert_eq!(s.next, Next::Range, "{msg:?}");
+    }
+    // An event at the largest resumable revision applies; no overflow.
+    let (mut m, _) = machine();
+    live_at(&mut m, 7, vec![], t);
+    let top = i64::MAX - 1;
+    let s = m.on_message(&events(top, vec![(EventType::Put, kv(&inst("b"), top))]), t);
+    assert_eq!(ids(&s), vec!["b:80"]);
+    m.on_interrupted(&Interruption::Ended, t);
+    let s = m.on_timer(t + Duration::from_millis(250));
+    assert_eq!(s.next, Next::Watch { from: i64::MAX });
+}
+
+#[test]
+fn a_stream_error_is_an_interruption_like_any_other() {
+    let (mut m, stats) = machine();
+    let t = Instant::now();
+    live_at(&mut m, 7, vec![], t);
+    let sigterm = WatchError::Server(StreamError {
+        grpc_code: 14,
+        message: "transport is closing".into(),
+        ..StreamError::default()
+    });
+    let s = m.on_interrupted(&Interruption::Stream(sigterm), t);
+    assert_eq!(s, Step::next(Next::Wait));
+    assert_eq!(stats.snapshot().resumes, 1);
+    let s = m.on_timer(t + Duration::from_millis(250));
+    assert_eq!(s.next, Next::Watch { from: 8 });
+}
+
+#[path = "watch_timing_tests.rs"]
+mod timing_tests;

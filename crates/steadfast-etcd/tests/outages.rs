@@ -1,7 +1,8 @@
 //! Watch resilience against a real etcd: SIGKILL and SIGTERM mid-watch with
 //! a restart on the same data, a compaction past the watch revision while
 //! the watch is cut off, a restart on a wiped data dir, and a silent
-//! (black-holed) connection caught by the progress-notify idle timeout.
+//! (black-holed) connection caught by the liveness probe or the
+//! progress-notify idle timeout.
 
 mod common;
 
@@ -57,8 +58,16 @@ async fn compaction_past_the_watch_revision_forces_a_full_resync() {
     bounded(async {
         let etcd = EtcdServer::start().await.unwrap();
         let proxy = TcpProxy::start(etcd.client_addr()).await.unwrap();
-        // The watcher goes through the proxy; the writer talks to etcd.
-        let reg = EtcdRegistry::new(config(vec![proxy.endpoint()])).unwrap();
+        // The watcher goes through the proxy; the writer talks to etcd. The
+        // first reconnect comes 1.5 s after the cut (no probe before it), so
+        // it is a clean one, from the last revision + 1, which the test
+        // compacts away first. (A reconnect that fails would re-read the
+        // whole app instead, and never meet the compaction.)
+        let mut cfg = config(vec![proxy.endpoint()]);
+        cfg.backoff.initial = Duration::from_millis(1500);
+        cfg.backoff.max = Duration::from_millis(1500);
+        cfg.recover_probe_interval = Duration::from_secs(5);
+        let reg = EtcdRegistry::new(cfg).unwrap();
         let raw = client(vec![etcd.endpoint()]);
         let l = reg.layout().clone();
         let put = |i: &steadfast_core::ServiceInstance| {
@@ -144,6 +153,9 @@ async fn progress_notifications_keep_an_idle_watch_and_silence_trips_the_idle_ti
         cfg.progress_notify = true;
         cfg.watch_idle_timeout = Some(Duration::from_millis(3500));
         cfg.watch_open_timeout = Duration::from_secs(1);
+        // Only the idle timeout may notice the black hole here (the
+        // liveness probe has its own tests).
+        cfg.liveness_probe_interval = None;
         let reg = EtcdRegistry::new(cfg).unwrap();
         let raw = client(vec![etcd.endpoint()]);
         let l = reg.layout().clone();
@@ -184,8 +196,11 @@ async fn progress_notifications_keep_an_idle_watch_and_silence_trips_the_idle_ti
         })
         .await;
         proxy.restore();
-        let s = wait_snapshot(&mut w, WAIT, "a+b", |s| s.len() == 2).await;
+        // The black hole is reported stale once (an idle timeout is a
+        // liveness loss), then healed.
+        let (s, stale) = wait_snapshot_through_stale(&mut w, WAIT, "a+b", |s| s.len() == 2).await;
         assert_eq!(s, vec![a, b]);
+        assert_eq!(stale, 1);
         assert_eq!(reg.stats().resyncs, 0);
     })
     .await;

@@ -35,19 +35,20 @@ async fn register_is_watched_listed_replaced_and_unregistered() {
         reg.register(inst("webx", "10.0.0.9")).await.unwrap();
         assert_eq!(ids(&reg.list("web").await.unwrap()), ids_of(&[&a, &b]));
 
-        // Re-registering replaces the record and the lease.
+        // Re-registering updates the record in place, under the same lease.
         let lease_a = reg.lease_of(&a).unwrap();
         let mut a2 = a.clone();
         a2.set_revision("r2");
         reg.register(a2.clone()).await.unwrap();
         let s = wait_snapshot(&mut w, WAIT, "a updated", |s| s.contains(&a2)).await;
         assert_eq!(s.len(), 2);
-        assert_ne!(reg.lease_of(&a2), Some(lease_a));
+        assert_eq!(reg.lease_of(&a2), Some(lease_a));
+        let key_a = reg.layout().instance_key("web", &a.id);
         assert_eq!(
-            raw.lease_keepalive(lease_a).await.unwrap(),
-            None,
-            "old lease revoked"
+            raw.get(key_a.as_bytes()).await.unwrap().kvs[0].lease,
+            lease_a
         );
+        assert!(raw.lease_keepalive(lease_a).await.unwrap().is_some());
 
         let lease_a2 = reg.lease_of(&a2).unwrap();
         reg.unregister(a2.clone()).await.unwrap();
@@ -195,12 +196,13 @@ async fn invalid_records_are_skipped_and_counted_while_valid_ones_are_delivered(
 }
 
 #[tokio::test]
-async fn a_watch_reports_unavailable_once_after_the_threshold_then_ends() {
+async fn a_watch_reports_unavailable_once_while_etcd_is_away_keeps_going_and_resumes() {
     bounded(async {
         let mut etcd = EtcdServer::start().await.unwrap();
         let mut cfg = config(vec![etcd.endpoint()]);
-        cfg.unavailable_after = 3;
+        cfg.stale_after = Duration::from_secs(1);
         let reg = EtcdRegistry::new(cfg).unwrap();
+        let a = inst("web", "h");
         let mut w = watch(&reg, "web").await;
         assert!(next_item(&mut w, WAIT).await.unwrap().is_ok());
 
@@ -210,23 +212,61 @@ async fn a_watch_reports_unavailable_once_after_the_threshold_then_ends() {
             Some(Err(RegistryError::Unavailable(_))) => {}
             other => panic!("expected Unavailable, got {other:?}"),
         }
-        assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(
-            next_item(&mut w, WAIT).await.is_none(),
-            "ends after the error"
-        );
-        let st = reg.stats();
-        assert_eq!((st.unavailable_reports, st.resumes), (1, 3));
-
-        // Subscribing again fails at once while etcd is down.
+        assert!(started.elapsed() < Duration::from_secs(3));
+        // Subscribing again fails at once while etcd is down, and so does a
+        // registration.
         assert!(matches!(
             reg.watch("web").await,
             Err(RegistryError::Unavailable(_))
         ));
         assert!(matches!(
-            reg.register(inst("web", "h")).await,
+            reg.register(a.clone()).await,
             Err(RegistryError::Unavailable(_))
         ));
+        // The stream stays open and says nothing more while etcd is away.
+        assert!(tokio::time::timeout(Duration::from_secs(2), w.rx_next())
+            .await
+            .is_err());
+
+        etcd.restart().await.unwrap();
+        reg.register(a.clone()).await.unwrap();
+        let s = wait_snapshot(&mut w, WAIT, "resumed with a", |s| !s.is_empty()).await;
+        assert_eq!(s, vec![a]);
+        let st = reg.stats();
+        assert_eq!(st.unavailable_reports, 1, "{st:?}");
+        assert!(st.resumes >= 1 && st.rereads >= 1, "{st:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_update_in_place_is_what_the_keeper_registers_again() {
+    bounded(async {
+        let etcd = EtcdServer::start().await.unwrap();
+        let reg = EtcdRegistry::new(config(vec![etcd.endpoint()])).unwrap();
+        let raw = client(vec![etcd.endpoint()]);
+        let a = inst("web", "10.0.0.1");
+        reg.register(a.clone()).await.unwrap();
+        let lease = reg.lease_of(&a).unwrap();
+        // A closing announcement: the same record, now unhealthy, in place.
+        let mut closing = a.clone();
+        closing.healthy = false;
+        reg.register(closing.clone()).await.unwrap();
+        assert_eq!(reg.lease_of(&a), Some(lease), "no new lease");
+        assert_eq!(
+            raw.lease_keepalive(lease).await.unwrap().map(|t| t > 0),
+            Some(true)
+        );
+        let mut w = watch(&reg, "web").await;
+        wait_snapshot(&mut w, WAIT, "closing", |s| s == [closing.clone()]).await;
+
+        // The lease is revoked behind the registry's back: the keeper puts
+        // back the closing record, not the first one.
+        assert!(raw.lease_revoke(lease).await.unwrap());
+        wait_snapshot(&mut w, WAIT, "revoked", |s| s.is_empty()).await;
+        let s = wait_snapshot(&mut w, WAIT, "back", |s| !s.is_empty()).await;
+        assert_eq!(s, vec![closing]);
+        assert_ne!(reg.lease_of(&a), Some(lease));
     })
     .await;
 }

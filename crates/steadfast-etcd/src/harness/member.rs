@@ -183,19 +183,39 @@ impl Member {
         }
     }
 
-    /// Sends SIGTERM and waits for the exit (SIGKILL after a deadline).
-    pub async fn stop(&mut self) -> io::Result<()> {
+    /// Sends `signal` (`TERM`, `STOP`, `CONT`) to the running process.
+    fn signal(&mut self, signal: &str) -> io::Result<bool> {
         let Some(pid) = self.pid().filter(|_| self.is_running()) else {
-            return Ok(());
+            return Ok(false);
         };
         let status = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args([&format!("-{signal}"), &pid.to_string()])
             .status()?;
         if !status.success() {
             return Err(io::Error::other(format!(
-                "kill -TERM {pid} failed: {status}"
+                "kill -{signal} {pid} failed: {status}"
             )));
         }
+        Ok(true)
+    }
+
+    /// SIGSTOP: the process stays, its sockets accept, nothing answers.
+    pub fn freeze(&mut self) -> io::Result<()> {
+        self.signal("STOP").map(|_| ())
+    }
+
+    /// SIGCONT after [`Member::freeze`].
+    pub fn thaw(&mut self) -> io::Result<()> {
+        self.signal("CONT").map(|_| ())
+    }
+
+    /// Sends SIGTERM and waits for the exit (SIGKILL after a deadline).
+    pub async fn stop(&mut self) -> io::Result<()> {
+        // A frozen process cannot handle SIGTERM: thaw it first.
+        if !self.signal("CONT")? {
+            return Ok(());
+        }
+        self.signal("TERM")?;
         let start = Instant::now();
         while self.is_running() {
             if start.elapsed() > STOP_DEADLINE {

@@ -1,6 +1,7 @@
 //! Test harness (feature `harness`): real etcd processes on free loopback
 //! ports, in temp dirs, that tests can stop (SIGTERM), kill (SIGKILL),
-//! restart on the same data and ports, or restart on a wiped data dir; a
+//! freeze (SIGSTOP) and thaw (SIGCONT), restart on the same data and
+//! ports, or restart on a wiped data dir; a
 //! 3-member cluster whose leader can be found and killed; a TCP proxy whose
 //! connections can be cut; and [`unique_prefix`] for per-test key prefixes.
 //!
@@ -117,6 +118,17 @@ impl EtcdServer {
     /// SIGKILL, then reaps the process.
     pub async fn kill(&mut self) -> io::Result<()> {
         self.member.kill().await
+    }
+
+    /// SIGSTOP: etcd stays, connections are accepted, nothing is answered
+    /// (and lease clocks stop: leases past their TTL expire on the thaw).
+    pub fn freeze(&mut self) -> io::Result<()> {
+        self.member.freeze()
+    }
+
+    /// SIGCONT after [`EtcdServer::freeze`].
+    pub fn thaw(&mut self) -> io::Result<()> {
+        self.member.thaw()
     }
 
     /// Starts again on the same data dir and ports (stopping it first if it
@@ -260,6 +272,16 @@ impl EtcdCluster {
     /// SIGTERMs member `i`.
     pub async fn stop(&mut self, i: usize) -> io::Result<()> {
         self.members[i].stop().await
+    }
+
+    /// SIGSTOPs member `i`.
+    pub fn freeze(&mut self, i: usize) -> io::Result<()> {
+        self.members[i].freeze()
+    }
+
+    /// SIGCONTs member `i`.
+    pub fn thaw(&mut self, i: usize) -> io::Result<()> {
+        self.members[i].thaw()
     }
 
     /// Restarts member `i` on its data dir and waits until healthy.

@@ -2,6 +2,8 @@
 //! snapshot streams and on conditions.
 #![allow(dead_code)]
 
+pub mod slow_http;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -17,13 +19,19 @@ pub const TEST_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs a test body under [`TEST_LIMIT`].
 pub async fn bounded<F: Future<Output = ()>>(body: F) {
-    tokio::time::timeout(TEST_LIMIT, body)
+    bounded_for(TEST_LIMIT, body).await
+}
+
+/// Runs a test body under `limit`.
+pub async fn bounded_for<F: Future<Output = ()>>(limit: Duration, body: F) {
+    tokio::time::timeout(limit, body)
         .await
         .expect("test exceeded its time limit");
 }
 
 /// A config for tests: unique prefix, 2 s leases, short timeouts, fast
-/// backoff without jitter, and no give-up.
+/// backoff without jitter, and a stale report only after 10 s (so a plain
+/// restart of etcd is never reported).
 pub fn config(endpoints: Vec<String>) -> EtcdConfig {
     let mut c = EtcdConfig::new(endpoints)
         .with_prefix(unique_prefix())
@@ -36,8 +44,13 @@ pub fn config(endpoints: Vec<String>) -> EtcdConfig {
         });
     c.request_timeout = Duration::from_secs(1);
     c.watch_open_timeout = Duration::from_secs(2);
-    c.unavailable_after = 1000;
+    c.stale_after = Duration::from_secs(10);
     c
+}
+
+/// The default config (what a user gets), on a unique prefix.
+pub fn default_config(endpoints: Vec<String>) -> EtcdConfig {
+    EtcdConfig::new(endpoints).with_prefix(unique_prefix())
 }
 
 /// A raw client on `endpoints`.
@@ -69,7 +82,7 @@ type Item = Result<Vec<ServiceInstance>, RegistryError>;
 /// A snapshot stream polled continuously by a task (as the engine does), so
 /// the watch stays open between reads. Dropping it drops the stream.
 pub struct Watch {
-    rx: mpsc::UnboundedReceiver<Item>,
+    rx: mpsc::UnboundedReceiver<(Instant, Item)>,
     task: JoinHandle<()>,
 }
 
@@ -79,12 +92,28 @@ impl Drop for Watch {
     }
 }
 
+impl Watch {
+    /// The next item, however long it takes (`None`: the stream ended).
+    pub async fn rx_next(&mut self) -> Option<Item> {
+        self.rx.recv().await.map(|(_, item)| item)
+    }
+
+    /// The next item with the instant it arrived, within `limit`.
+    pub async fn next_timed(&mut self, limit: Duration) -> (Instant, Item) {
+        tokio::time::timeout(limit, self.rx.recv())
+            .await
+            .expect("no watch item in time")
+            .expect("the watch ended")
+    }
+}
+
 /// Pumps `stream` into a [`Watch`].
 pub fn pump(mut stream: SnapshotStream) -> Watch {
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         while let Some(item) = stream.next().await {
-            if tx.send(item.map(std::sync::Arc::unwrap_or_clone)).is_err() {
+            let item = item.map(std::sync::Arc::unwrap_or_clone);
+            if tx.send((Instant::now(), item)).is_err() {
                 return;
             }
         }
@@ -99,7 +128,7 @@ pub async fn watch(reg: &impl Registry, app: &str) -> Watch {
 
 /// The next item of `w` (`None` = the stream ended), within `limit`.
 pub async fn next_item(w: &mut Watch, limit: Duration) -> Option<Item> {
-    tokio::time::timeout(limit, w.rx.recv())
+    tokio::time::timeout(limit, w.rx_next())
         .await
         .expect("no watch item in time")
 }
@@ -117,7 +146,7 @@ pub async fn wait_snapshot(
     let mut last = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, w.rx.recv()).await {
+        match tokio::time::timeout(left, w.rx_next()).await {
             Err(_) => panic!("timed out waiting for {what}; last snapshot {last:?}"),
             Ok(None) => panic!("watch ended while waiting for {what}"),
             Ok(Some(Err(e))) => panic!("watch error while waiting for {what}: {e}"),
@@ -130,6 +159,66 @@ pub async fn wait_snapshot(
                 }
                 last = Some(ids(&s));
             }
+        }
+    }
+}
+
+/// Like [`wait_snapshot`], but an error item (the source reported stale)
+/// is counted instead of failing the test. Returns the snapshot and the
+/// number of error items seen before it.
+pub async fn wait_snapshot_through_stale(
+    w: &mut Watch,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&[ServiceInstance]) -> bool,
+) -> (Vec<ServiceInstance>, usize) {
+    let deadline = Instant::now() + limit;
+    let mut errors = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.rx_next()).await {
+            Err(_) => panic!("timed out waiting for {what}"),
+            Ok(None) => panic!("watch ended while waiting for {what}"),
+            Ok(Some(Err(_))) => errors += 1,
+            Ok(Some(Ok(s))) if pred(&s) => return (s, errors),
+            Ok(Some(Ok(_))) => {}
+        }
+    }
+}
+
+/// Waits for the next error item (the source reported stale) within
+/// `limit` of `since`, skipping snapshots; returns when it arrived, as the
+/// time since `since`.
+pub async fn wait_stale(w: &mut Watch, since: Instant, limit: Duration) -> Duration {
+    loop {
+        let left = (since + limit).saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.rx.recv()).await {
+            Err(_) => panic!("no stale report within {limit:?}"),
+            Ok(None) => panic!("watch ended instead of reporting stale"),
+            Ok(Some((at, Err(_)))) => return at.saturating_duration_since(since),
+            Ok(Some((_, Ok(_)))) => {}
+        }
+    }
+}
+
+/// Waits for the first snapshot that arrived at or after `since` and
+/// satisfies `pred` (items that arrived earlier, and error items, are
+/// skipped), within `limit` of `since`; returns it and when it arrived.
+pub async fn first_snapshot_after(
+    w: &mut Watch,
+    since: Instant,
+    limit: Duration,
+    pred: impl Fn(&[ServiceInstance]) -> bool,
+) -> (Vec<ServiceInstance>, Instant) {
+    loop {
+        let left = (since + limit).saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, w.rx.recv()).await {
+            Err(_) => panic!("no matching snapshot within {limit:?}"),
+            Ok(None) => panic!("watch ended"),
+            Ok(Some((at, Ok(s)))) if at >= since && pred(&s) => {
+                return (s, at);
+            }
+            Ok(Some(_)) => {}
         }
     }
 }

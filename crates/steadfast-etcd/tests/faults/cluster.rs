@@ -1,0 +1,105 @@
+//! Faults of a 3-member cluster: quorum loss under a watch that stays on a
+//! leaderless member, and a frozen member the watch must leave.
+
+use std::time::{Duration, Instant};
+
+use steadfast_core::ServiceInstance;
+use steadfast_etcd::harness::EtcdCluster;
+use steadfast_etcd::{EtcdClient, EtcdRegistry, KeyLayout};
+
+use crate::common::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn put_until_ok(raw: &EtcdClient, l: &KeyLayout, i: &ServiceInstance) {
+    let (k, v) = (l.instance_key("web", &i.id), serde_json::to_vec(i).unwrap());
+    let start = Instant::now();
+    while let Err(e) = raw.put(k.as_bytes(), &v, 0).await {
+        assert!(start.elapsed() < WAIT, "put never succeeded: {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A consumer (default config, every endpoint) watching `web` with `a`
+/// registered; returns it, its watch, and the index of the member its
+/// watch lives on.
+async fn watching(
+    cluster: &EtcdCluster,
+    a: &ServiceInstance,
+) -> (EtcdRegistry, EtcdClient, Watch, usize) {
+    let consumer = EtcdRegistry::new(default_config(cluster.endpoints())).unwrap();
+    let raw = client(cluster.endpoints());
+    put_until_ok(&raw, consumer.layout(), a).await;
+    let mut w = watch(&consumer, "web").await;
+    wait_snapshot(&mut w, WAIT, "a", |s| s.len() == 1).await;
+    let on = consumer.client().current_endpoint().to_string();
+    let idx = cluster.endpoints().iter().position(|e| *e == on).unwrap();
+    (consumer, raw, w, idx)
+}
+
+#[tokio::test]
+async fn quorum_loss_under_the_watch_is_reported_within_10s_and_heals_when_quorum_returns() {
+    bounded(async {
+        let mut cluster = EtcdCluster::start(3).await.unwrap();
+        let [a, b] = ["a", "b"].map(|h| inst("web", h));
+        let (consumer, _raw, mut w, on) = watching(&cluster, &a).await;
+        // Kill the two other members: the watch's member stays up without
+        // a leader, which is what used to hold a watch silently.
+        let others: Vec<usize> = (0..3).filter(|&i| i != on).collect();
+        for &i in &others {
+            cluster.kill(i).await.unwrap();
+        }
+        let lost = Instant::now();
+        let stale = wait_stale(&mut w, lost, Duration::from_secs(10)).await;
+
+        let spawned = Instant::now();
+        cluster.restart(others[0]).await.unwrap();
+        let healthy = Instant::now();
+        let live = vec![cluster.endpoint(on), cluster.endpoint(others[0])];
+        put_until_ok(&client(live), consumer.layout(), &b).await;
+        let want = ids_of(&[&a, &b]);
+        let (_, at) = first_snapshot_after(&mut w, spawned, WAIT, |s| ids(s) == want).await;
+        let resumed = at.saturating_duration_since(healthy);
+        println!(
+            "quorum loss: stale reported {stale:?} after losing 2 of 3 members; a+b delivered \
+             {resumed:?} after quorum returned"
+        );
+        assert!(stale <= Duration::from_secs(10), "stale after {stale:?}");
+        assert!(
+            resumed <= Duration::from_secs(5),
+            "resumed after {resumed:?}"
+        );
+        let st = consumer.stats();
+        assert!(st.unavailable_reports >= 1, "{st:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_frozen_member_is_left_for_a_healthy_one() {
+    bounded(async {
+        let mut cluster = EtcdCluster::start(3).await.unwrap();
+        let [a, b] = ["a", "b"].map(|h| inst("web", h));
+        let (consumer, _raw, mut w, on) = watching(&cluster, &a).await;
+        cluster.freeze(on).unwrap();
+        let frozen = Instant::now();
+        let stale = wait_stale(&mut w, frozen, Duration::from_secs(10)).await;
+        let live: Vec<String> = (0..3)
+            .filter(|&i| i != on)
+            .map(|i| cluster.endpoint(i))
+            .collect();
+        put_until_ok(&client(live), consumer.layout(), &b).await;
+        let want = ids_of(&[&a, &b]);
+        let (_, at) = first_snapshot_after(&mut w, frozen, WAIT, |s| ids(s) == want).await;
+        let moved = at.duration_since(frozen);
+        assert_ne!(consumer.client().current_endpoint(), cluster.endpoint(on));
+        cluster.thaw(on).unwrap();
+        println!(
+            "frozen member: stale reported {stale:?} after SIGSTOP; a write through another \
+             member delivered {moved:?} after SIGSTOP"
+        );
+        assert!(stale <= Duration::from_secs(10), "stale after {stale:?}");
+        assert!(consumer.stats().liveness_failures >= 1);
+    })
+    .await;
+}
