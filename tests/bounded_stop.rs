@@ -10,10 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::{BoxFuture, FutureExt};
-use steadfast::{
-    Engine, ExportSpec, MemoryRegistry, Registry, RegistryError, ServiceInfo, ServiceInstance,
-    SnapshotStream,
-};
+use steadfast::{Engine, MemoryRegistry, Registry, RegistryError, ServiceInstance, SnapshotStream};
 use tokio::time::Instant;
 
 /// The embedded registry, except that once `hang` is set its register and
@@ -45,18 +42,6 @@ impl Registry for Freezable {
     }
 }
 
-fn spec(port: u16) -> ExportSpec {
-    ExportSpec::new(APP, "127.0.0.1", port).service(ServiceInfo {
-        name: IFACE.into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port,
-        path: IFACE.into(),
-        params: Default::default(),
-    })
-}
-
 async fn registered_engine(
     reg: &Freezable,
     ports: &[u16],
@@ -72,7 +57,7 @@ async fn registered_engine(
         .unwrap();
     let mut exports = Vec::new();
     for p in ports {
-        exports.push(engine.export(spec(*p)).await.unwrap());
+        exports.push(engine.export(export_spec(*p)).await.unwrap());
     }
     settle().await;
     for e in &exports {

@@ -13,18 +13,7 @@ use steadfast::{ExportSpec, RestartTarget, ServiceInfo};
 #[actix_rt::test]
 async fn a_handler_panic_in_any_actor_restarts_it_and_healing_goes_on() {
     let fx = Fixture::start();
-    let m1 = metadata(APP, 20000, "t1");
-    let m2 = metadata(APP, 20001, "t2");
-    fx.fetcher.serve(m1.clone());
-    fx.fetcher.serve(m2.clone());
-    fx.fetcher.fail_always(&m2.revision);
-    let dir = fx.subscribe().await;
-    fx.registry.put(instance(&m1, 8001));
-    fx.registry.put(instance(&m2, 8002));
-    wait_for(&dir, "ready", Duration::from_millis(50), |v| {
-        v.status.is_ready()
-    })
-    .await;
+    let (m1, m2, dir) = fx.r1_ready_r2_failing().await;
     let targets = [
         RestartTarget::Registry,
         RestartTarget::Cache,

@@ -7,26 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::{ExportSpec, ServiceInfo};
-
-fn spec(port: u16) -> ExportSpec {
-    ExportSpec::new(APP, "127.0.0.1", port).service(ServiceInfo {
-        name: IFACE.into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port,
-        path: IFACE.into(),
-        params: Default::default(),
-    })
-}
 
 #[actix_rt::test]
 async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
     tokio::time::pause();
     let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
     fx.registry.fail_next_registers(2);
-    let exported = fx.engine.export(spec(9100)).await.unwrap();
+    let exported = fx.engine.export(export_spec(9100)).await.unwrap();
     let dir = fx.subscribe().await;
     settle().await;
     assert!(!exported.is_registered().await.unwrap());
@@ -62,7 +49,7 @@ async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
 async fn graceful_shutdown_announces_unregisters_and_drains() {
     tokio::time::pause();
     let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
-    let exported = fx.engine.export(spec(9200)).await.unwrap();
+    let exported = fx.engine.export(export_spec(9200)).await.unwrap();
     let dir = fx.subscribe().await;
     wait_for(&dir, "ready", Duration::from_secs(1), |v| {
         v.status.is_ready()
@@ -99,7 +86,7 @@ async fn graceful_shutdown_announces_unregisters_and_drains() {
 #[actix_rt::test]
 async fn drain_is_bounded() {
     let fx = Fixture::start();
-    let exported = fx.engine.export(spec(9300)).await.unwrap();
+    let exported = fx.engine.export(export_spec(9300)).await.unwrap();
     settle().await;
     let _stuck = exported.in_flight().enter().unwrap();
     let report = exported.shutdown(Duration::from_secs(3)).await.unwrap();
@@ -120,7 +107,7 @@ async fn identical_instances_share_one_revision_and_one_fetch_per_consumer() {
     let dir = fx.subscribe().await;
     let mut exports = Vec::new();
     for port in [9401, 9402, 9403] {
-        let mut s = spec(9400);
+        let mut s = export_spec(9400);
         s.port = port;
         exports.push(fx.engine.export(s).await.unwrap());
     }
@@ -149,7 +136,7 @@ async fn identical_instances_share_one_revision_and_one_fetch_per_consumer() {
         .shutdown(Duration::ZERO)
         .await
         .unwrap();
-    let mut again = spec(9400);
+    let mut again = export_spec(9400);
     again.port = 9403;
     fx.engine.export(again).await.unwrap();
     wait_for(&dir, "restarted boot served", Duration::from_secs(5), |v| {

@@ -186,18 +186,7 @@ async fn a_fetch_that_never_returns_delays_nothing_else() {
 #[actix_rt::test]
 async fn forced_restart_of_each_actor_converges_to_the_same_state() {
     let fx = Fixture::start();
-    let m1 = metadata(APP, 20000, "t1");
-    let m2 = metadata(APP, 20001, "t2");
-    fx.fetcher.serve(m1.clone());
-    fx.fetcher.serve(m2.clone());
-    fx.fetcher.fail_always(&m2.revision);
-    let dir = fx.subscribe().await;
-    fx.registry.put(instance(&m1, 8001));
-    fx.registry.put(instance(&m2, 8002));
-    wait_for(&dir, "ready", Duration::from_millis(50), |v| {
-        v.status.is_ready()
-    })
-    .await;
+    let (m1, m2, dir) = fx.r1_ready_r2_failing().await;
     let targets = [
         RestartTarget::Registry,
         RestartTarget::Cache,

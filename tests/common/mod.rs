@@ -86,6 +86,41 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// Serves R1 (port 20000) and R2 (port 20001) with R2 failing for good,
+    /// registers one instance of each (:8001, :8002), subscribes and waits
+    /// until the directory is ready on R1 with R2's retry pending.
+    pub async fn r1_ready_r2_failing(&self) -> (MetadataInfo, MetadataInfo, Directory) {
+        let m1 = metadata(APP, 20000, "t1");
+        let m2 = metadata(APP, 20001, "t2");
+        self.fetcher.serve(m1.clone());
+        self.fetcher.serve(m2.clone());
+        self.fetcher.fail_always(&m2.revision);
+        let dir = self.subscribe().await;
+        self.registry.put(instance(&m1, 8001));
+        self.registry.put(instance(&m2, 8002));
+        wait_for(&dir, "ready", Duration::from_millis(50), |v| {
+            v.status.is_ready()
+        })
+        .await;
+        (m1, m2, dir)
+    }
+}
+
+/// An export of `greeter` on 127.0.0.1:`port` with `demo.Greeter` over
+/// `tri` on the same port.
+pub fn export_spec(port: u16) -> steadfast::ExportSpec {
+    steadfast::ExportSpec::new(APP, "127.0.0.1", port).service(steadfast::ServiceInfo {
+        name: IFACE.into(),
+        group: None,
+        version: None,
+        protocol: "tri".into(),
+        port,
+        path: IFACE.into(),
+        params: Default::default(),
+    })
+}
+
 /// The default reference: `demo.Greeter` over `tri`, served by `greeter`.
 pub fn reference() -> Reference {
     Reference::new(IFACE, "tri", [APP])

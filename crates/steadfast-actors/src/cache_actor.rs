@@ -377,18 +377,6 @@ impl Handler<ForceRestart> for CacheActor {
     }
 }
 
-impl Contain for CacheActor {
-    const NAME: &'static str = "cache";
-    fn engine_stats(&self) -> &Arc<EngineStats> {
-        &self.stats
-    }
-}
-
-impl Handler<crate::contain::DrillPanic> for CacheActor {
-    type Result = ();
-    fn handle(&mut self, _: crate::contain::DrillPanic, ctx: &mut Self::Context) {
-        crate::contain::drill(self, ctx);
-    }
-}
+crate::contain::contained_actor!(CacheActor, "cache");
 #[cfg(test)]
 mod tests;

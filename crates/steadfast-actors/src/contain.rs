@@ -57,3 +57,24 @@ pub(crate) fn drill<A: Contain>(act: &mut A, ctx: &mut Context<A>) {
         panic!("drill: {} handler panic", A::NAME);
     });
 }
+
+/// Makes an actor with a `stats: Arc<EngineStats>` field [`Contain`]ed under
+/// `name`, and lets it take [`DrillPanic`].
+macro_rules! contained_actor {
+    ($actor:ty, $name:literal) => {
+        impl $crate::contain::Contain for $actor {
+            const NAME: &'static str = $name;
+            fn engine_stats(&self) -> &::std::sync::Arc<$crate::stats::EngineStats> {
+                &self.stats
+            }
+        }
+
+        impl ::actix::Handler<$crate::contain::DrillPanic> for $actor {
+            type Result = ();
+            fn handle(&mut self, _: $crate::contain::DrillPanic, ctx: &mut Self::Context) {
+                $crate::contain::drill(self, ctx);
+            }
+        }
+    };
+}
+pub(crate) use contained_actor;

@@ -8,7 +8,7 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use steadfast_core::{DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
 
-use crate::contain::{drill, Contain, DrillPanic};
+use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{ApplyUpdate, Attach, Detach, ForceRestart, Shutdown};
 use crate::resolver_actor::ResolverActor;
@@ -102,12 +102,7 @@ impl Supervised for DirectoryActor {
     }
 }
 
-impl Contain for DirectoryActor {
-    const NAME: &'static str = "directory";
-    fn engine_stats(&self) -> &Arc<EngineStats> {
-        &self.stats
-    }
-}
+crate::contain::contained_actor!(DirectoryActor, "directory");
 
 impl Handler<ApplyUpdate> for DirectoryActor {
     type Result = ();
@@ -146,13 +141,6 @@ impl Handler<SelectEndpoint> for DirectoryActor {
             (!act.terminated).then(|| act.machine.select())
         })
         .flatten()
-    }
-}
-
-impl Handler<DrillPanic> for DirectoryActor {
-    type Result = ();
-    fn handle(&mut self, _: DrillPanic, ctx: &mut Self::Context) {
-        drill(self, ctx);
     }
 }
 

@@ -441,16 +441,4 @@ impl Handler<ForceRestart> for RegistryActor {
     }
 }
 
-impl Contain for RegistryActor {
-    const NAME: &'static str = "registry";
-    fn engine_stats(&self) -> &Arc<EngineStats> {
-        &self.stats
-    }
-}
-
-impl Handler<crate::contain::DrillPanic> for RegistryActor {
-    type Result = ();
-    fn handle(&mut self, _: crate::contain::DrillPanic, ctx: &mut Self::Context) {
-        crate::contain::drill(self, ctx);
-    }
-}
+crate::contain::contained_actor!(RegistryActor, "registry");

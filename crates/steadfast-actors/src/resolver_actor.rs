@@ -298,16 +298,4 @@ impl Handler<ForceRestart> for ResolverActor {
     }
 }
 
-impl Contain for ResolverActor {
-    const NAME: &'static str = "resolver";
-    fn engine_stats(&self) -> &Arc<EngineStats> {
-        &self.stats
-    }
-}
-
-impl Handler<crate::contain::DrillPanic> for ResolverActor {
-    type Result = ();
-    fn handle(&mut self, _: crate::contain::DrillPanic, ctx: &mut Self::Context) {
-        crate::contain::drill(self, ctx);
-    }
-}
+crate::contain::contained_actor!(ResolverActor, "resolver");
