@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use super::{Phase, ResolverAction, ResolverMachine, RevisionState};
-use crate::error::FetchError;
+use crate::error::{ErrorClass, FetchError};
 use crate::model::ServiceInstance;
 use crate::recover::{Recover, Retry};
 
@@ -22,9 +22,11 @@ pub(super) struct Parked {
 
 impl ResolverMachine {
     /// Parks the schedule of `rev`, which left the snapshot at `now`. A
-    /// fresh schedule is not worth keeping, and one that gave up is not
-    /// kept: a revision that used up its attempts starts afresh when it
-    /// comes back.
+    /// fetch still under way is abandoned, but it cost its provider calls:
+    /// it counts as a failed attempt, so a revision whose fetches are slower
+    /// than its flaps does not come back fresh every time. A fresh schedule
+    /// is not worth keeping, and one that gave up is not kept: a revision
+    /// that used up its attempts starts afresh when it comes back.
     pub(super) fn park(&mut self, rev: String, state: RevisionState, now: Instant) {
         let window = self.policy.memory_window();
         self.parked
@@ -33,12 +35,15 @@ impl ResolverMachine {
             since,
             last_error,
             phase,
-            recover,
+            mut recover,
             ..
         } = state
         else {
             return;
         };
+        if matches!(phase, Phase::Fetching(_)) {
+            let _ = recover.on_failure(&self.policy, ErrorClass::Transient, now, &mut self.rng);
+        }
         if phase == Phase::GaveUp || recover.gave_up() || recover == Recover::default() {
             return;
         }

@@ -50,14 +50,15 @@ fn a_revision_coming_back_after_its_due_time_is_fetched_at_once_on_its_schedule(
         assert_band(d, n);
         f = fetched(&h.fire(timer), b);
     }
-    // Three failures recorded, the fourth fetch in flight is abandoned.
+    // Three failures recorded; the fourth fetch, in flight, is abandoned
+    // and counts as an attempt (it cost its provider calls).
     let left = h.now;
     h.snapshot(2, vec![], left);
     let back = left + secs(40);
     let f = fetched(&h.snapshot(3, vec![inst("a", b)], back), b);
-    assert_eq!(unresolved(&h.update().state).attempts, 3);
-    assert_band(armed(&h.complete(f, fail(), back), b).1, 3);
     assert_eq!(unresolved(&h.update().state).attempts, 4);
+    assert_band(armed(&h.complete(f, fail(), back), b).1, 4);
+    assert_eq!(unresolved(&h.update().state).attempts, 5);
 }
 
 #[test]
@@ -101,6 +102,13 @@ fn unsubscribe_and_resubscribe_keep_the_due_time() {
 /// and a failing revision every 500 ms for `secs` seconds (every fetch of
 /// the failing one fails at once).
 fn flapping_fetches(seed: u64, secs: u64) -> usize {
+    flapping(seed, secs, false)
+}
+
+/// Like [`flapping_fetches`], `slow` making every fetch of the failing
+/// revision slower than a flap: it is still under way when the revision
+/// leaves, and abandoned.
+fn flapping(seed: u64, secs: u64, slow: bool) -> usize {
     let t0 = Instant::now();
     let (good, bad) = (meta(20001), meta(20002));
     let (g, b) = (good.revision.clone(), bad.revision.clone());
@@ -108,6 +116,7 @@ fn flapping_fetches(seed: u64, secs: u64) -> usize {
     h.subscribe(KEY);
     let step = Duration::from_millis(500);
     let mut fetches = 0;
+    let mut started = std::collections::BTreeSet::new();
     let mut generation = 0;
     let end = t0 + Duration::from_secs(secs);
     while h.now < end {
@@ -118,8 +127,18 @@ fn flapping_fetches(seed: u64, secs: u64) -> usize {
         h.snapshot(generation, vec![inst("a", rev)], now);
         // Run everything due before the next flip.
         for _ in 0..100 {
-            let fetch = h.fetches.iter().next().map(|(t, r)| (*t, r.clone()));
+            let fetch = h
+                .fetches
+                .iter()
+                .find(|(t, r)| !(slow && **r == b && started.contains(*t)))
+                .map(|(t, r)| (*t, r.clone()));
             if let Some((t, r)) = fetch {
+                if slow && r == b {
+                    // Counted once; it will not answer before the flip.
+                    fetches += 1;
+                    started.insert(t);
+                    continue;
+                }
                 let result = if r == b {
                     fetches += 1;
                     fail()
@@ -155,4 +174,14 @@ fn a_flapping_instance_keeps_its_backoff() {
         runs.iter().all(|n| *n >= 5),
         "it is still retried: {runs:?}"
     );
+}
+
+#[test]
+fn a_flapping_instance_whose_fetches_are_slower_than_its_flaps_keeps_its_backoff() {
+    let runs: Vec<usize> = (1..=8).map(|seed| flapping(seed, 60, true)).collect();
+    println!("flapping 60 s, failing fetch slower than a flap: fetches per seed = {runs:?}");
+    for n in &runs {
+        assert!(*n <= 12, "{runs:?}");
+    }
+    assert!(runs.iter().all(|n| *n >= 5), "still retried: {runs:?}");
 }
