@@ -149,3 +149,44 @@ async fn identical_instances_share_one_revision_and_one_fetch_per_consumer() {
         "a same-definition restart is cached"
     );
 }
+
+#[actix_rt::test]
+async fn stopping_one_of_identical_exports_keeps_their_shared_revision_served() {
+    use steadfast::MetadataFetcher;
+    tokio::time::pause();
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
+    let mut exports = Vec::new();
+    for port in [9501, 9502] {
+        let mut s = export_spec(9500);
+        s.port = port;
+        exports.push(fx.engine.export(s).await.unwrap());
+    }
+    settle().await;
+    let revision = exports[0].metadata().revision.clone();
+    let record = exports[1].instance().clone();
+    exports[0].shutdown(Duration::ZERO).await.unwrap();
+    // A consumer with a cold cache still resolves the live instance.
+    let cold = steadfast::Engine::builder()
+        .registry(fx.registry.clone())
+        .fetcher(fx.fetcher.clone())
+        .seed(9)
+        .start()
+        .unwrap();
+    let dir = cold.subscribe(reference()).await.unwrap();
+    let v = wait_for(
+        &dir,
+        "the live twin resolved",
+        Duration::from_secs(5),
+        |v| v.status.is_ready(),
+    )
+    .await;
+    assert_eq!(ports(&v), vec![9500]);
+    assert!(fx.fetcher.fetch(&record, &revision).await.is_ok());
+    // The last one to stop withdraws it.
+    exports[1].shutdown(Duration::ZERO).await.unwrap();
+    assert!(
+        fx.fetcher.fetch(&record, &revision).await.is_err(),
+        "withdrawn with the last export"
+    );
+    cold.shutdown().await;
+}

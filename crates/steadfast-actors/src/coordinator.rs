@@ -20,7 +20,8 @@ use crate::contain::{drill, Contain, DrillPanic};
 use crate::directory_actor::DirectoryActor;
 use crate::error::EngineError;
 use crate::export::{
-    build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, InFlight, ShutdownReport,
+    build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, GracefulStop, InFlight,
+    ShutdownReport,
 };
 use crate::handle::Directory;
 use crate::messages::{ForceRestart, Shutdown};
@@ -88,7 +89,8 @@ pub(crate) struct Coordinator {
     cache: Option<Addr<CacheActor>>,
     resolvers: HashMap<String, Counted<ResolverActor>>,
     directories: HashMap<Reference, (Counted<DirectoryActor>, Directory)>,
-    exports: HashMap<u64, Addr<ExportActor>>,
+    /// Every export with the (app, revision) it serves.
+    exports: HashMap<u64, (Addr<ExportActor>, (String, String))>,
     registry_backend: Arc<dyn Registry>,
     publishers: Vec<Arc<dyn MetadataPublisher>>,
     next_id: u64,
@@ -183,7 +185,7 @@ impl Coordinator {
         for (_, c) in self.resolvers.drain() {
             c.addr.do_send(Shutdown);
         }
-        for (_, e) in self.exports.drain() {
+        for (_, (e, _)) in self.exports.drain() {
             e.do_send(Shutdown);
         }
         if let Some(r) = self.registry.take() {
@@ -304,7 +306,12 @@ impl Handler<Shutdown> for Coordinator {
         let stops: Vec<_> = self
             .exports
             .values()
-            .map(|a| a.send(crate::export::GracefulStop(Duration::ZERO)))
+            .map(|(a, _)| {
+                a.send(GracefulStop {
+                    drain: Duration::ZERO,
+                    withdraw: true,
+                })
+            })
             .collect();
         let limit = self.config.shutdown_timeout;
         Box::pin(
@@ -417,7 +424,8 @@ impl Coordinator {
             coordinator: me,
             in_flight,
         };
-        self.exports.insert(id, addr);
+        let key = (handle.info.app.clone(), handle.info.revision.clone());
+        self.exports.insert(id, (addr, key));
         Ok(handle)
     }
 }
@@ -425,12 +433,20 @@ impl Coordinator {
 impl Handler<StopExport> for Coordinator {
     type Result = ResponseFuture<Result<ShutdownReport, EngineError>>;
     fn handle(&mut self, msg: StopExport, _ctx: &mut Self::Context) -> Self::Result {
-        let addr = self.exports.remove(&msg.id);
+        let stopped = self.exports.remove(&msg.id);
+        // Identical exports share a revision: only the last one to stop
+        // withdraws its metadata.
+        let withdraw = stopped
+            .as_ref()
+            .is_some_and(|(_, key)| !self.exports.values().any(|(_, k)| k == key));
         Box::pin(async move {
-            let addr = addr.ok_or(EngineError::ShutDown)?;
-            addr.send(crate::export::GracefulStop(msg.drain))
-                .await
-                .map_err(|_| EngineError::ShutDown)
+            let (addr, _) = stopped.ok_or(EngineError::ShutDown)?;
+            addr.send(GracefulStop {
+                drain: msg.drain,
+                withdraw,
+            })
+            .await
+            .map_err(|_| EngineError::ShutDown)
         })
     }
 }

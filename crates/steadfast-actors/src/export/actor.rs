@@ -46,7 +46,14 @@ pub(crate) struct IsRegistered;
 /// Graceful shutdown with a drain limit.
 #[derive(Message)]
 #[rtype(result = "ShutdownReport")]
-pub(crate) struct GracefulStop(pub Duration);
+pub(crate) struct GracefulStop {
+    /// Longest wait for in-flight requests.
+    pub drain: Duration,
+    /// Withdraw the metadata: false while another export of this engine
+    /// still serves the same revision (revisions are shared by identical
+    /// exports).
+    pub withdraw: bool,
+}
 
 /// What an export actor is built from.
 pub(crate) struct ExportParts {
@@ -222,6 +229,7 @@ impl Handler<GracefulStop> for ExportActor {
             .parts
             .publishers
             .iter()
+            .filter(|_| msg.withdraw)
             .map(|p| {
                 tokio::time::timeout(
                     limit,
@@ -239,7 +247,7 @@ impl Handler<GracefulStop> for ExportActor {
                 let _ = bounded(limit, registry.register(closing)).await;
             }
             let unregistered = bounded(limit, registry.unregister(instance)).await.is_ok();
-            let drained = in_flight.drained(msg.0).await;
+            let drained = in_flight.drained(msg.drain).await;
             join_all(withdraws).await;
             ShutdownReport {
                 unregistered,
