@@ -1,4 +1,4 @@
-//! A registry that stops answering can never hold a graceful stop or
+//! A registry that stops answering or panics can never hold a graceful stop or
 //! `Engine::shutdown` for ever: every registry call of a stop has its own
 //! deadline, and the whole shutdown has one.
 
@@ -107,4 +107,71 @@ async fn engine_shutdown_on_a_frozen_registry_is_bounded() {
     settle().await;
     assert_eq!(engine.stats().actors_alive, 0, "everything stopped anyway");
     assert!(engine.subscribe(reference()).await.is_err());
+}
+
+/// The embedded registry, except that its first `panics` register calls
+/// panic (user code gone wrong) — half of them while making the future, half
+/// while it is polled.
+#[derive(Clone)]
+struct Panicky {
+    inner: MemoryRegistry,
+    panics: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Registry for Panicky {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+        self.inner.list(app)
+    }
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+        self.inner.watch(app)
+    }
+    fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let left = self.panics.load(Ordering::SeqCst);
+        if left > 0 {
+            self.panics.store(left - 1, Ordering::SeqCst);
+            if left.is_multiple_of(2) {
+                panic!("register panicked while called");
+            }
+            return async { panic!("register panicked while polled") }.boxed();
+        }
+        self.inner.register(i)
+    }
+    fn unregister(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        self.inner.unregister(i)
+    }
+}
+
+#[actix_rt::test]
+async fn a_registry_that_panics_on_register_is_contained_and_the_export_lands() {
+    tokio::time::pause();
+    let reg = Panicky {
+        inner: MemoryRegistry::new(),
+        panics: Arc::new(2.into()),
+    };
+    let engine = Engine::builder()
+        .registry(reg.clone())
+        .fetcher(steadfast_testkit::ScriptedFetcher::new())
+        .seed(7)
+        .start()
+        .unwrap();
+    let export = engine.export(export_spec(9701)).await.unwrap();
+    settle().await;
+    assert!(
+        !export.is_registered().await.unwrap(),
+        "both panics contained"
+    );
+    assert_eq!(engine.stats().register_failures, 1);
+    // 1 s, then 2 s (+jitter) later the third attempt lands.
+    let t0 = Instant::now();
+    while !export.is_registered().await.unwrap() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the export never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(engine.stats().register_failures, 2);
+    assert_eq!(reg.inner.instances(APP).len(), 1);
+    assert_eq!(engine.stats().handler_panics, 0, "contained at the call");
+    engine.shutdown().await;
 }

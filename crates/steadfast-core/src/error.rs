@@ -152,6 +152,20 @@ pub enum PublishError {
     /// The store refused the metadata.
     #[error("metadata store rejected the request: {0}")]
     Rejected(String),
+    /// The publisher (user code) panicked; the panic was contained.
+    #[error("metadata publisher panicked: {0}")]
+    Panicked(String),
+}
+
+impl PublishError {
+    /// Classifies the error for the retry scheduler: a refusal goes to the
+    /// cap, the rest follow the exponential schedule.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            PublishError::Rejected(_) => ErrorClass::Persistent,
+            PublishError::Unavailable(_) | PublishError::Panicked(_) => ErrorClass::Transient,
+        }
+    }
 }
 
 /// The message of a contained panic payload (`&str` or `String`), for the

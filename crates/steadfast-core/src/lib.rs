@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod backoff;
+pub mod contain;
 pub mod directory;
 pub mod error;
 pub mod export;
@@ -31,6 +32,7 @@ pub use backend::{
     check_metadata, MetadataFetcher, MetadataPublisher, Registry, Snapshot, SnapshotStream,
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
+pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};

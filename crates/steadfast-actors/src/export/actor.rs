@@ -13,8 +13,9 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use futures::future::{join_all, BoxFuture, FutureExt, Shared};
 use steadfast_core::{
-    ErrorClass, ExportAction, ExportMachine, MetadataInfo, MetadataPublisher, RecoverPolicy,
-    Registry, RegistryError, ServiceInstance,
+    contain_publish_call, contain_registry_call, ErrorClass, ExportAction, ExportMachine,
+    MetadataInfo, MetadataPublisher, PublishError, RecoverPolicy, Registry, RegistryError,
+    ServiceInstance,
 };
 
 use super::in_flight::InFlight;
@@ -78,14 +79,26 @@ pub struct ExportActor {
     _alive: LiveGuard,
 }
 
-/// Runs `fut` under `limit`; running out is a registry timeout.
-async fn bounded<T>(
+/// A registry call (user code) with its panics contained, under `limit`;
+/// running out is a registry timeout.
+async fn registry_call(
     limit: Duration,
-    fut: impl std::future::Future<Output = Result<T, RegistryError>>,
-) -> Result<T, RegistryError> {
-    tokio::time::timeout(limit, fut)
+    call: impl FnOnce() -> BoxFuture<'static, Result<(), RegistryError>>,
+) -> Result<(), RegistryError> {
+    tokio::time::timeout(limit, contain_registry_call(call))
         .await
         .unwrap_or(Err(RegistryError::Timeout))
+}
+
+/// A publisher call (user code) with its panics contained, under `limit`;
+/// running out is an unavailable store.
+async fn publisher_call(
+    limit: Duration,
+    call: impl FnOnce() -> BoxFuture<'static, Result<(), PublishError>>,
+) -> Result<(), PublishError> {
+    tokio::time::timeout(limit, contain_publish_call(call))
+        .await
+        .unwrap_or_else(|_| Err(PublishError::Unavailable("publisher call timed out".into())))
 }
 
 impl ExportActor {
@@ -133,19 +146,16 @@ impl ExportActor {
             .parts
             .publishers
             .iter()
-            .map(|p| tokio::time::timeout(limit, p.publish(self.parts.info.clone())))
+            .map(|p| {
+                let (p, info) = (p.clone(), self.parts.info.clone());
+                publisher_call(limit, move || p.publish(info))
+            })
             .collect::<Vec<_>>();
-        let register = bounded(
-            limit,
-            self.parts.registry.register(self.parts.instance.clone()),
-        );
+        let (registry, instance) = (self.parts.registry.clone(), self.parts.instance.clone());
+        let register = registry_call(limit, move || registry.register(instance));
         let fut = async move {
             for r in join_all(publishes).await {
-                match r {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Err((ErrorClass::Transient, e.to_string())),
-                    Err(_) => return Err((ErrorClass::Transient, "publish timed out".into())),
-                }
+                r.map_err(|e| (e.class(), e.to_string()))?;
             }
             register.await.map_err(|e| (e.class(), e.to_string()))
         }
@@ -225,16 +235,18 @@ impl Handler<GracefulStop> for ExportActor {
         closing.metadata.insert(CLOSING_KEY.into(), "true".into());
         let instance = self.parts.instance.clone();
         let in_flight = self.parts.in_flight.clone();
+        let (app, revision) = (
+            self.parts.info.app.clone(),
+            self.parts.info.revision.clone(),
+        );
         let withdraws: Vec<_> = self
             .parts
             .publishers
             .iter()
             .filter(|_| msg.withdraw)
             .map(|p| {
-                tokio::time::timeout(
-                    limit,
-                    p.withdraw(&self.parts.info.app, &self.parts.info.revision),
-                )
+                let (p, app, revision) = (p.clone(), app.clone(), revision.clone());
+                publisher_call(limit, move || p.withdraw(&app, &revision))
             })
             .collect();
         let fut = async move {
@@ -244,9 +256,12 @@ impl Handler<GracefulStop> for ExportActor {
             if plan.announce_closing {
                 // Announce first so consumers stop picking this instance
                 // before its record disappears.
-                let _ = bounded(limit, registry.register(closing)).await;
+                let r = registry.clone();
+                let _ = registry_call(limit, move || r.register(closing)).await;
             }
-            let unregistered = bounded(limit, registry.unregister(instance)).await.is_ok();
+            let unregistered = registry_call(limit, move || registry.unregister(instance))
+                .await
+                .is_ok();
             let drained = in_flight.drained(msg.drain).await;
             join_all(withdraws).await;
             ShutdownReport {

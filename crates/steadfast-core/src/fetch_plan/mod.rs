@@ -28,13 +28,12 @@ mod memory;
 #[cfg(test)]
 mod tests;
 
-use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
-use futures::future::{self, BoxFuture, FutureExt};
+use futures::future::BoxFuture;
 
 use crate::backend::MetadataFetcher;
-use crate::error::{panic_message, ErrorClass, FetchError};
+use crate::error::{ErrorClass, FetchError};
 use crate::model::{MetadataInfo, ServiceInstance};
 
 pub use memory::FetchMemory;
@@ -335,14 +334,5 @@ pub fn fetch_contained(
     instance: &ServiceInstance,
     revision: &str,
 ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>> {
-    let panicked = |payload: Box<dyn std::any::Any + Send>| {
-        Err(FetchError::Panicked(panic_message(payload.as_ref())))
-    };
-    match std::panic::catch_unwind(AssertUnwindSafe(|| fetcher.fetch(instance, revision))) {
-        Ok(fut) => AssertUnwindSafe(fut)
-            .catch_unwind()
-            .map(move |r| r.unwrap_or_else(panicked))
-            .boxed(),
-        Err(payload) => future::ready(panicked(payload)).boxed(),
-    }
+    crate::contain::contain_call(|| fetcher.fetch(instance, revision), FetchError::Panicked)
 }
