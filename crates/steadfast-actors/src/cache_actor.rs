@@ -49,6 +49,7 @@ pub struct CacheActor {
     stats: Arc<EngineStats>,
     restarted: bool,
     terminated: bool,
+    containment: crate::contain::Containment,
     _alive: LiveGuard,
 }
 
@@ -68,6 +69,7 @@ impl CacheActor {
             fetcher,
             memory: FetchMemory::new(&policy),
             policy,
+            containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
             restarted: false,
@@ -315,6 +317,9 @@ impl Handler<FetchMetadata> for CacheActor {
             return;
         }
         self.contained(ctx, |act, ctx| {
+            // A panic here loses the request: the resolver's fetch guard
+            // turns that into a timeout and the revision is retried.
+            act.containment.drill_point();
             let waiter = Waiter {
                 resolver: msg.resolver,
                 token: msg.token,

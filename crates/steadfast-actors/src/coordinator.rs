@@ -16,7 +16,7 @@ use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
-use crate::contain::{drill, Contain, DrillPanic};
+use crate::contain::{Contain, DrillPanic};
 use crate::directory_actor::DirectoryActor;
 use crate::error::EngineError;
 use crate::export::{
@@ -98,6 +98,7 @@ pub(crate) struct Coordinator {
     /// Dropped at shutdown: a shut-down coordinator that an engine handle
     /// keeps restarting is an idle shell answering `ShutDown`, not alive.
     alive: Option<LiveGuard>,
+    containment: crate::contain::Containment,
 }
 
 impl Coordinator {
@@ -120,6 +121,7 @@ impl Coordinator {
             next_id: 1,
             shut_down: false,
             alive: Some(LiveGuard::new(&stats, Live::Actor)),
+            containment: Default::default(),
             stats,
         }
     }
@@ -147,6 +149,12 @@ impl Coordinator {
         let seed = self.seed(id);
         let (backoff, stats) = (self.config.backoff, self.stats.clone());
         let max_attempts = self.config.metadata_max_attempts;
+        // Well above the cache's whole-fetch deadline.
+        let fetch_guard = self
+            .config
+            .fetch_timeout
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(5));
         let name = app.to_string();
         let addr = Supervisor::start(move |_| {
             ResolverActor::new(
@@ -159,6 +167,7 @@ impl Coordinator {
                 cache,
                 stats,
             )
+            .with_fetch_guard(fetch_guard)
         });
         let weak = addr.downgrade();
         self.resolvers
@@ -223,6 +232,9 @@ impl Contain for Coordinator {
     fn engine_stats(&self) -> &Arc<EngineStats> {
         &self.stats
     }
+    fn containment(&mut self) -> &mut crate::contain::Containment {
+        &mut self.containment
+    }
 }
 
 /// The answer of a coordinator call whose handler panicked.
@@ -239,6 +251,7 @@ impl Handler<Subscribe> for Coordinator {
 
 impl Coordinator {
     fn subscribe(&mut self, reference: Reference) -> Result<Directory, EngineError> {
+        self.containment.drill_point();
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
@@ -353,13 +366,13 @@ impl Handler<Restart> for Coordinator {
 
 impl Handler<Panic> for Coordinator {
     type Result = Result<(), EngineError>;
-    fn handle(&mut self, msg: Panic, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Panic, _ctx: &mut Self::Context) -> Self::Result {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
         let sent = match &msg.0 {
             RestartTarget::Coordinator => {
-                drill(self, ctx);
+                self.containment.arm_drill();
                 Some(())
             }
             RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(DrillPanic)),

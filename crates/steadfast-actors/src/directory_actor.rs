@@ -44,6 +44,7 @@ pub struct DirectoryActor {
     graveyard: Graveyard,
     terminated: bool,
     stats: Arc<EngineStats>,
+    containment: crate::contain::Containment,
     _alive: LiveGuard,
 }
 
@@ -62,6 +63,7 @@ impl DirectoryActor {
             resolvers,
             graveyard: Graveyard::default(),
             terminated: false,
+            containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Directory),
             stats,
         }
@@ -108,6 +110,7 @@ impl Handler<ApplyUpdate> for DirectoryActor {
     type Result = ();
     fn handle(&mut self, msg: ApplyUpdate, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
+            act.containment.drill_point();
             if !act.terminated {
                 if let (_, Some(old)) = act.machine.apply_retiring(msg.0) {
                     act.graveyard.bury(old);

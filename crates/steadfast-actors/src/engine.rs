@@ -81,9 +81,10 @@ impl Engine {
             .map_err(|_| EngineError::ShutDown)?
     }
 
-    /// Makes one actor's handler panic (tests, drills): the panic is
-    /// contained, counted (`handler_panics`), and the actor restarts under
-    /// its supervisor with its state resynced.
+    /// Arms a drill (tests, drills): the next real handler of one actor
+    /// panics at its drill point; the panic is contained, counted
+    /// (`handler_panics`), and the actor restarts under its supervisor with
+    /// its state resynced.
     pub async fn drill_panic(&self, target: RestartTarget) -> Result<(), EngineError> {
         self.coordinator
             .send(Panic(target))

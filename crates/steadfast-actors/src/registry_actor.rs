@@ -62,6 +62,7 @@ pub struct RegistryActor {
     started_once: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
+    containment: crate::contain::Containment,
     _alive: LiveGuard,
 }
 
@@ -105,6 +106,7 @@ impl RegistryActor {
             opened: None,
             started_once: false,
             terminated: false,
+            containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
         }
@@ -119,6 +121,7 @@ impl RegistryActor {
     }
 
     fn perform(&mut self, actions: Vec<SubscriptionAction>, ctx: &mut Context<Self>) {
+        self.containment.drill_point();
         let mut gone: Vec<(String, u64)> = Vec::new();
         for action in actions {
             match action {

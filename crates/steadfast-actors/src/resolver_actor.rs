@@ -6,10 +6,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use actix::{WeakAddr, WeakRecipient};
-use steadfast_core::{BackoffPolicy, ResolverAction, ResolverMachine, Token};
+use steadfast_core::{BackoffPolicy, FetchError, ResolverAction, ResolverMachine, Token};
 
 use crate::cache_actor::CacheActor;
 use crate::contain::Contain;
@@ -21,6 +22,10 @@ use crate::messages::{
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
+
+/// Default of [`ResolverActor::with_fetch_guard`]: above the default 5 s
+/// whole-fetch deadline.
+pub const DEFAULT_FETCH_GUARD: Duration = Duration::from_secs(15);
 
 /// Publishes the machine's pending updates; queued behind the current burst.
 #[derive(Message)]
@@ -43,6 +48,10 @@ pub struct ResolverActor {
     started_once: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
+    /// How long a fetch may go unanswered before the resolver counts it as
+    /// timed out (see [`ResolverActor::with_fetch_guard`]).
+    fetch_guard: Duration,
+    containment: crate::contain::Containment,
     _alive: LiveGuard,
 }
 
@@ -71,12 +80,25 @@ impl ResolverActor {
             graveyard: Graveyard::default(),
             started_once: false,
             terminated: false,
+            fetch_guard: DEFAULT_FETCH_GUARD,
+            containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Resolver),
             stats,
         }
     }
 
+    /// Counts a fetch as timed out when no answer came within `guard`. The
+    /// cache answers every fetch within its own deadline; the guard bounds
+    /// the wait when the request or its answer was lost (a panic contained
+    /// in the cache before it recorded the request, a cache that stopped).
+    /// Set it above the cache's whole-fetch deadline.
+    pub fn with_fetch_guard(mut self, guard: Duration) -> Self {
+        self.fetch_guard = guard;
+        self
+    }
+
     fn perform(&mut self, actions: Vec<ResolverAction>, ctx: &mut Context<Self>) {
+        self.containment.drill_point();
         let app = self.machine.app().to_string();
         for action in actions {
             match action {
@@ -87,13 +109,23 @@ impl ResolverActor {
                 } => {
                     if let Some(cache) = self.cache.upgrade() {
                         cache.do_send(FetchMetadata {
-                            key: (app.clone(), revision),
+                            key: (app.clone(), revision.clone()),
                             candidates,
                             resolver: self.id,
                             token,
                             reply: ctx.address().downgrade().recipient(),
                         });
                     }
+                    // An answered fetch has moved on: the machine ignores
+                    // the guard's stale token.
+                    ctx.run_later(self.fetch_guard, move |act, ctx| {
+                        act.contained(ctx, |act, ctx| {
+                            let now = timer::now();
+                            let lost = Err(FetchError::Timeout);
+                            let actions = act.machine.on_fetch_result(&revision, token, lost, now);
+                            act.perform(actions, ctx);
+                        });
+                    });
                 }
                 ResolverAction::AbandonFetch { revision, token } => {
                     if let Some(cache) = self.cache.upgrade() {

@@ -76,6 +76,7 @@ pub struct ExportActor {
     timer: Option<SpawnHandle>,
     attempt: Option<Attempt>,
     stats: Arc<EngineStats>,
+    containment: crate::contain::Containment,
     _alive: LiveGuard,
 }
 
@@ -108,6 +109,7 @@ impl ExportActor {
             parts,
             timer: None,
             attempt: None,
+            containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
         }
@@ -191,6 +193,9 @@ impl Contain for ExportActor {
     const NAME: &'static str = "export";
     fn engine_stats(&self) -> &Arc<EngineStats> {
         &self.stats
+    }
+    fn containment(&mut self) -> &mut crate::contain::Containment {
+        &mut self.containment
     }
 }
 
