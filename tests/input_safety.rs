@@ -180,11 +180,11 @@ fn pipeline(instances: Vec<ServiceInstance>, info: Option<MetadataInfo>, now: In
 
 #[test]
 fn mutated_bytes_never_panic_any_decoder_or_display() {
-    let seed: u64 = std::env::var("INPUT_SAFETY_SEED")
+    let seed: u64 = std::env::var("STEADFAST_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
-    println!("input safety: seed {seed} (replay with INPUT_SAFETY_SEED={seed})");
+    println!("input safety: seed {seed} (replay with STEADFAST_FUZZ_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
     let (inst_seed, info_seed) = seeds();
     let fetcher = HttpMetadataFetcher::builder().build().unwrap();
@@ -238,7 +238,7 @@ fn mutated_bytes_never_panic_any_decoder_or_display() {
         }));
         assert!(
             outcome.is_ok(),
-            "case {case} panicked (seed {seed}); replay with INPUT_SAFETY_SEED={seed}"
+            "case {case} panicked (seed {seed}); replay with STEADFAST_FUZZ_SEED={seed}"
         );
     }
     println!(

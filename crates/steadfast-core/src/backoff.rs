@@ -51,6 +51,9 @@ pub enum BackoffError {
     /// `jitter` is not a finite fraction between 0 and 1.
     #[error("backoff jitter {0} must be between 0 and 1")]
     BadJitter(f64),
+    /// A probe interval is zero: the probe would spin.
+    #[error("probe interval must be above zero")]
+    ZeroProbe,
 }
 
 impl Default for BackoffPolicy {

@@ -64,7 +64,7 @@ impl RecoverPolicy {
     pub fn validate(&self) -> Result<(), BackoffError> {
         self.backoff.validate()?;
         if self.probe_interval.is_some_and(|p| p.is_zero()) {
-            return Err(BackoffError::ZeroInitial);
+            return Err(BackoffError::ZeroProbe);
         }
         Ok(())
     }
