@@ -220,9 +220,33 @@ impl ResolverMachine {
         t
     }
 
+    /// Applies a registry delivery: a full snapshot together with the
+    /// registry's staleness and hold as of when it was sent. Staleness is
+    /// taken from the delivery, never inferred from the arrival of a
+    /// snapshot (the registry also delivers during an outage, e.g. when a
+    /// hold ends). An older generation overtaken by a newer one changes
+    /// nothing, its staleness and hold included.
+    pub fn on_delivery(
+        &mut self,
+        generation: u64,
+        instances: Arc<Vec<ServiceInstance>>,
+        stale_since: Option<Instant>,
+        held: Option<HeldInstances>,
+        now: Instant,
+    ) -> Vec<ResolverAction> {
+        if self.closed || (self.instances.is_some() && generation < self.generation) {
+            self.tick(now);
+            return Vec::new();
+        }
+        self.set_registry_stale(stale_since);
+        self.set_held(held);
+        self.on_snapshot(generation, instances, now)
+    }
+
     /// Applies a full registry snapshot. Revisions that left it lose their
     /// fetch and timer; new ones start resolving when active. A snapshot equal
-    /// to the current one changes nothing.
+    /// to the current one changes nothing. Staleness and hold are left as
+    /// they are (see [`ResolverMachine::on_delivery`]).
     pub fn on_snapshot(
         &mut self,
         generation: u64,
@@ -279,7 +303,6 @@ impl ResolverMachine {
         }
         self.last_good = self.carry_last_good(&instances);
         self.generation = generation;
-        self.stale_since = None;
         self.rev_index = rev_index;
         self.rev_names = rev_names;
         self.instances = Some(instances);
