@@ -11,7 +11,7 @@
 //! marks the app stale and the stream is kept (its next `Ok` item clears the
 //! mark), but not for ever: unless it heals first, an unhealthy stream is
 //! dropped and re-opened after the next step of the registry
-//! [`RecoverPolicy`], and never sooner than the backoff cap (30 s by
+//! [`RecoverPolicy`](crate::recover::RecoverPolicy), and never sooner than the backoff cap (30 s by
 //! default), time enough for a backend that heals by itself (etcd: within
 //! 2-5 s). The end of the stream, or a failed open, re-subscribes on the
 //! same schedule: capped exponential backoff, and while down a cheap probe
@@ -48,6 +48,7 @@
 //! instance is never delayed. The rule in full: `hold.rs`.
 
 mod actions;
+mod config;
 mod hold;
 #[cfg(test)]
 mod hold_tests;
@@ -64,52 +65,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::backend::Snapshot;
-use crate::backoff::BackoffPolicy;
 use crate::error::RegistryError;
 use crate::model::ServiceInstance;
-use crate::recover::RecoverPolicy;
 use crate::resolver::Token;
 
 pub use actions::{Delivery, SubscriptionAction, TimerKind, To};
+pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
 pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
 use state::AppSub;
-
-/// Largest fraction the periodic resync interval is moved by at random
-/// (0.2: each app resyncs after 80-120 % of the interval).
-pub const RECONCILE_JITTER: f64 = 0.2;
-
-/// Tunables of the subscription machine.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SubscriptionConfig {
-    /// Re-subscribe schedule of failed or ended watches, with the probe
-    /// cadence while the registry is down (default: 1 s doubling to 30 s,
-    /// +0-25 %, one probe per engine every 1 s while down).
-    pub recover: RecoverPolicy,
-    /// Periodic full re-read of every subscribed app (default 5 min,
-    /// jittered; zero: only on resume after an outage).
-    pub reconcile_interval: Duration,
-    /// How long instances of a mass expiry right after a registry recovery
-    /// are held (default 3 s; zero: never held).
-    pub mass_removal_grace: Duration,
-    /// Deadline of every registry call (`watch` open, `list`) (default 5 s).
-    pub call_timeout: Duration,
-}
-
-/// Default probe cadence of a registry that is down: one cheap `list` per
-/// engine (not per app) every second, jittered by the backoff's jitter.
-pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(1);
-
-impl Default for SubscriptionConfig {
-    fn default() -> Self {
-        Self {
-            recover: RecoverPolicy::new(BackoffPolicy::default())
-                .with_probe(DEFAULT_PROBE_INTERVAL),
-            reconcile_interval: Duration::from_secs(300),
-            mass_removal_grace: Duration::from_secs(3),
-            call_timeout: Duration::from_secs(5),
-        }
-    }
-}
 
 /// The one probe of a registry that is down: per engine, not per app, so
 /// the load on a recovering registry does not grow with the apps watched.

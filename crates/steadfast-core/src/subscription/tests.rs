@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::backoff::BackoffPolicy;
+use crate::recover::RecoverPolicy;
 
 pub(super) const A: &str = "a";
 
