@@ -1,15 +1,17 @@
 //! No flap to empty after a registry-caused mass expiry, on virtual time:
 //! right after a registry recovery, a removal of most of an app's instances
-//! is held for the grace (3 s by default) and the status says so; a single
-//! removal is never delayed; nothing is held past the grace; providers that
-//! re-register replace the held records.
+//! (in one snapshot, or one per snapshot as etcd reports it) is held for the
+//! grace (3 s by default) and the status says so; a single removal is never
+//! delayed; nothing is held past the grace; providers that re-register
+//! replace the held records; a hold that ends, or a registry restart,
+//! during a new outage keeps the stale mark.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use steadfast::{DirectoryStatus, DirectoryView, MetadataInfo};
+use steadfast::{DirectoryStatus, DirectoryView, MetadataInfo, RestartTarget};
 
 const GRACE: Duration = Duration::from_secs(3);
 
@@ -172,4 +174,82 @@ async fn a_zero_grace_turns_the_hold_off() {
     let fx = Fixture::start_with(|b| b.mass_removal_grace(Duration::ZERO));
     let (_m, dir) = recovery_dropping(&fx, &[8001, 8002, 8003, 8004], &[8001]).await;
     assert_eq!(ids(&dir.view().await.unwrap()), [8001]);
+}
+
+fn stale(v: &DirectoryView) -> bool {
+    matches!(
+        &v.status,
+        DirectoryStatus::Ready {
+            stale_since: Some(_),
+            ..
+        }
+    )
+}
+
+#[actix_rt::test]
+async fn removals_one_per_snapshot_right_after_a_recovery_are_held() {
+    let fx = Fixture::start();
+    let all = [8001, 8002, 8003, 8004];
+    let (_m, dir) = recovery_dropping(&fx, &all, &all).await;
+    assert!(!stale(&dir.view().await.unwrap()), "recovered");
+    // One lease revoked per revision: one removal per snapshot.
+    let mut seen = Vec::new();
+    for p in all {
+        assert!(fx.registry.remove(APP, &format!("127.0.0.1:{p}")));
+        settle().await;
+        let v = dir.view().await.unwrap();
+        seen.push((ids(&v).len(), held(&v)));
+    }
+    assert_eq!(
+        seen,
+        [(3, None), (2, None), (4, Some(3)), (4, Some(4))],
+        "held once 3 of 4 are gone, the earlier ones brought back"
+    );
+    assert_eq!(fx.engine.stats().instances_held, 4);
+    // Each one leaves at its own removal + grace: nothing past the grace.
+    advance(GRACE + Duration::from_millis(100)).await;
+    let v = dir.view().await.unwrap();
+    assert!(v.endpoints.is_empty(), "{:?}", v.status);
+    assert!(matches!(
+        v.status,
+        DirectoryStatus::Empty(steadfast::EmptyReason::RegistryEmpty)
+    ));
+}
+
+#[actix_rt::test]
+async fn a_hold_ending_or_a_registry_restart_during_an_outage_keeps_the_stale_mark() {
+    let fx = Fixture::start();
+    let (_m, dir) = recovery_dropping(&fx, &[8001, 8002, 8003, 8004], &[8001]).await;
+    assert_eq!(held(&dir.view().await.unwrap()), Some(3));
+    // The registry goes down again while the hold lasts.
+    fx.registry.fail_next_watches(usize::MAX);
+    fx.registry.fail_next_lists(usize::MAX);
+    fx.registry.error_watches(APP);
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert!(stale(&v) && held(&v) == Some(3), "{:?}", v.status);
+    // A forced restart of the registry actor (and of the resolver) during
+    // the outage: the watch cannot re-open, so still stale.
+    for target in [RestartTarget::Registry, RestartTarget::Resolver(APP.into())] {
+        fx.engine.force_restart(target).await.unwrap();
+        settle().await;
+        let v = dir.view().await.unwrap();
+        assert!(stale(&v), "after a restart: {:?}", v.status);
+    }
+    assert!(fx.engine.stats().restarts >= 2);
+    // The hold ends during the outage: delivered, and still stale.
+    advance(GRACE).await;
+    let v = dir.view().await.unwrap();
+    assert_eq!(ids(&v), [8001], "nothing held past the grace");
+    assert_eq!(held(&v), None);
+    assert!(stale(&v), "the registry is still down: {:?}", v.status);
+    advance(Duration::from_secs(10)).await;
+    assert!(
+        stale(&dir.view().await.unwrap()),
+        "for as long as it is down"
+    );
+    // The registry answers again: fresh within a probe interval.
+    fx.registry.fail_next_watches(0);
+    fx.registry.fail_next_lists(0);
+    wait_for(&dir, "fresh", Duration::from_millis(1300), |v| !stale(v)).await;
 }

@@ -1,14 +1,19 @@
 //! Registry faults on virtual time: a registry that panics (in `watch`, in
-//! its stream, in `list`), a watch that reports unhealthy and heals, a lost
-//! notification corrected by the periodic resync, and the probe that brings
-//! the watch back promptly after a long outage.
+//! its stream, in `list`), a watch that reports unhealthy and heals (or goes
+//! silent and is re-opened), a lost notification corrected by the periodic
+//! resync, the probe that brings the watch back promptly after a long
+//! outage, and a backend that re-reads on resume by itself.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use steadfast::{DirectoryStatus, DirectoryView, Reference};
+use futures::future::BoxFuture;
+use steadfast::{
+    DirectoryStatus, DirectoryView, MemoryRegistry, Reference, Registry, RegistryError,
+    ServiceInstance, SnapshotStream,
+};
 
 /// One backoff step of the default registry schedule: 1 s + 25 % jitter.
 const ONE_STEP: Duration = Duration::from_millis(1250);
@@ -122,7 +127,8 @@ async fn a_list_that_panics_is_contained_and_the_resync_retried() {
         ports(v) == vec![20001]
     })
     .await;
-    assert_eq!(fx.engine.stats().missed_notifications, 1);
+    // One per instance that differed: 8001 removed, 8002 added.
+    assert_eq!(fx.engine.stats().missed_notifications, 2);
 }
 
 #[actix_rt::test]
@@ -135,7 +141,8 @@ async fn an_unhealthy_watch_is_marked_stale_and_kept_until_it_heals() {
     let v = dir.view().await.unwrap();
     assert!(stale(&v), "{:?}", v.status);
     assert!(v.status.to_string().contains("registry unreachable"));
-    advance(Duration::from_secs(60)).await;
+    // Kept while it may heal: at least the backoff cap (30 s).
+    advance(Duration::from_secs(25)).await;
     assert_eq!(fx.registry.watch_calls(), watches, "the stream is kept");
     assert_eq!(fx.registry.watcher_count(APP), 1);
     assert!(
@@ -149,6 +156,34 @@ async fn an_unhealthy_watch_is_marked_stale_and_kept_until_it_heals() {
     assert_eq!(v.endpoints.len(), 2);
     assert_eq!(fx.registry.watch_calls(), watches, "no re-subscribe");
     assert_eq!(fx.registry.list_calls(), lists + 1, "one resync on resume");
+}
+
+#[actix_rt::test]
+async fn an_unhealthy_watch_that_goes_silent_is_re_opened_after_the_backoff_cap() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    let watches = fx.registry.watch_calls();
+    fx.registry.report_watch_errors(APP);
+    settle().await;
+    assert!(stale(&dir.view().await.unwrap()));
+    // The registry changes, but the unhealthy stream never says so again.
+    fx.registry
+        .set_instances_silently(APP, vec![instance(&m1, 8001), instance(&m1, 8002)]);
+    advance(Duration::from_secs(29)).await;
+    assert_eq!(fx.registry.watch_calls(), watches, "kept while it may heal");
+    assert!(stale(&dir.view().await.unwrap()), "silent: still stale");
+    let t = tokio::time::Instant::now();
+    let v = wait_for(&dir, "re-opened and fresh", Duration::from_secs(2), |v| {
+        !stale(v) && v.endpoints.len() == 2
+    })
+    .await;
+    eprintln!(
+        "silent unhealthy watch re-opened {:?} after the first Err item",
+        Duration::from_secs(29) + t.elapsed()
+    );
+    assert_eq!(fx.registry.watch_calls(), watches + 1, "one re-open");
+    assert_eq!(fx.registry.watcher_count(APP), 1, "the old stream dropped");
+    assert_eq!(ids(&v).len(), 2);
 }
 
 #[actix_rt::test]
@@ -172,12 +207,16 @@ async fn a_lost_notification_is_corrected_within_one_resync() {
     })
     .await;
     assert_eq!(ids(&v), vec!["127.0.0.1:8002".to_string()]);
-    assert_eq!(fx.engine.stats().missed_notifications, 1, "counted");
+    assert_eq!(
+        fx.engine.stats().missed_notifications,
+        2,
+        "counted per instance that differed: 8001 removed, 8002 added"
+    );
     assert_eq!(fx.registry.list_calls(), lists + 1, "one resync");
     assert_eq!(fx.engine.stats().resyncs_scheduled, 1, "the next one armed");
     // A resync that finds nothing new changes nothing.
     advance(Duration::from_secs(400)).await;
-    assert_eq!(fx.engine.stats().missed_notifications, 1);
+    assert_eq!(fx.engine.stats().missed_notifications, 2);
     fx.engine.shutdown().await;
     settle().await;
     assert_eq!(
@@ -215,4 +254,65 @@ async fn after_a_long_outage_the_watch_resumes_promptly_once_the_registry_answer
         "resumed {took:?} after a 45 s outage ended ({watches} opens, {lists} probes while down)"
     );
     assert!(took <= Duration::from_millis(1300), "{took:?}");
+}
+
+/// The embedded registry, saying that its watches re-read in full on every
+/// resume by themselves (as `EtcdRegistry` does).
+#[derive(Clone)]
+struct Rereads(MemoryRegistry);
+
+impl Registry for Rereads {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+        self.0.list(app)
+    }
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+        self.0.watch(app)
+    }
+    fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        self.0.register(i)
+    }
+    fn unregister(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        self.0.unregister(i)
+    }
+    fn rereads_on_resume(&self) -> bool {
+        true
+    }
+}
+
+#[actix_rt::test]
+async fn a_backend_that_rereads_on_resume_gets_no_second_full_read() {
+    let reg = MemoryRegistry::new();
+    let r = reg.clone();
+    let fx = Fixture::start_with(move |b| b.registry(Rereads(r)));
+    let m = metadata(APP, 20000, "t1");
+    fx.fetcher.serve(m.clone());
+    let dir = fx.subscribe().await;
+    reg.put(instance(&m, 8001));
+    wait_for(&dir, "ready", Duration::from_millis(50), |v| {
+        v.status.is_ready()
+    })
+    .await;
+    let lists = reg.list_calls();
+    // An unhealthy stream that heals, then a stream that ends and is re-opened.
+    reg.report_watch_errors(APP);
+    settle().await;
+    assert!(stale(&dir.view().await.unwrap()));
+    reg.put(instance(&m, 8002));
+    wait_for(&dir, "healed", Duration::from_millis(50), |v| {
+        !stale(v) && v.endpoints.len() == 2
+    })
+    .await;
+    reg.end_watches(APP);
+    settle().await;
+    assert!(stale(&dir.view().await.unwrap()));
+    wait_for(&dir, "re-opened", ONE_STEP, |v| !stale(v)).await;
+    settle().await;
+    assert_eq!(
+        reg.list_calls(),
+        lists,
+        "no resume resync after either outage"
+    );
+    // The periodic resync stays (5 min, jittered to 4-6 min).
+    advance(Duration::from_secs(370)).await;
+    assert_eq!(reg.list_calls(), lists + 1, "one periodic resync");
 }

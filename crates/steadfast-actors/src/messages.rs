@@ -22,10 +22,15 @@ pub struct InstancesSnapshot {
     /// Set while instances of a mass expiry right after a registry recovery
     /// are held (they are part of `instances`).
     pub held: Option<HeldInstances>,
+    /// Since when the app's registry state is stale, as of this snapshot
+    /// (`None`: fresh). The receiver takes staleness from here: a snapshot
+    /// sent during an outage (a hold ending, a restart) is not fresh.
+    pub stale_since: Option<std::time::Instant>,
 }
 
 /// The registry watch of `app` went down (`stale_since: Some`) or is back
-/// (`None`) (registry -> resolver).
+/// (`None`) (registry -> resolver). Sent when an outage starts; every
+/// [`InstancesSnapshot`] carries the staleness as well.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
 pub struct RegistryHealth {

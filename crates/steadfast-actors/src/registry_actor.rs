@@ -97,9 +97,12 @@ impl RegistryActor {
         seed: u64,
         stats: Arc<EngineStats>,
     ) -> Self {
+        // User code: a panic here means "no" (the engine re-reads itself).
+        let rereads = std::panic::catch_unwind(AssertUnwindSafe(|| registry.rereads_on_resume()))
+            .unwrap_or(false);
         Self {
             registry,
-            machine: SubscriptionMachine::new(config, seed),
+            machine: SubscriptionMachine::new(config, seed).with_backend_rereads_on_resume(rereads),
             subscribers: BTreeMap::new(),
             handles: HashMap::new(),
             watch_guards: HashMap::new(),
@@ -198,6 +201,7 @@ impl RegistryActor {
                         generation: delivery.generation,
                         instances: delivery.instances,
                         held: delivery.held,
+                        stale_since: delivery.stale_since,
                     };
                     for (id, (s, _)) in self.targets(&app, to) {
                         match s.upgrade() {
@@ -221,13 +225,14 @@ impl RegistryActor {
                         }
                     }
                 }
-                SubscriptionAction::Reconciled {
-                    app,
+                ref reconciled @ SubscriptionAction::Reconciled {
+                    ref app,
                     added,
                     removed,
                     changed,
                 } => {
-                    EngineStats::bump(&self.stats.missed_notifications);
+                    // One per instance that differed, as etcd counts.
+                    EngineStats::add(&self.stats.missed_notifications, reconciled.missed());
                     tracing::warn!(
                         app,
                         added,

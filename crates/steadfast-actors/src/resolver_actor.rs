@@ -219,10 +219,13 @@ impl Handler<InstancesSnapshot> for ResolverActor {
     fn handle(&mut self, msg: InstancesSnapshot, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             let previous = act.snapshot.replace(msg.instances.clone());
-            act.machine.set_held(msg.held);
-            let actions = act
-                .machine
-                .on_snapshot(msg.generation, msg.instances, timer::now());
+            let actions = act.machine.on_delivery(
+                msg.generation,
+                msg.instances,
+                msg.stale_since,
+                msg.held,
+                timer::now(),
+            );
             act.perform(actions, ctx);
             if let Some(previous) = previous {
                 // Freed after the update built from the new one is published.

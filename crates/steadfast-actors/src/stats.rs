@@ -81,8 +81,9 @@ pub struct StatsSnapshot {
     pub register_failures: u64,
     /// Actor restarts under supervision.
     pub restarts: u64,
-    /// Resyncs that found the pushed registry state wrong (a notification
-    /// was missed) and applied the listed state.
+    /// Missed registry notifications found by resyncs, counted per instance
+    /// that differed from the pushed state (added, removed or changed), as
+    /// the etcd backend counts its re-reads; the listed state was applied.
     pub missed_notifications: u64,
     /// Registry calls or watch streams that panicked (contained).
     pub registry_panics: u64,

@@ -40,6 +40,15 @@ pub trait Registry: Send + Sync + 'static {
         &self,
         instance: ServiceInstance,
     ) -> BoxFuture<'static, Result<(), RegistryError>>;
+    /// Whether every watch stream re-reads its app in full by itself each
+    /// time it resumes after an outage (an `Err` item, a reconnect), so
+    /// that its next `Ok` item is already a fresh full read. If so, the
+    /// engine skips its own resume resync (a second full read per app per
+    /// outage); its periodic resync stays. Default: `false` (the engine
+    /// re-reads on resume).
+    fn rereads_on_resume(&self) -> bool {
+        false
+    }
 }
 
 /// Fetches the MetadataInfo of one revision from one provider instance.

@@ -17,6 +17,7 @@
 //! - a result or timer whose token is not the revision's current one is dropped;
 //! - a revision that left the snapshot has no fetch and no timer.
 
+mod delivery;
 mod last_good;
 mod publish;
 mod schedule;
@@ -222,7 +223,8 @@ impl ResolverMachine {
 
     /// Applies a full registry snapshot. Revisions that left it lose their
     /// fetch and timer; new ones start resolving when active. A snapshot equal
-    /// to the current one changes nothing.
+    /// to the current one changes nothing. Staleness and hold are left as
+    /// they are (see [`ResolverMachine::on_delivery`]).
     pub fn on_snapshot(
         &mut self,
         generation: u64,
@@ -279,7 +281,6 @@ impl ResolverMachine {
         }
         self.last_good = self.carry_last_good(&instances);
         self.generation = generation;
-        self.stale_since = None;
         self.rev_index = rev_index;
         self.rev_names = rev_names;
         self.instances = Some(instances);
@@ -330,25 +331,6 @@ impl ResolverMachine {
         let mut actions = Vec::new();
         self.fetch(revision, &mut actions);
         actions
-    }
-
-    /// The registry watch went down (`Some(since)`) or came back (`None`).
-    /// While down, updates say since when their URLs may be stale.
-    pub fn set_registry_stale(&mut self, since: Option<Instant>) {
-        if self.stale_since != since && !self.closed {
-            self.stale_since = since;
-            self.dirty = true;
-        }
-    }
-
-    /// Instances held after a registry-caused mass expiry (`Some`) or none
-    /// (`None`); the updates say so. The registry side decides and sends it
-    /// with every snapshot.
-    pub fn set_held(&mut self, held: Option<HeldInstances>) {
-        if self.held != held && !self.closed {
-            self.held = held;
-            self.dirty = true;
-        }
     }
 
     /// A subscriber for `key` attached at `now`. The first one resumes

@@ -5,6 +5,7 @@
 mod harness;
 mod memory;
 mod prop;
+mod stale;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -39,6 +39,12 @@ pub struct Delivery {
     /// Set while instances of a mass expiry are held (they are part of
     /// `instances`).
     pub held: Option<HeldInstances>,
+    /// Since when the app's registry state is stale, as of this delivery
+    /// (`None`: fresh). A snapshot sent during an outage (a hold ending, a
+    /// restart, a subscriber catching up) carries the outage's start, so a
+    /// receiver takes staleness from here and never infers freshness from
+    /// the mere arrival of a snapshot.
+    pub stale_since: Option<Instant>,
 }
 
 /// Something the actor shell must do.
@@ -104,7 +110,8 @@ pub enum SubscriptionAction {
         stale_since: Option<Instant>,
     },
     /// A resync found the pushed state wrong (notifications were missed) and
-    /// delivered the listed state: log and count it.
+    /// delivered the listed state: log and count it, one missed
+    /// notification per instance that differed ([`SubscriptionAction::missed`]).
     Reconciled {
         /// App.
         app: String,
@@ -125,4 +132,22 @@ pub enum SubscriptionAction {
         /// The hold as a whole.
         held: HeldInstances,
     },
+}
+
+impl SubscriptionAction {
+    /// For [`SubscriptionAction::Reconciled`], the instances that differed
+    /// (added, removed or changed): the unit of the missed-notification
+    /// count, as the etcd backend counts its re-reads. 0 for any other
+    /// action.
+    pub fn missed(&self) -> usize {
+        match self {
+            SubscriptionAction::Reconciled {
+                added,
+                removed,
+                changed,
+                ..
+            } => added.saturating_add(*removed).saturating_add(*changed),
+            _ => 0,
+        }
+    }
 }

@@ -132,3 +132,66 @@ fn each_held_instance_leaves_at_its_own_deadline() {
     sim.push(Vec::new());
     assert!(sim.last().instances.is_empty());
 }
+
+#[test]
+fn removals_one_per_snapshot_right_after_a_recovery_are_held_cumulatively() {
+    // As etcd reports a mass expiry: one revoked lease per revision.
+    let mut sim = recovery_removing(&[1, 2, 3, 4], &[1, 2, 3, 4]);
+    let t = sim.now;
+    let step = Duration::from_millis(5);
+    sim.advance(step);
+    sim.push(insts(&[2, 3, 4]));
+    assert_eq!(ports(&sim.last().instances), [2, 3, 4], "1 of 4: not yet");
+    sim.advance(step);
+    sim.push(insts(&[3, 4]));
+    assert_eq!(ports(&sim.last().instances), [3, 4], "half is not most");
+    sim.advance(step);
+    sim.push(insts(&[4]));
+    let d = sim.last();
+    assert_eq!(ports(&d.instances), [1, 2, 3, 4], "3 of 4: all held back");
+    assert_eq!(d.held.map(|h| h.count), Some(3));
+    sim.advance(step);
+    sim.push(Vec::new());
+    let d = sim.last();
+    assert_eq!(ports(&d.instances), [1, 2, 3, 4], "never empty");
+    let held = d.held.expect("said");
+    assert_eq!(held.count, 4);
+    assert_eq!(held.until, t + 4 * step + Duration::from_secs(3));
+    assert_eq!(
+        sim.count(|a| matches!(a, SubscriptionAction::Holding { .. })),
+        2
+    );
+    // Each one leaves 3 s after its own removal: nothing past its grace.
+    for (gone, left) in [(1, vec![2, 3, 4]), (2, vec![3, 4]), (3, vec![4])] {
+        sim.advance_to(t + gone * step + Duration::from_secs(3));
+        assert_eq!(ports(&sim.last().instances), left);
+    }
+    sim.advance_to(t + 4 * step + Duration::from_secs(3));
+    let d = sim.last();
+    assert!(d.instances.is_empty(), "{:?}", d.instances);
+    assert_eq!(d.held, None);
+}
+
+#[test]
+fn a_single_removal_after_a_recovery_is_never_delayed_even_one_at_a_time() {
+    let mut sim = recovery_removing(&[1, 2, 3], &[1, 2, 3]);
+    sim.advance(Duration::from_millis(5));
+    sim.push(insts(&[1, 2]));
+    assert_eq!(ports(&sim.last().instances), [1, 2]);
+    sim.advance(Duration::from_secs(8));
+    sim.push(insts(&[1, 2, 4]));
+    sim.push(insts(&[1, 2]));
+    assert_eq!(
+        ports(&sim.last().instances),
+        [1, 2],
+        "an instance registered after the recovery is never held"
+    );
+    assert_eq!(sim.last().held, None);
+    // An earlier removal whose grace ended does not come back when the
+    // rule trips later in the window.
+    sim.advance(Duration::from_millis(500));
+    sim.push(insts(&[1]));
+    let d = sim.last();
+    assert_eq!(ports(&d.instances), [1, 2], "2 of 3 trips: 2 held, 3 not");
+    assert_eq!(d.held.map(|h| h.count), Some(1));
+}

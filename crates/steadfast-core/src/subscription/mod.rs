@@ -9,31 +9,51 @@
 //!
 //! Stream contract (see [`crate::backend::SnapshotStream`]): an `Err` item
 //! marks the app stale and the stream is kept (its next `Ok` item clears the
-//! mark); the end of the stream, or a failed open, re-subscribes on the
-//! registry [`RecoverPolicy`]: capped exponential backoff, and while down a
-//! cheap probe (`list`) every probe interval, so that after an outage of any
-//! length the watch is re-opened as soon as the registry answers, not after
-//! a grown backoff.
+//! mark), but not for ever: unless it heals first, an unhealthy stream is
+//! dropped and re-opened after the next step of the registry
+//! [`RecoverPolicy`](crate::recover::RecoverPolicy), and never sooner than the backoff cap (30 s by
+//! default), time enough for a backend that heals by itself (etcd: within
+//! 2-5 s). The end of the stream, or a failed open, re-subscribes on the
+//! same schedule: capped exponential backoff, and while down a cheap probe
+//! (`list`) every probe interval, so that after an outage of any length the
+//! watch is re-opened as soon as the registry answers, not after a grown
+//! backoff.
+//!
+//! Staleness travels with every snapshot ([`Delivery::stale_since`]): a
+//! snapshot delivered while the registry is down (a hold that ends, a
+//! restart, a subscriber catching up) says so, so no delivery reads as
+//! fresh during an outage. [`SubscriptionAction::Health`] announces the
+//! start of an outage at once.
 //!
 //! Resync: every `reconcile_interval` (jittered by ±[`RECONCILE_JITTER`])
 //! and on every resume after an outage, the app is listed in full and any
 //! difference from the pushed state is delivered as a new snapshot and
 //! reported ([`SubscriptionAction::Reconciled`]). A list result is dropped
 //! when a pushed snapshot arrived while it was in flight, so a resync never
-//! rolls back a newer pushed state.
+//! rolls back a newer pushed state; a dropped resume resync is retried on
+//! the recover schedule. The resume resync is skipped for a backend that
+//! re-reads in full on every resume by itself
+//! ([`crate::backend::Registry::rereads_on_resume`], see
+//! [`SubscriptionMachine::with_backend_rereads_on_resume`]); the periodic
+//! one stays.
 //!
 //! Mass expiry (no flap to empty): within [`MASS_REMOVAL_WINDOW`] after the
-//! stale mark cleared, a snapshot that removes at least [`MASS_REMOVAL_MIN`]
-//! instances and more than half of them has the removed instances held for
-//! `mass_removal_grace` while their providers re-register; each leaves at
-//! its own deadline, a re-registration (same id) replaces it at once, and
-//! every delivery says what is held ([`Delivery::held`]). A removal of a
-//! single instance is never delayed.
+//! stale mark cleared, once at least [`MASS_REMOVAL_MIN`] and more than half
+//! of the instances present at the recovery were removed (counted over
+//! every snapshot of the window, as etcd reports one removal per revision),
+//! the removed instances are held for `mass_removal_grace` from their own
+//! removal while their providers re-register; each leaves at its own
+//! deadline, a re-registration (same id) replaces it at once, and every
+//! delivery says what is held ([`Delivery::held`]). A removal of a single
+//! instance is never delayed. The rule in full: `hold.rs`.
 
 mod actions;
+mod config;
 mod hold;
 #[cfg(test)]
 mod hold_tests;
+#[cfg(test)]
+mod outage_tests;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -45,52 +65,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::backend::Snapshot;
-use crate::backoff::BackoffPolicy;
 use crate::error::RegistryError;
 use crate::model::ServiceInstance;
-use crate::recover::RecoverPolicy;
 use crate::resolver::Token;
 
 pub use actions::{Delivery, SubscriptionAction, TimerKind, To};
+pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
 pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
 use state::AppSub;
-
-/// Largest fraction the periodic resync interval is moved by at random
-/// (0.2: each app resyncs after 80-120 % of the interval).
-pub const RECONCILE_JITTER: f64 = 0.2;
-
-/// Tunables of the subscription machine.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SubscriptionConfig {
-    /// Re-subscribe schedule of failed or ended watches, with the probe
-    /// cadence while the registry is down (default: 1 s doubling to 30 s,
-    /// +0-25 %, one probe per engine every 1 s while down).
-    pub recover: RecoverPolicy,
-    /// Periodic full re-read of every subscribed app (default 5 min,
-    /// jittered; zero: only on resume after an outage).
-    pub reconcile_interval: Duration,
-    /// How long instances of a mass expiry right after a registry recovery
-    /// are held (default 3 s; zero: never held).
-    pub mass_removal_grace: Duration,
-    /// Deadline of every registry call (`watch` open, `list`) (default 5 s).
-    pub call_timeout: Duration,
-}
-
-/// Default probe cadence of a registry that is down: one cheap `list` per
-/// engine (not per app) every second, jittered by the backoff's jitter.
-pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(1);
-
-impl Default for SubscriptionConfig {
-    fn default() -> Self {
-        Self {
-            recover: RecoverPolicy::new(BackoffPolicy::default())
-                .with_probe(DEFAULT_PROBE_INTERVAL),
-            reconcile_interval: Duration::from_secs(300),
-            mass_removal_grace: Duration::from_secs(3),
-            call_timeout: Duration::from_secs(5),
-        }
-    }
-}
 
 /// The one probe of a registry that is down: per engine, not per app, so
 /// the load on a recovering registry does not grow with the apps watched.
@@ -111,6 +93,9 @@ pub struct SubscriptionMachine {
     next_token: Token,
     generation: u64,
     closed: bool,
+    /// Whether a resume after an outage re-reads each app (false when the
+    /// backend does it by itself).
+    resume_resync: bool,
 }
 
 /// What an input does to one app, with the machine's shared parts.
@@ -119,6 +104,7 @@ pub(crate) struct Ctx<'a> {
     rng: &'a mut StdRng,
     next_token: &'a mut Token,
     generation: &'a mut u64,
+    resume_resync: bool,
     app: &'a str,
     out: &'a mut Vec<SubscriptionAction>,
 }
@@ -181,7 +167,18 @@ impl SubscriptionMachine {
             next_token: 1,
             generation: 0,
             closed: false,
+            resume_resync: true,
         }
+    }
+
+    /// Tells the machine whether the backend re-reads every app in full on
+    /// each resume after an outage by itself (as etcd does; see
+    /// [`crate::backend::Registry::rereads_on_resume`]). If it does, the
+    /// machine's own resume resync would be a second full read per app per
+    /// outage and is skipped; the periodic resync stays.
+    pub fn with_backend_rereads_on_resume(mut self, rereads: bool) -> Self {
+        self.resume_resync = !rereads;
+        self
     }
 
     /// The machine's configuration.
@@ -223,6 +220,7 @@ impl SubscriptionMachine {
                 rng: &mut self.rng,
                 next_token: &mut self.next_token,
                 generation: &mut self.generation,
+                resume_resync: self.resume_resync,
                 app,
                 out: &mut out,
             };
@@ -260,6 +258,7 @@ impl SubscriptionMachine {
                 rng: &mut self.rng,
                 next_token: &mut self.next_token,
                 generation: &mut self.generation,
+                resume_resync: self.resume_resync,
                 app,
                 out: &mut out,
             };
@@ -285,6 +284,7 @@ impl SubscriptionMachine {
                         rng: &mut self.rng,
                         next_token: &mut self.next_token,
                         generation: &mut self.generation,
+                        resume_resync: self.resume_resync,
                         app,
                         out,
                     };

@@ -2,17 +2,17 @@
 //! and stream carries a token; a result or firing whose token is not the
 //! current one of its kind is dropped, so a late answer never acts.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::hold::{Hold, MASS_REMOVAL_WINDOW};
+use super::hold::Hold;
 use super::{Ctx, Delivery, SubscriptionAction, TimerKind, To};
 use crate::backend::Snapshot;
 use crate::error::RegistryError;
-use crate::model::ServiceInstance;
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
+
+mod resync;
 
 /// The registry watch of the app.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,8 +57,9 @@ pub(super) struct AppSub {
     watch: Watch,
     recover: Recover,
     stale_since: Option<Instant>,
-    /// When the stale mark last cleared (opens the mass-expiry window).
-    recovered_at: Option<Instant>,
+    /// While the open stream is unhealthy (an `Err` item, no `Ok` since):
+    /// the timer that re-opens it unless it heals first.
+    heal: Option<Token>,
     /// The registry's latest state (held instances not included).
     real: Option<Snapshot>,
     /// The latest snapshot delivered, for subscribers that attach later.
@@ -85,6 +86,7 @@ impl AppSub {
         if let Watch::Opening(t) | Watch::Open(t) | Watch::Waiting(t) = self.watch {
             ctx.cancel(Some(t));
         }
+        ctx.cancel(self.heal.take());
         self.watch = Watch::Idle;
     }
 
@@ -137,7 +139,9 @@ impl AppSub {
     /// A subscriber that attached to a running app gets its state at once.
     pub(super) fn catch_up(&mut self, id: u64, _now: Instant, ctx: &mut Ctx<'_>) {
         if let Some(delivery) = &self.delivered {
-            let (app, delivery) = (ctx.app.to_string(), delivery.clone());
+            let (app, mut delivery) = (ctx.app.to_string(), delivery.clone());
+            // Stale or not as of now, not as of when it was first sent.
+            delivery.stale_since = self.stale_since;
             ctx.push(SubscriptionAction::Deliver {
                 app,
                 to: To::One(id),
@@ -191,7 +195,28 @@ impl AppSub {
         match item {
             Ok(snapshot) => self.on_fresh(snapshot, now, ctx),
             // Unhealthy now, but the stream is kept: it may heal.
-            Err(_) => self.mark_stale(now, ctx),
+            Err(e) => {
+                self.mark_stale(now, ctx);
+                self.arm_heal(&e, now, ctx);
+            }
+        }
+    }
+
+    /// An unhealthy stream is kept while it may heal by itself, but not for
+    /// ever: unless an `Ok` item comes first, it is dropped and re-opened
+    /// after the next step of the recover schedule, and never sooner than
+    /// the backoff cap (30 s by default), which leaves a self-healing
+    /// backend (etcd moves to a healthy endpoint or resumes within a few
+    /// seconds) the time to heal. Armed once per run of `Err` items; a
+    /// schedule that gives up keeps reading the stream.
+    fn arm_heal(&mut self, err: &RegistryError, now: Instant, ctx: &mut Ctx<'_>) {
+        if self.heal.is_some() {
+            return;
+        }
+        let policy = &ctx.config.recover;
+        if let Retry::After(delay) = self.recover.on_failure(policy, err.class(), now, ctx.rng) {
+            let delay = delay.max(policy.backoff.cap());
+            self.heal = Some(ctx.arm(delay, TimerKind::Reopen));
         }
     }
 
@@ -210,7 +235,7 @@ impl AppSub {
     }
 
     fn mark_stale(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
-        self.recovered_at = None;
+        self.hold.close_window();
         if let Resync::InFlight { valid, .. } = &mut self.resync {
             // Delivered while down it would clear the stale mark downstream.
             *valid = false;
@@ -228,15 +253,17 @@ impl AppSub {
 
     fn on_fresh(&mut self, snapshot: Snapshot, now: Instant, ctx: &mut Ctx<'_>) {
         self.recover.on_success();
+        ctx.cancel(self.heal.take());
         let was_stale = self.stale_since.take().is_some();
         if was_stale {
-            self.recovered_at = Some(now);
+            let present = self.real.as_deref().map(Vec::as_slice);
+            self.hold.open_window(present, now);
         }
         if let Resync::InFlight { valid, .. } = &mut self.resync {
             *valid = false;
         }
         self.apply(snapshot, now, ctx);
-        if was_stale {
+        if was_stale && ctx.resume_resync {
             self.resume_resync(ctx);
         } else {
             self.ensure_periodic(ctx);
@@ -247,15 +274,9 @@ impl AppSub {
     /// rule says so, and delivers.
     fn apply(&mut self, snapshot: Snapshot, now: Instant, ctx: &mut Ctx<'_>) {
         self.hold.expire(now);
-        let in_window = self
-            .recovered_at
-            .and_then(|r| now.checked_duration_since(r))
-            .is_some_and(|d| d <= MASS_REMOVAL_WINDOW);
         let grace = ctx.config.mass_removal_grace;
         let prev = self.real.as_deref().map(Vec::as_slice);
-        let newly = self
-            .hold
-            .on_snapshot(prev, &snapshot, in_window, grace, now);
+        let newly = self.hold.on_snapshot(prev, &snapshot, grace, now);
         self.real = Some(snapshot);
         if let (true, Some(held)) = (newly > 0, self.hold.info(grace)) {
             let app = ctx.app.to_string();
@@ -277,6 +298,7 @@ impl AppSub {
             generation: ctx.next_generation(),
             instances: self.hold.merged(real),
             held: self.hold.info(ctx.config.mass_removal_grace),
+            stale_since: self.stale_since,
         };
         self.delivered = Some(delivery.clone());
         let app = ctx.app.to_string();
@@ -300,48 +322,6 @@ impl AppSub {
         }
     }
 
-    fn can_resync(&self) -> bool {
-        self.stale_since.is_none() && self.real.is_some() && matches!(self.watch, Watch::Open(_))
-    }
-
-    fn start_resync(&mut self, resume: bool, ctx: &mut Ctx<'_>) {
-        if let Resync::Armed { token, .. } = self.resync {
-            ctx.cancel(Some(token));
-        }
-        let token = ctx.token();
-        self.resync = Resync::InFlight {
-            token,
-            valid: true,
-            resume,
-        };
-        let (app, deadline) = (ctx.app.to_string(), ctx.config.call_timeout);
-        ctx.push(SubscriptionAction::List {
-            app,
-            token,
-            deadline,
-        });
-    }
-
-    fn resume_resync(&mut self, ctx: &mut Ctx<'_>) {
-        match &mut self.resync {
-            // Already invalidated by the snapshot; retried soon on its result.
-            Resync::InFlight { resume, .. } => *resume = true,
-            Resync::Idle | Resync::Armed { .. } => self.start_resync(true, ctx),
-        }
-    }
-
-    fn ensure_periodic(&mut self, ctx: &mut Ctx<'_>) {
-        if self.resync == Resync::Idle {
-            if let Some(delay) = ctx.reconcile_delay() {
-                let token = ctx.arm(delay, TimerKind::Resync);
-                self.resync = Resync::Armed {
-                    token,
-                    resume: false,
-                };
-            }
-        }
-    }
-
     pub(super) fn on_timer(&mut self, token: Token, now: Instant, ctx: &mut Ctx<'_>) {
         let resync_due = match self.resync {
             Resync::Armed { token: t, resume } if t == token => Some(resume),
@@ -349,6 +329,10 @@ impl AppSub {
         };
         if self.watch == Watch::Waiting(token) {
             self.watch = Watch::Idle;
+            self.open_watch(ctx);
+        } else if self.heal == Some(token) {
+            // Unhealthy and silent past its time to heal: re-open.
+            self.heal = None;
             self.open_watch(ctx);
         } else if let Some(resume) = resync_due {
             self.resync = Resync::Idle;
@@ -366,98 +350,12 @@ impl AppSub {
         }
     }
 
-    pub(super) fn on_list_result(
-        &mut self,
-        token: Token,
-        result: Result<Vec<ServiceInstance>, RegistryError>,
-        now: Instant,
-        ctx: &mut Ctx<'_>,
-    ) {
-        let Resync::InFlight {
-            token: t,
-            valid,
-            resume,
-        } = self.resync
-        else {
-            return;
-        };
-        if t != token {
-            return;
-        }
-        self.resync = Resync::Idle;
-        if !self.can_resync() {
-            self.ensure_periodic(ctx);
-            return;
-        }
-        if !valid {
-            if resume {
-                let token = ctx.arm(ctx.config.recover.backoff.initial, TimerKind::Resync);
-                self.resync = Resync::Armed {
-                    token,
-                    resume: true,
-                };
-            } else {
-                self.ensure_periodic(ctx);
-            }
-            return;
-        }
-        match result {
-            Ok(list) => {
-                self.resync_recover.on_success();
-                self.reconcile(list, now, ctx);
-                self.ensure_periodic(ctx);
-            }
-            Err(e) => {
-                match self
-                    .resync_recover
-                    .on_failure(&ctx.config.recover, e.class(), now, ctx.rng)
-                {
-                    Retry::After(delay) => {
-                        let token = ctx.arm(delay, TimerKind::Resync);
-                        self.resync = Resync::Armed { token, resume };
-                    }
-                    Retry::GiveUp => {
-                        self.resync_recover = Recover::new();
-                        self.ensure_periodic(ctx);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Applies a listed state that differs from the pushed one.
-    fn reconcile(&mut self, list: Vec<ServiceInstance>, now: Instant, ctx: &mut Ctx<'_>) {
-        let Some(real) = &self.real else {
-            return;
-        };
-        let pushed: BTreeMap<&str, &ServiceInstance> =
-            real.iter().map(|i| (i.id.as_str(), i)).collect();
-        let listed: BTreeMap<&str, &ServiceInstance> =
-            list.iter().map(|i| (i.id.as_str(), i)).collect();
-        let added = listed.keys().filter(|id| !pushed.contains_key(*id)).count();
-        let removed = pushed.keys().filter(|id| !listed.contains_key(*id)).count();
-        let changed = listed
-            .iter()
-            .filter(|(id, i)| pushed.get(*id).is_some_and(|p| p != *i))
-            .count();
-        if added == 0 && removed == 0 && changed == 0 {
-            return;
-        }
-        let app = ctx.app.to_string();
-        ctx.push(SubscriptionAction::Reconciled {
-            app,
-            added,
-            removed,
-            changed,
-        });
-        self.apply(Arc::new(list), now, ctx);
-    }
-
     /// After an actor restart: calls, streams and timers are gone.
     pub(super) fn restart(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         self.watch = Watch::Idle;
         self.resync = Resync::Idle;
         self.hold_timer = None;
+        self.heal = None;
         self.open_watch(ctx);
         if self.stale_since.is_none() && self.real.is_some() {
             self.ensure_periodic(ctx);
