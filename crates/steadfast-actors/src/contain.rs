@@ -18,9 +18,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use futures::future::{BoxFuture, FutureExt};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use steadfast_core::{panic_message, BackoffPolicy, ErrorClass, Recover, RecoverPolicy, Retry};
+use steadfast_core::{
+    contain_registry_call, panic_message, BackoffPolicy, ErrorClass, Recover, RecoverPolicy,
+    RegistryError, Retry,
+};
 
 use crate::stats::EngineStats;
 use crate::timer;
@@ -130,6 +134,22 @@ pub(crate) trait Contain: Actor<Context = Context<Self>> + Sized {
             }
         }
     }
+}
+
+/// A registry call (user code) with its panics contained
+/// (`steadfast_core::contain_registry_call`), bounded by `limit`; running
+/// out is [`RegistryError::Timeout`].
+pub(crate) fn registry_call<T: Send + 'static>(
+    limit: Duration,
+    call: impl FnOnce() -> BoxFuture<'static, Result<T, RegistryError>>,
+) -> BoxFuture<'static, Result<T, RegistryError>> {
+    let fut = contain_registry_call(call);
+    async move {
+        tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or(Err(RegistryError::Timeout))
+    }
+    .boxed()
 }
 
 /// Makes an actor with `stats: Arc<EngineStats>` and `containment:

@@ -14,19 +14,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use actix::WeakRecipient;
-use futures::future::{self, BoxFuture};
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
 use steadfast_core::{
     panic_message, Registry, RegistryError, Snapshot, SnapshotStream, SubscriptionConfig,
     SubscriptionMachine, Token,
 };
 
-use crate::contain::Contain;
+use crate::contain::{registry_call, Contain};
 use crate::messages::{
     ForceRestart, InstancesSnapshot, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
 };
@@ -64,29 +62,6 @@ pub struct RegistryActor {
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
     _alive: LiveGuard,
-}
-
-/// Runs a registry call contained: a panic in the call itself or in its
-/// future becomes [`RegistryError::Panicked`]; the whole call is bounded by
-/// `deadline`.
-fn contained<T: Send + 'static>(
-    deadline: Duration,
-    call: impl FnOnce() -> BoxFuture<'static, Result<T, RegistryError>>,
-) -> BoxFuture<'static, Result<T, RegistryError>> {
-    let panicked = |p: Box<dyn std::any::Any + Send>| RegistryError::Panicked(panic_message(&*p));
-    let fut = match std::panic::catch_unwind(AssertUnwindSafe(call)) {
-        Ok(fut) => AssertUnwindSafe(fut)
-            .catch_unwind()
-            .map(move |r| r.unwrap_or_else(|p| Err(panicked(p))))
-            .boxed(),
-        Err(p) => future::ready(Err(panicked(p))).boxed(),
-    };
-    async move {
-        tokio::time::timeout(deadline, fut)
-            .await
-            .unwrap_or(Err(RegistryError::Timeout))
-    }
-    .boxed()
 }
 
 impl RegistryActor {
@@ -135,7 +110,7 @@ impl RegistryActor {
                 } => {
                     let registry = self.registry.clone();
                     let name = app.clone();
-                    let fut = contained(deadline, move || registry.watch(&name));
+                    let fut = registry_call(deadline, move || registry.watch(&name));
                     let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
                         act.contained(ctx, |act, ctx| act.on_opened(app, token, res, ctx));
                     }));
@@ -149,7 +124,7 @@ impl RegistryActor {
                 } => {
                     let registry = self.registry.clone();
                     let name = app.clone();
-                    let fut = contained(deadline, move || registry.list(&name));
+                    let fut = registry_call(deadline, move || registry.list(&name));
                     let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
                         act.contained(ctx, |act, ctx| {
                             act.handles.remove(&token);

@@ -13,14 +13,13 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use futures::future::{join_all, BoxFuture, FutureExt, Shared};
 use steadfast_core::{
-    contain_publish_call, contain_registry_call, ErrorClass, ExportAction, ExportMachine,
-    MetadataInfo, MetadataPublisher, PublishError, RecoverPolicy, Registry, RegistryError,
-    ServiceInstance,
+    contain_publish_call, ErrorClass, ExportAction, ExportMachine, MetadataInfo, MetadataPublisher,
+    PublishError, RecoverPolicy, Registry, ServiceInstance,
 };
 
 use super::in_flight::InFlight;
 use super::spec::CLOSING_KEY;
-use crate::contain::Contain;
+use crate::contain::{registry_call, Contain};
 use crate::coordinator::{Coordinator, StopExport};
 use crate::error::EngineError;
 use crate::messages::{ForceRestart, Shutdown};
@@ -78,17 +77,6 @@ pub struct ExportActor {
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
     _alive: LiveGuard,
-}
-
-/// A registry call (user code) with its panics contained, under `limit`;
-/// running out is a registry timeout.
-async fn registry_call(
-    limit: Duration,
-    call: impl FnOnce() -> BoxFuture<'static, Result<(), RegistryError>>,
-) -> Result<(), RegistryError> {
-    tokio::time::timeout(limit, contain_registry_call(call))
-        .await
-        .unwrap_or(Err(RegistryError::Timeout))
 }
 
 /// A publisher call (user code) with its panics contained, under `limit`;
