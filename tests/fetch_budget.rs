@@ -4,14 +4,12 @@
 //! `FallbackFetcher`.
 
 mod common;
-#[path = "support/faulty.rs"]
-mod faulty;
 
 use std::time::Duration;
 
 use common::*;
-use faulty::Faulty;
 use steadfast::{DirectoryStatus, EmptyReason, FallbackFetcher, FetchError, Unresolved};
+use steadfast_testkit::ScriptedFetcher;
 use tokio::time::Instant;
 
 const HEDGE: Duration = Duration::from_millis(250);
@@ -41,12 +39,12 @@ fn failures_of(fx: &Fixture, kind: &str) -> u64 {
 #[actix_rt::test]
 async fn nine_of_ten_hung_instances_resolve_within_the_hedge_delay() {
     tokio::time::pause();
-    let fetcher = Faulty::default();
+    let fetcher = ScriptedFetcher::new();
     let fx = engine_with(fetcher.clone());
     let m1 = metadata(APP, 20000, "t1");
-    fetcher.serve(&m1);
+    fetcher.serve(m1.clone());
     // Whatever order the candidates are tried in, the first nine hang.
-    fetcher.hang_first(&m1.revision, 9);
+    fetcher.hang_next(&m1.revision, 9);
     let dir = fx.subscribe().await;
     let instances = (0..10).map(|i| instance(&m1, 8001 + i)).collect();
     let t0 = Instant::now();
@@ -72,10 +70,10 @@ async fn nine_of_ten_hung_instances_resolve_within_the_hedge_delay() {
 #[actix_rt::test]
 async fn all_hung_instances_report_the_first_failure_at_the_deadline() {
     tokio::time::pause();
-    let fetcher = Faulty::default();
+    let fetcher = ScriptedFetcher::new();
     let fx = engine_with(fetcher.clone());
     let m1 = metadata(APP, 20000, "t1");
-    fetcher.hang_all(&m1.revision);
+    fetcher.block(&m1.revision);
     let dir = fx.subscribe().await;
     let t0 = Instant::now();
     fx.registry
@@ -102,16 +100,16 @@ async fn all_hung_instances_report_the_first_failure_at_the_deadline() {
 /// over 10 virtual minutes; `hang` makes every call hang instead of
 /// failing at once. Returns (first-attempt calls, retry calls, retries).
 async fn calls_per_retry(hang: bool) -> (usize, usize, u64) {
-    let fetcher = Faulty::default();
+    let fetcher = ScriptedFetcher::new();
     let fx = engine_with(fetcher.clone());
     let _dir = fx.subscribe().await;
     let mut instances = Vec::new();
     for r in 0..20u16 {
         let m = metadata(APP, 20000 + r, &format!("t{r}"));
         if hang {
-            fetcher.hang_all(&m.revision);
+            fetcher.block(&m.revision);
         } else {
-            fetcher.fail_all(&m.revision);
+            fetcher.fail_always_with(&m.revision, FetchError::Unreachable("refused".into()));
         }
         instances.extend((0..10).map(|i| instance(&m, 8000 + r * 10 + i)));
     }
@@ -119,12 +117,12 @@ async fn calls_per_retry(hang: bool) -> (usize, usize, u64) {
     fx.registry.set_instances(APP, instances);
     // Every first attempt ends before the first retry is due (1 s).
     advance(Duration::from_millis(if hang { 5100 } else { 500 })).await;
-    let first = fetcher.total();
+    let first = fetcher.total_calls();
     let flights = fx.engine.stats().flights_started;
     assert_eq!(flights, 20, "one flight per revision so far");
     advance(Duration::from_secs(600)).await;
     let retries = fx.engine.stats().flights_started - flights;
-    let retry_calls = fetcher.total() - first;
+    let retry_calls = fetcher.total_calls() - first;
     for id in &ids {
         assert!(fetcher.calls_to(id) >= 2, "retries rotate through {id}");
     }
@@ -156,10 +154,10 @@ async fn a_retry_costs_at_most_two_provider_calls() {
 #[actix_rt::test]
 async fn a_hung_metadata_report_leaves_time_for_the_http_fallback() {
     tokio::time::pause();
-    let (report, http) = (Faulty::default(), Faulty::default());
+    let (report, http) = (ScriptedFetcher::new(), ScriptedFetcher::new());
     let m1 = metadata(APP, 20000, "t1");
-    report.hang_all(&m1.revision);
-    http.serve(&m1);
+    report.block(&m1.revision);
+    http.serve(m1.clone());
     let fx = engine_with(FallbackFetcher::new(report.clone(), http.clone()));
     let dir = fx.subscribe().await;
     let t0 = Instant::now();
@@ -171,6 +169,6 @@ async fn a_hung_metadata_report_leaves_time_for_the_http_fallback() {
     let took = t0.elapsed();
     println!("hung report, HTTP fallback: resolved after {took:?}");
     assert!(took >= Duration::from_secs(1) && took < Duration::from_millis(1100));
-    assert_eq!((report.total(), http.total()), (1, 1));
+    assert_eq!((report.total_calls(), http.total_calls()), (1, 1));
     assert_eq!(fx.engine.stats().fetch_failures, 0);
 }

@@ -4,21 +4,19 @@
 //! recovers within one backoff step. The cache actor never dies of it.
 
 mod common;
-#[path = "support/faulty.rs"]
-mod faulty;
 
 use std::time::Duration;
 
 use common::*;
-use faulty::Faulty;
 use steadfast::{DirectoryStatus, EmptyReason, FetchError};
+use steadfast_testkit::ScriptedFetcher;
 
 async fn panics_once(in_future: bool) {
-    let fetcher = Faulty::default();
+    let fetcher = ScriptedFetcher::new();
     let f = fetcher.clone();
     let fx = Fixture::start_full(|b, _| b.fetcher(f));
     let m1 = metadata(APP, 20000, "t1");
-    fetcher.serve(&m1);
+    fetcher.serve(m1.clone());
     fetcher.panic_next(1, in_future);
     let dir = fx.subscribe().await;
     fx.registry.put(instance(&m1, 8001));

@@ -53,6 +53,10 @@ struct Script {
     calls_to: HashMap<String, usize>,
     total_calls: usize,
     in_flight: usize,
+    /// Upcoming calls per revision that never answer.
+    hang_next: HashMap<String, usize>,
+    /// Upcoming calls that panic, and whether inside the future.
+    panics: (usize, bool),
 }
 
 impl Script {
@@ -287,6 +291,18 @@ impl ScriptedFetcher {
         self.inner.lock().total_calls
     }
 
+    /// The next `n` calls for `revision` never answer (a hung provider);
+    /// the engine's deadline ends them.
+    pub fn hang_next(&self, revision: &str, n: usize) {
+        self.inner.lock().hang_next.insert(revision.to_string(), n);
+    }
+
+    /// The next `n` calls panic (user code gone wrong): inside the returned
+    /// future when `while_polled`, else in the call itself.
+    pub fn panic_next(&self, n: usize, while_polled: bool) {
+        self.inner.lock().panics = (n, while_polled);
+    }
+
     /// Fetches started and neither finished nor dropped.
     pub fn in_flight(&self) -> usize {
         self.inner.lock().in_flight
@@ -304,8 +320,26 @@ impl MetadataFetcher for ScriptedFetcher {
         *script.calls.entry(revision.to_string()).or_default() += 1;
         *script.calls_to.entry(instance.id.clone()).or_default() += 1;
         script.total_calls += 1;
+        if script.panics.0 > 0 {
+            script.panics.0 -= 1;
+            let while_polled = script.panics.1;
+            drop(script);
+            if while_polled {
+                return async { panic!("scripted panic while polled") }.boxed();
+            }
+            panic!("scripted panic at the call");
+        }
         script.in_flight += 1;
         let in_flight = InFlight(Arc::clone(&inner));
+        if let Some(n) = script.hang_next.get_mut(revision).filter(|n| **n > 0) {
+            *n -= 1;
+            drop(script);
+            return async move {
+                let _in_flight = in_flight;
+                futures::future::pending().await
+            }
+            .boxed();
+        }
 
         let Some(block) = script.blocks.get_mut(revision) else {
             let result = script.resolve(&instance.id, revision);

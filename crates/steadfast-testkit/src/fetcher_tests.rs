@@ -262,3 +262,31 @@ async fn clones_share_the_script_and_work_as_trait_objects() {
     assert_eq!(dyn_f.fetch(&i, &md.revision).await, Ok(md));
     assert_eq!(f.total_calls(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn hangs_the_next_calls_then_serves_and_panics_on_request() {
+    use futures::FutureExt;
+    let f = ScriptedFetcher::new();
+    let md = info("app", "S");
+    f.serve(md.clone());
+    let a = instance_for(&md, "a", 1);
+    f.hang_next(&md.revision, 1);
+    assert!(
+        timeout(Duration::from_secs(3600), f.fetch(&a, &md.revision))
+            .await
+            .is_err()
+    );
+    assert_eq!(f.in_flight(), 0, "the dropped hang is no longer in flight");
+    assert_eq!(f.fetch(&a, &md.revision).await, Ok(md.clone()));
+    f.panic_next(1, true);
+    let polled = std::panic::AssertUnwindSafe(f.fetch(&a, &md.revision))
+        .catch_unwind()
+        .await;
+    assert!(polled.is_err(), "panics while polled");
+    f.panic_next(1, false);
+    let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        drop(f.fetch(&a, &md.revision));
+    }));
+    assert!(called.is_err(), "panics at the call");
+    assert_eq!(f.fetch(&a, &md.revision).await, Ok(md), "then serves again");
+}
