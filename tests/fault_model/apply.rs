@@ -108,7 +108,7 @@ impl Sim {
         if self.in_flight == 0 {
             self.check();
         }
-        if self.track.all_closed {
+        if matches!(step, Step::Shutdown) {
             self.poke_closed();
         }
     }

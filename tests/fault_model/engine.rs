@@ -3,12 +3,13 @@
 //! one resolver per provider app (reference-counted), one directory per
 //! reference, updates published once per burst (a `Flush` queued behind it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use steadfast_core::subscription::Delivery;
 use steadfast_core::{
-    DirectoryMachine, FetchError, MetadataInfo, ResolverAction, ResolverMachine, Snapshot, Token,
+    DirectoryMachine, FetchError, MetadataInfo, ResolverAction, ResolverMachine, ServiceUrl,
+    Snapshot, Token,
 };
 
 use super::sim::{Event, Msg, Sim};
@@ -33,6 +34,10 @@ pub struct ResShell {
     pub terminated: bool,
     /// The latest snapshot the machine applied.
     pub snapshot: Option<Snapshot>,
+    /// The revisions of that snapshot.
+    pub revs: BTreeSet<String>,
+    /// Had an input since the invariants last looked.
+    pub dirty: bool,
 }
 
 /// A directory actor.
@@ -44,6 +49,8 @@ pub struct DirShell {
     /// The resolver of each of its apps (fixed at creation, like its weak
     /// addresses).
     pub resolvers: BTreeMap<String, u64>,
+    /// Its endpoints, as of its latest update.
+    pub urls: Vec<ServiceUrl>,
 }
 
 /// The coordinator's bookkeeping.
@@ -91,7 +98,16 @@ impl Sim {
                 directory: id,
             });
         }
-        self.dirs.insert(n, DirShell { id, m, resolvers });
+        let urls = Vec::new();
+        self.dirs.insert(
+            n,
+            DirShell {
+                id,
+                m,
+                resolvers,
+                urls,
+            },
+        );
         self.coord.refs[n] = 1;
     }
 
@@ -113,6 +129,8 @@ impl Sim {
                 flush_scheduled: false,
                 terminated: false,
                 snapshot: None,
+                revs: BTreeSet::new(),
+                dirty: true,
             },
         );
         self.coord.apps.insert(app.into(), (id, 1));
@@ -228,7 +246,10 @@ impl Sim {
         if self.track.all_closed && !actions.is_empty() {
             self.violate(format!("[after-shutdown] resolver acted: {actions:?}"));
         }
-        let Some(app) = self.resolvers.get(&id).map(|r| r.app.clone()) else {
+        let Some(app) = self.resolvers.get_mut(&id).map(|r| {
+            r.dirty = true;
+            r.app.clone()
+        }) else {
             return;
         };
         for action in actions {
@@ -304,7 +325,12 @@ impl Sim {
         let actions = r.m.on_snapshot(generation, snap.clone(), now);
         let applied = r.m.generation() == generation && !r.m.is_closed();
         if applied {
+            r.revs = snap
+                .iter()
+                .filter_map(|i| i.revision().map(String::from))
+                .collect();
             r.snapshot = Some(snap.clone());
+            self.track.urls_dirty = true;
             self.track_snapshot_applied(to, &snap);
         }
         self.res_perform(to, actions);

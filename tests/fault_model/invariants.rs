@@ -73,6 +73,13 @@ pub struct Track {
     pub all_closed: bool,
     /// Convergence watch of the heal phase.
     pub heal: Option<HealWatch>,
+    /// Directories, registry views or resolver snapshots changed since the
+    /// URL invariant last looked.
+    pub urls_dirty: bool,
+    /// The registry actor acted since its invariants last looked.
+    pub reg_dirty: bool,
+    /// Some URL was allowed only as held (its grace runs out with time).
+    held_seen: bool,
     issued_res: VecDeque<(String, Token)>,
     issued_reg: VecDeque<(String, Token)>,
 }
@@ -96,6 +103,7 @@ impl Track {
 
     /// The subscription machine dropped `app`: so does the model.
     pub fn forget_app(&mut self, app: &str) {
+        self.urls_dirty = true;
         self.received.remove(app);
         self.removed_at.retain(|id, _| app_of(id) != app);
     }
@@ -125,6 +133,7 @@ impl Sim {
             self.track.removed_at.remove(id);
         }
         self.track.received.insert(app.to_string(), snap);
+        self.track.urls_dirty = true;
     }
 
     /// Resolver `id` applied `snap`: schedules of revisions that left are
@@ -198,20 +207,41 @@ impl Sim {
         }
     }
 
-    /// Checks every invariant that holds between events.
+    /// Checks every invariant that holds between events. Each part runs
+    /// when what it reads changed (every such change sets a flag), and the
+    /// hold check also while anything is held, since its grace runs out.
     pub fn check(&mut self) {
         if self.failed() {
             return;
         }
-        if let Some(v) = self.check_urls().or_else(|| self.check_pending()) {
+        let mut found = None;
+        if self.track.urls_dirty || self.track.held_seen {
+            let (v, held) = self.check_urls();
+            self.track.held_seen = held;
+            found = v;
+        }
+        let found = found.or_else(|| self.check_pending()).or_else(|| {
+            self.track
+                .reg_dirty
+                .then(|| self.check_registry())
+                .flatten()
+        });
+        self.track.urls_dirty = false;
+        self.track.reg_dirty = false;
+        for r in self.resolvers.values_mut() {
+            r.dirty = false;
+        }
+        if let Some(v) = found {
             self.violate(v);
         }
     }
 
-    fn check_urls(&self) -> Option<String> {
+    /// The `[urls]` invariant; also says whether a URL was allowed as held.
+    fn check_urls(&self) -> (Option<String>, bool) {
         let grace = self.cfg.sub.mass_removal_grace;
+        let mut held_seen = false;
         for d in self.dirs.values() {
-            for u in d.m.list() {
+            for u in &d.urls {
                 let id = u.instance_id.as_str();
                 let app = app_of(id);
                 let key = d.m.subscribe_key();
@@ -222,10 +252,11 @@ impl Sim {
                     .and_then(|r| r.snapshot.as_ref())
                     .is_some_and(|s| s.iter().any(|i| i.id == id && i.is_serving()));
                 if !serving {
-                    return Some(format!(
+                    let v = format!(
                         "[urls] directory {key} serves {id}, not a serving instance of its \
                          resolver's latest snapshot"
-                    ));
+                    );
+                    return (Some(v), held_seen);
                 }
                 let present = self
                     .track
@@ -247,21 +278,35 @@ impl Sim {
                     _ => false,
                 };
                 if !(within && says) {
-                    return Some(format!(
+                    let v = format!(
                         "[urls] directory {key} serves {id}, absent from the latest registry \
                          state of {app} (removed at {:?}, held within grace: {within}, status \
                          says held: {says})",
                         self.track.removed_at.get(id)
-                    ));
+                    );
+                    return (Some(v), held_seen);
                 }
+                held_seen = true;
             }
         }
-        None
+        (None, held_seen)
     }
 
+    /// The `[timers]` and `[liveness]` invariants of resolvers and the cache.
     fn check_pending(&self) -> Option<String> {
         for r in self.resolvers.values().filter(|r| !r.terminated) {
             let app = &r.app;
+            // A flight can vanish without the resolver hearing of it: looked
+            // at every time.
+            for rev in r.fetches.values() {
+                let key = (app.clone(), rev.clone());
+                if !self.cache.terminated && !self.cache.flights.contains_key(&key) {
+                    return Some(format!("[liveness] {app} waits for {rev}, no flight runs"));
+                }
+            }
+            if !r.dirty {
+                continue;
+            }
             let mut per: BTreeMap<&str, usize> = BTreeMap::new();
             for rev in r.timers.values().chain(r.fetches.values()) {
                 *per.entry(rev.as_str()).or_default() += 1;
@@ -271,12 +316,7 @@ impl Sim {
                     "[timers] revision {rev} of {app} has {n} timers/fetches pending at once"
                 ));
             }
-            let revs: BTreeSet<&str> = r
-                .snapshot
-                .iter()
-                .flat_map(|s| s.iter().filter_map(|i| i.revision()))
-                .collect();
-            if let Some(rev) = per.keys().find(|rev| !revs.contains(**rev)) {
+            if let Some(rev) = per.keys().find(|rev| !r.revs.contains(**rev)) {
                 return Some(format!(
                     "[timers] {app} has a timer or fetch of {rev}, which left the snapshot"
                 ));
@@ -302,19 +342,14 @@ impl Sim {
                     per.len()
                 ));
             }
-            for rev in r.fetches.values() {
-                let key = (app.clone(), rev.clone());
-                if !self.cache.terminated && !self.cache.flights.contains_key(&key) {
-                    return Some(format!("[liveness] {app} waits for {rev}, no flight runs"));
-                }
-            }
         }
         if !self.cache.terminated && self.cache.cache.flights() != self.cache.flights.len() {
             return Some("[liveness] the cache machine and its shell disagree on flights".into());
         }
-        self.check_registry()
+        None
     }
 
+    /// The registry actor's `[timers]` and `[liveness]` invariants.
     fn check_registry(&self) -> Option<String> {
         if self.reg.terminated {
             return None;

@@ -73,6 +73,7 @@ impl RegShell {
 impl Sim {
     /// Performs the subscription machine's actions.
     pub fn reg_perform(&mut self, actions: Vec<SubscriptionAction>) {
+        self.track.reg_dirty |= !actions.is_empty();
         if self.track.all_closed && !actions.is_empty() {
             self.violate(format!(
                 "[after-shutdown] the subscription machine acted: {actions:?}"
@@ -250,6 +251,7 @@ impl Sim {
         self.reg.handles.clear();
         self.reg.streams.clear();
         self.reg.opened = None;
+        self.track.reg_dirty = true;
         let now = self.at();
         let actions = self.reg.m.on_restart(now);
         self.reg_perform(actions);
@@ -262,6 +264,7 @@ impl Sim {
             return;
         }
         self.reg.handles.remove(&token);
+        self.track.reg_dirty = true;
         let now = self.at();
         let actions = self.reg.m.on_timer(&app, token, now);
         self.reg_perform(actions);
@@ -273,6 +276,7 @@ impl Sim {
             return;
         }
         self.reg.handles.remove(&token);
+        self.track.reg_dirty = true;
         if result.is_ok() {
             self.reg.opened = Some(token);
         }
@@ -288,6 +292,7 @@ impl Sim {
             return;
         }
         self.reg.handles.remove(&token);
+        self.track.reg_dirty = true;
         let listed = self.world.snapshot(&app);
         let result = result.map(|()| listed.to_vec());
         let now = self.at();
@@ -316,6 +321,7 @@ impl Sim {
             Item::End => {
                 self.reg.handles.remove(&token);
                 self.reg.streams.remove(&token);
+                self.track.reg_dirty = true;
                 self.reg.m.on_stream_end(&app, token, now)
             }
         };

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use steadfast_core::subscription::{Delivery, SubscriptionConfig};
 use steadfast_core::{
     BackoffPolicy, CacheKey, DirectoryUpdate, FetchError, FetchPolicy, MetadataInfo, RegistryError,
@@ -20,7 +19,7 @@ use super::cache::CacheShell;
 use super::engine::{Coord, DirShell, ResShell};
 use super::invariants::Track;
 use super::registry::RegShell;
-use super::world::World;
+use super::world::{SimRng, World};
 
 /// Events one schedule may process before it counts as a storm.
 const MAX_EVENTS: usize = 200_000;
@@ -219,8 +218,8 @@ pub struct Sim {
     /// Virtual time now, since `t0`.
     pub now: Duration,
     /// Randomness of the world (latencies, stream fates).
-    pub rng: StdRng,
-    queue: BTreeMap<(Duration, u64), Event>,
+    pub rng: SimRng,
+    queue: BTreeMap<(Duration, u64), Box<Event>>,
     seq: u64,
     /// Messages in flight.
     pub in_flight: usize,
@@ -257,7 +256,7 @@ pub struct Sim {
 impl Sim {
     /// A fresh engine and world for schedule `seed`.
     pub fn new(seed: u64, log: bool) -> Self {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_f00d_cafe_d00d);
+        let mut rng = SimRng::new(seed ^ 0x5eed_f00d_cafe_d00d);
         let world = World::new(&mut rng);
         let cfg = Cfg::new();
         let reg = RegShell::new(SubscriptionMachine::new(cfg.sub, seed.wrapping_add(1)));
@@ -294,7 +293,8 @@ impl Sim {
     /// Queues `ev` at virtual time `at` (never in the past).
     pub fn schedule(&mut self, at: Duration, ev: Event) {
         self.seq += 1;
-        self.queue.insert((at.max(self.now), self.seq), ev);
+        self.queue
+            .insert((at.max(self.now), self.seq), Box::new(ev));
     }
 
     /// Appends a log line (built only when logging).
@@ -335,10 +335,13 @@ impl Sim {
                 self.violate(format!("[storm] more than {MAX_EVENTS} events"));
                 break;
             }
-            self.handle(ev);
+            self.handle(*ev);
             if self.in_flight == 0 {
+                let changed = self.track.urls_dirty || self.resolvers.values().any(|r| r.dirty);
                 self.check();
-                self.watch_convergence();
+                if changed {
+                    self.watch_convergence();
+                }
             }
         }
         self.now = self.now.max(until);
@@ -432,7 +435,10 @@ impl Sim {
             Msg::CacheShutdown => self.cache_shutdown(),
             Msg::Update { to, update } => {
                 if let Some(d) = self.dirs.values_mut().find(|d| d.id == to) {
-                    d.m.apply(update);
+                    if d.m.apply(update) {
+                        d.urls = d.m.list();
+                        self.track.urls_dirty = true;
+                    }
                 }
             }
         }

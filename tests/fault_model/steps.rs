@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
-use super::world::{Behave, DownKind, APPS, HOSTS, REFS, REVS};
+use super::world::{Behave, DownKind, SimRng, APPS, HOSTS, REFS, REVS};
 
 /// Which actor a restart hits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +95,7 @@ pub enum Step {
 /// redeploy onto a broken provider, so the heal phase has a failing
 /// revision with a grown backoff to recover.
 pub fn generate(seed: u64) -> Vec<Step> {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = SimRng::new(seed);
     let mut steps = Vec::new();
     for app in 0..APPS.len() {
         for host in 0..rng.gen_range(1..=4) {
@@ -141,9 +140,9 @@ pub fn generate(seed: u64) -> Vec<Step> {
     steps
 }
 
-fn random_step(rng: &mut StdRng, registry_faults: bool) -> Step {
+fn random_step(rng: &mut SimRng, registry_faults: bool) -> Step {
     let app = rng.gen_range(0..APPS.len());
-    let provider = |rng: &mut StdRng| Step::Provider {
+    let provider = |rng: &mut SimRng| Step::Provider {
         app,
         host: rng.gen_range(0..HOSTS),
         behave: match rng.gen_range(0..10) {
@@ -200,7 +199,7 @@ fn random_step(rng: &mut StdRng, registry_faults: bool) -> Step {
 }
 
 /// A time step: mostly short, sometimes past several backoff steps.
-fn advance(rng: &mut StdRng) -> Duration {
+fn advance(rng: &mut SimRng) -> Duration {
     let ms = match rng.gen_range(0..10) {
         0..=3 => rng.gen_range(1..=100),
         4..=6 => rng.gen_range(100..=2_000),

@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::rngs::StdRng;
-use rand::Rng;
+use rand::{Rng, RngCore};
 use steadfast_core::model::CLOSING_KEY;
 use steadfast_core::{FetchError, MetadataInfo, RegistryError, ServiceInfo, ServiceInstance};
 
@@ -119,7 +118,7 @@ pub fn instance(app: &str, host: usize, rev: usize) -> ServiceInstance {
 
 impl World {
     /// A world whose revisions export a random subset of [`SERVICES`].
-    pub fn new(rng: &mut StdRng) -> Self {
+    pub fn new(rng: &mut SimRng) -> Self {
         let mut metadata = BTreeMap::new();
         for app in APPS {
             for n in 0..REVS {
@@ -187,7 +186,7 @@ impl World {
     }
 
     /// What a registry call (watch open or list) does now.
-    pub fn registry_call(&self, rng: &mut StdRng) -> CallOutcome {
+    pub fn registry_call(&self, rng: &mut SimRng) -> CallOutcome {
         let lat = latency(rng, REGISTRY_LATENCY);
         match self.down {
             None => CallOutcome::After(lat, Ok(())),
@@ -210,7 +209,7 @@ impl World {
         &self,
         inst: &ServiceInstance,
         rev: &str,
-        rng: &mut StdRng,
+        rng: &mut SimRng,
     ) -> Option<(Duration, Result<MetadataInfo, FetchError>)> {
         let lat = latency(rng, FETCH_LATENCY);
         let current = self
@@ -253,6 +252,43 @@ impl World {
 }
 
 /// A random latency in `1 ms..=max`.
-pub fn latency(rng: &mut StdRng, max: Duration) -> Duration {
+pub fn latency(rng: &mut SimRng, max: Duration) -> Duration {
     Duration::from_millis(rng.gen_range(1..=max.as_millis() as u64))
+}
+
+/// The world's random numbers: splitmix64, seeded per schedule. Cheap in a
+/// debug build, unlike `StdRng` (the machines keep their own `StdRng`s).
+pub struct SimRng(u64);
+
+impl SimRng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+}
+
+impl RngCore for SimRng {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for chunk in dest.chunks_mut(8) {
+            let bytes = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
 }
