@@ -171,15 +171,7 @@ struct Totals {
 impl Totals {
     fn add(&mut self, out: &Outcome) {
         self.schedules += 1;
-        let (a, b) = (&mut self.stats, &out.stats);
-        a.events += b.events;
-        a.fetches += b.fetches;
-        a.calls += b.calls;
-        a.call_failures += b.call_failures;
-        a.flights += b.flights;
-        a.reconciled += b.reconciled;
-        a.holds += b.holds;
-        a.restarts += b.restarts;
+        self.stats.add(&out.stats);
         self.shut_down_early += u64::from(out.shut_down_early);
         if let Some(c) = out.converge {
             let slot = &mut self.converge[c.kind];
@@ -191,15 +183,7 @@ impl Totals {
 
     fn merge(&mut self, other: Totals) {
         self.schedules += other.schedules;
-        let (a, b) = (&mut self.stats, other.stats);
-        a.events += b.events;
-        a.fetches += b.fetches;
-        a.calls += b.calls;
-        a.call_failures += b.call_failures;
-        a.flights += b.flights;
-        a.reconciled += b.reconciled;
-        a.holds += b.holds;
-        a.restarts += b.restarts;
+        self.stats.add(&other.stats);
         self.shut_down_early += other.shut_down_early;
         for (s, o) in self.converge.iter_mut().zip(other.converge) {
             s.0 += o.0;
@@ -267,9 +251,10 @@ fn fault_model() {
     let elapsed = started.elapsed();
     let st = totals.stats;
     println!(
-        "fault model: {} schedules in {:.1}s on {workers} thread(s): {} events, {} resolver \
-         fetches, {} flights, {} provider calls ({} failed), {} restarts, {} holds, {} \
-         resyncs that found missed changes, {} shut down mid-schedule",
+        "fault model: {} schedules in {:.1}s on {workers} thread(s): {} events; {} resolver \
+         fetches, {} flights, {} provider calls ({} failed, {} hedged), {} flights ended by \
+         the deadline; {} watch opens, {} probes, {} holds, {} resyncs that found missed \
+         changes; {} restarts; {} shut down mid-schedule",
         totals.schedules,
         elapsed.as_secs_f64(),
         st.events,
@@ -277,9 +262,13 @@ fn fault_model() {
         st.flights,
         st.calls,
         st.call_failures,
-        st.restarts,
+        st.hedged,
+        st.deadlines,
+        st.opens,
+        st.probes,
         st.holds,
         st.reconciled,
+        st.restarts,
         totals.shut_down_early
     );
     let names = [

@@ -47,6 +47,8 @@ pub struct Run {
     pub started: usize,
     /// Provider calls the fetch budget allows this run.
     pub allowed: usize,
+    /// A call timed out at the deadline.
+    pub expired: bool,
 }
 
 /// A flight of the cache machine and its current run.
@@ -194,6 +196,7 @@ impl Sim {
             turns: 0,
             started: 0,
             allowed,
+            expired: false,
         };
         if let Some(rec) = self.cache.flights.get_mut(&key) {
             rec.run = Some(run);
@@ -230,12 +233,13 @@ impl Sim {
                 return;
             };
             match action {
-                FetchAction::Start { candidate, .. } => {
+                FetchAction::Start { candidate, hedged } => {
                     let Some(instance) = instance else { continue };
                     r.calls.insert(candidate);
                     r.started += 1;
                     let over = (r.started > r.allowed).then_some((r.started, r.allowed));
                     self.stats.calls += 1;
+                    self.stats.hedged += u64::from(hedged);
                     if let Some((started, allowed)) = over {
                         self.violate(format!(
                             "[rate] flight of {key:?} made {started} provider calls, budget {allowed}"
@@ -260,6 +264,7 @@ impl Sim {
                 FetchAction::TimedOut(c) => {
                     r.failed.push(c);
                     r.calls.remove(&c);
+                    r.expired = true;
                 }
                 FetchAction::Abandoned { candidate, slow } => {
                     if slow {
@@ -278,6 +283,7 @@ impl Sim {
                     return;
                 }
                 FetchAction::Failed(e) => {
+                    self.stats.deadlines += u64::from(r.expired);
                     self.finish(key, run, Err(e));
                     return;
                 }

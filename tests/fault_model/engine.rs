@@ -201,10 +201,15 @@ impl Sim {
         if self.coord.shut_down {
             return;
         }
-        self.stats.restarts += 1;
         match target {
-            Target::Registry => self.reg_restart(),
-            Target::Cache => self.cache_restart(),
+            Target::Registry => {
+                self.stats.restarts += u64::from(!self.reg.terminated);
+                self.reg_restart();
+            }
+            Target::Cache => {
+                self.stats.restarts += u64::from(!self.cache.terminated);
+                self.cache_restart();
+            }
             Target::Resolver(a) => {
                 let app = APPS[a % APPS.len()];
                 let Some((id, _)) = self.coord.apps.get(app).copied() else {
@@ -217,6 +222,7 @@ impl Sim {
                 r.timers.clear();
                 r.flush_scheduled = false;
                 let actions = r.m.on_restart(now);
+                self.stats.restarts += 1;
                 self.res_perform(id, actions);
                 let app = app.to_string();
                 self.send(Msg::WatchApp { app, id });
@@ -234,6 +240,7 @@ impl Sim {
                         directory: d.id,
                     })
                     .collect();
+                self.stats.restarts += 1;
                 for msg in attach {
                     self.send(msg);
                 }

@@ -89,6 +89,7 @@ impl Sim {
                     deadline,
                 } => {
                     self.track.issued_reg(&app, token);
+                    self.stats.opens += 1;
                     self.reg.handles.insert(token, (app.clone(), Handle::Open));
                     let (after, result) = self.call(deadline);
                     self.schedule(self.now + after, Event::OpenDone { app, token, result });
@@ -130,6 +131,7 @@ impl Sim {
                     kind,
                 } => {
                     self.track.issued_reg(&app, token);
+                    self.stats.probes += u64::from(kind == TimerKind::Probe);
                     self.reg
                         .handles
                         .insert(token, (app.clone(), Handle::Timer(kind)));

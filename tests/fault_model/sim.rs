@@ -209,6 +209,32 @@ pub struct Stats {
     pub holds: u64,
     /// Restarts performed.
     pub restarts: u64,
+    /// Provider calls started by the hedge.
+    pub hedged: u64,
+    /// Flights ended by their deadline.
+    pub deadlines: u64,
+    /// Watch opens.
+    pub opens: u64,
+    /// Registry probes armed.
+    pub probes: u64,
+}
+
+impl Stats {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Stats) {
+        self.events += other.events;
+        self.fetches += other.fetches;
+        self.calls += other.calls;
+        self.call_failures += other.call_failures;
+        self.flights += other.flights;
+        self.reconciled += other.reconciled;
+        self.holds += other.holds;
+        self.restarts += other.restarts;
+        self.hedged += other.hedged;
+        self.deadlines += other.deadlines;
+        self.opens += other.opens;
+        self.probes += other.probes;
+    }
 }
 
 /// The whole simulated engine and its world.
