@@ -8,8 +8,9 @@
 //! rejecting or hanging), whose streams yield errors, end, panic or miss
 //! notifications, subscriber changes, supervised restarts and shutdown.
 //! Each schedule is seeded; the invariants (see `fault_model/invariants.rs`)
-//! are checked after every event and step, and after the last fault heals
-//! the state must converge to the fault-free result within the bound of
+//! are checked whenever no message is in flight (after every event and every
+//! step that leaves none), and after the last fault heals the state must
+//! converge to the fault-free result within the bound of
 //! `fault_model/heal.rs`.
 //!
 //! `FAULT_MODEL_SEED=<u64>` replays a run (the master seed is printed

@@ -1,8 +1,9 @@
-//! The simulator core: a virtual clock with an ordered event queue (timers,
-//! call completions, stream items), a FIFO mailbox standing for the actors'
-//! messages, and the execution of schedule steps. The shells of the actors
-//! live in `registry.rs`, `engine.rs` and `cache.rs`; every decision is the
-//! sans-IO machines' own.
+//! The simulator core: a virtual clock with one ordered event queue (timers
+//! by token, call completions, stream items, and the actors' messages,
+//! which take 0-5 ms and keep their order per receiving actor, like an actix
+//! mailbox). Invariants are checked whenever no message is in flight. The
+//! actors' shells live in `registry.rs`, `engine.rs` and `cache.rs`, the
+//! steps in `apply.rs`; every decision is the sans-IO machines' own.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
