@@ -1,0 +1,466 @@
+//! The resolver and directory actors' shells and the coordinator, as in
+//! `steadfast-actors/src/{resolver_actor,directory_actor,coordinator}.rs`:
+//! one resolver per provider app (reference-counted), one directory per
+//! reference, updates published once per burst (a `Flush` queued behind it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use steadfast_core::subscription::Delivery;
+use steadfast_core::{
+    DirectoryMachine, FetchError, MetadataInfo, ResolverAction, ResolverMachine, ServiceUrl,
+    Snapshot, Token,
+};
+
+use super::sim::{Event, Msg, Sim};
+use super::steps::Target;
+use super::world::{APPS, REFS};
+
+/// A resolver actor.
+pub struct ResShell {
+    /// Provider app.
+    pub app: String,
+    /// The machine.
+    pub m: ResolverMachine,
+    /// Attached directories and their subscribe keys.
+    pub directories: BTreeMap<u64, String>,
+    /// Armed retry timers: token -> revision.
+    pub timers: BTreeMap<Token, String>,
+    /// Fetches asked of the cache and not answered or abandoned.
+    pub fetches: BTreeMap<Token, String>,
+    /// A `Flush` is queued.
+    pub flush_scheduled: bool,
+    /// Shut down.
+    pub terminated: bool,
+    /// The latest snapshot the machine applied.
+    pub snapshot: Option<Snapshot>,
+    /// The revisions of that snapshot.
+    pub revs: BTreeSet<String>,
+    /// Had an input since the invariants last looked.
+    pub dirty: bool,
+}
+
+/// A directory actor.
+pub struct DirShell {
+    /// Its id.
+    pub id: u64,
+    /// The machine.
+    pub m: DirectoryMachine,
+    /// The resolver of each of its apps (fixed at creation, like its weak
+    /// addresses).
+    pub resolvers: BTreeMap<String, u64>,
+    /// Its endpoints, as of its latest update.
+    pub urls: Vec<ServiceUrl>,
+}
+
+/// The coordinator's bookkeeping.
+#[derive(Default)]
+pub struct Coord {
+    /// Subscriptions per reference.
+    pub refs: [usize; 3],
+    /// The current resolver of each app and its reference count.
+    pub apps: BTreeMap<String, (u64, usize)>,
+    /// Next actor id.
+    pub next_id: u64,
+    /// `Engine::shutdown` ran.
+    pub shut_down: bool,
+}
+
+impl Sim {
+    fn next_id(&mut self) -> u64 {
+        self.coord.next_id += 1;
+        self.coord.next_id
+    }
+
+    /// `engine.subscribe(reference n)`.
+    pub fn subscribe(&mut self, n: usize) {
+        let n = n % REFS.len();
+        if self.coord.shut_down {
+            return;
+        }
+        if self.dirs.contains_key(&n) {
+            self.coord.refs[n] += 1;
+            return;
+        }
+        let spec = &REFS[n];
+        let mut resolvers = BTreeMap::new();
+        for app in spec.apps {
+            let id = self.resolver_for(app);
+            resolvers.insert(app.to_string(), id);
+        }
+        let id = self.next_id();
+        let apps: Vec<String> = spec.apps.iter().map(|a| a.to_string()).collect();
+        let m = DirectoryMachine::new(spec.key, &apps, self.seed_for(id));
+        for rid in resolvers.values() {
+            self.send(Msg::Attach {
+                to: *rid,
+                key: spec.key.into(),
+                directory: id,
+            });
+        }
+        let urls = Vec::new();
+        self.dirs.insert(
+            n,
+            DirShell {
+                id,
+                m,
+                resolvers,
+                urls,
+            },
+        );
+        self.coord.refs[n] = 1;
+    }
+
+    fn resolver_for(&mut self, app: &str) -> u64 {
+        if let Some((id, refs)) = self.coord.apps.get_mut(app) {
+            *refs += 1;
+            return *id;
+        }
+        let id = self.next_id();
+        let m = ResolverMachine::new(app, self.cfg.backoff, self.seed_for(id));
+        self.resolvers.insert(
+            id,
+            ResShell {
+                app: app.into(),
+                m,
+                directories: BTreeMap::new(),
+                timers: BTreeMap::new(),
+                fetches: BTreeMap::new(),
+                flush_scheduled: false,
+                terminated: false,
+                snapshot: None,
+                revs: BTreeSet::new(),
+                dirty: true,
+            },
+        );
+        self.coord.apps.insert(app.into(), (id, 1));
+        let app = app.to_string();
+        self.send(Msg::WatchApp { app, id });
+        id
+    }
+
+    /// `engine.unsubscribe(reference n)`.
+    pub fn unsubscribe(&mut self, n: usize) {
+        let n = n % REFS.len();
+        if self.coord.shut_down || !self.dirs.contains_key(&n) {
+            return;
+        }
+        self.coord.refs[n] -= 1;
+        if self.coord.refs[n] > 0 {
+            return;
+        }
+        if let Some(d) = self.dirs.remove(&n) {
+            self.close_directory(&d);
+        }
+        for app in REFS[n].apps {
+            if let Some((id, refs)) = self.coord.apps.get_mut(*app) {
+                *refs -= 1;
+                if *refs == 0 {
+                    let id = *id;
+                    self.coord.apps.remove(*app);
+                    self.send(Msg::ResShutdown { to: id });
+                }
+            }
+        }
+    }
+
+    fn close_directory(&mut self, d: &DirShell) {
+        for rid in d.resolvers.values() {
+            self.send(Msg::Detach {
+                to: *rid,
+                key: d.m.subscribe_key().into(),
+                directory: d.id,
+            });
+        }
+    }
+
+    /// `Engine::shutdown`: every directory, resolver, the registry actor and
+    /// the cache get `Shutdown`; afterwards nothing may happen.
+    pub fn shutdown(&mut self) {
+        if self.coord.shut_down {
+            return;
+        }
+        self.coord.shut_down = true;
+        for (_, d) in std::mem::take(&mut self.dirs) {
+            self.close_directory(&d);
+        }
+        for (_, (id, _)) in std::mem::take(&mut self.coord.apps) {
+            self.send(Msg::ResShutdown { to: id });
+        }
+        self.send(Msg::RegShutdown);
+        self.send(Msg::CacheShutdown);
+        self.settle();
+        self.track.all_closed = true;
+        if !self.resolvers.is_empty() || !self.cache.flights.is_empty() {
+            self.violate("[after-shutdown] an actor outlived shutdown".into());
+        }
+    }
+
+    /// A supervised restart of `target`.
+    pub fn restart(&mut self, target: Target) {
+        if self.coord.shut_down {
+            return;
+        }
+        match target {
+            Target::Registry => {
+                self.stats.restarts += u64::from(!self.reg.terminated);
+                self.reg_restart();
+            }
+            Target::Cache => {
+                self.stats.restarts += u64::from(!self.cache.terminated);
+                self.cache_restart();
+            }
+            Target::Resolver(a) => {
+                let app = APPS[a % APPS.len()];
+                let Some((id, _)) = self.coord.apps.get(app).copied() else {
+                    return;
+                };
+                let now = self.at();
+                let Some(r) = self.resolvers.get_mut(&id) else {
+                    return;
+                };
+                r.timers.clear();
+                r.flush_scheduled = false;
+                let actions = r.m.on_restart(now);
+                self.stats.restarts += 1;
+                self.res_perform(id, actions);
+                let app = app.to_string();
+                self.send(Msg::WatchApp { app, id });
+            }
+            Target::Directory(n) => {
+                let Some(d) = self.dirs.get(&(n % REFS.len())) else {
+                    return;
+                };
+                let attach: Vec<Msg> = d
+                    .resolvers
+                    .values()
+                    .map(|rid| Msg::Attach {
+                        to: *rid,
+                        key: d.m.subscribe_key().into(),
+                        directory: d.id,
+                    })
+                    .collect();
+                self.stats.restarts += 1;
+                for msg in attach {
+                    self.send(msg);
+                }
+            }
+        }
+    }
+
+    /// Performs resolver `id`'s actions, then queues its `Flush`.
+    pub fn res_perform(&mut self, id: u64, actions: Vec<ResolverAction>) {
+        if self.track.all_closed && !actions.is_empty() {
+            self.violate(format!("[after-shutdown] resolver acted: {actions:?}"));
+        }
+        let Some(app) = self.resolvers.get_mut(&id).map(|r| {
+            r.dirty = true;
+            r.app.clone()
+        }) else {
+            return;
+        };
+        for action in actions {
+            self.note(|| format!("  resolver {app}#{id}: {action:?}"));
+            match action {
+                ResolverAction::Fetch {
+                    revision,
+                    candidates,
+                    token,
+                } => {
+                    self.stats.fetches += 1;
+                    self.check_fetch_due(id, &app, &revision);
+                    self.track.issued_res(&revision, token);
+                    if let Some(r) = self.resolvers.get_mut(&id) {
+                        r.fetches.insert(token, revision.clone());
+                    }
+                    self.send(Msg::FetchReq {
+                        key: (app.clone(), revision),
+                        candidates,
+                        resolver: id,
+                        token,
+                    });
+                }
+                ResolverAction::AbandonFetch { revision, token } => {
+                    if let Some(r) = self.resolvers.get_mut(&id) {
+                        r.fetches.remove(&token);
+                    }
+                    self.send(Msg::Abandon {
+                        key: (app.clone(), revision),
+                        resolver: id,
+                        token,
+                    });
+                }
+                ResolverAction::ArmTimer {
+                    revision,
+                    token,
+                    delay,
+                } => {
+                    self.track.issued_res(&revision, token);
+                    if let Some(r) = self.resolvers.get_mut(&id) {
+                        r.timers.insert(token, revision.clone());
+                    }
+                    let ev = Event::ResTimer {
+                        to: id,
+                        revision,
+                        token,
+                    };
+                    self.schedule(self.now + delay, ev);
+                }
+                ResolverAction::CancelTimer { token } => {
+                    if let Some(r) = self.resolvers.get_mut(&id) {
+                        r.timers.remove(&token);
+                    }
+                }
+            }
+        }
+        if let Some(r) = self.resolvers.get_mut(&id) {
+            if !r.flush_scheduled && !r.terminated {
+                r.flush_scheduled = true;
+                self.send(Msg::Flush { to: id });
+            }
+        }
+    }
+
+    /// `InstancesSnapshot` to resolver `to`.
+    pub fn res_snapshot(&mut self, to: u64, delivery: Delivery) {
+        let now = self.at();
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        r.m.set_held(delivery.held);
+        let (generation, snap) = (delivery.generation, delivery.instances);
+        let actions = r.m.on_snapshot(generation, snap.clone(), now);
+        let applied = r.m.generation() == generation && !r.m.is_closed();
+        if applied {
+            r.revs = snap
+                .iter()
+                .filter_map(|i| i.revision().map(String::from))
+                .collect();
+            r.snapshot = Some(snap.clone());
+            self.track.urls_dirty = true;
+            self.track_snapshot_applied(to, &snap);
+        }
+        self.res_perform(to, actions);
+    }
+
+    /// `RegistryHealth` to resolver `to`.
+    pub fn res_health(&mut self, to: u64, stale_since: Option<std::time::Instant>) {
+        if let Some(r) = self.resolvers.get_mut(&to) {
+            r.m.set_registry_stale(stale_since);
+            self.res_perform(to, Vec::new());
+        }
+    }
+
+    /// `MetadataFetched` to resolver `to`.
+    pub fn res_fetched(
+        &mut self,
+        to: u64,
+        revision: String,
+        token: Token,
+        result: Result<Arc<MetadataInfo>, FetchError>,
+    ) {
+        let now = self.at();
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        let current = r.fetches.remove(&token).is_some();
+        let outcome = result.as_ref().map(|_| ()).map_err(FetchError::class);
+        let actions = r.m.on_fetch_result(&revision, token, result, now);
+        if current {
+            self.track_fetch_result(to, &revision, outcome);
+        }
+        self.res_perform(to, actions);
+    }
+
+    /// A resolver's retry timer fired.
+    pub fn res_timer(&mut self, to: u64, revision: String, token: Token) {
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        if r.timers.remove(&token).is_none() {
+            return;
+        }
+        let actions = r.m.on_retry_due(&revision, token);
+        self.res_perform(to, actions);
+    }
+
+    /// The resolver's `Flush`: publish its updates to attached directories.
+    pub fn res_flush(&mut self, to: u64) {
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        r.flush_scheduled = false;
+        let updates = r.m.take_updates();
+        let dirs: Vec<(u64, String)> = r.directories.iter().map(|(d, k)| (*d, k.clone())).collect();
+        if self.track.all_closed && !updates.is_empty() {
+            self.violate("[after-shutdown] a resolver published an update".into());
+        }
+        for u in updates {
+            for (dir, key) in &dirs {
+                if *key == u.subscribe_key {
+                    let update = u.clone();
+                    self.send(Msg::Update { to: *dir, update });
+                }
+            }
+        }
+    }
+
+    /// A directory's `Attach` (a known directory gets its state resent).
+    pub fn res_attach(&mut self, to: u64, key: String, directory: u64) {
+        let now = self.at();
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        if r.terminated {
+            return;
+        }
+        if r.directories.insert(directory, key.clone()).is_some() {
+            let update = r.m.update_for(&key);
+            self.send(Msg::Update {
+                to: directory,
+                update,
+            });
+            return;
+        }
+        let actions = r.m.subscribe_at(&key, now);
+        self.res_perform(to, actions);
+    }
+
+    /// A directory's `Detach`.
+    pub fn res_detach(&mut self, to: u64, key: String, directory: u64) {
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        if r.directories.remove(&directory).is_some() {
+            let actions = r.m.unsubscribe(&key);
+            self.res_perform(to, actions);
+        }
+    }
+
+    /// The coordinator's `Shutdown` to resolver `to`: close, then the
+    /// closed machine must ignore everything.
+    pub fn res_shutdown(&mut self, to: u64) {
+        let Some(r) = self.resolvers.get_mut(&to) else {
+            return;
+        };
+        r.terminated = true;
+        let actions = r.m.close();
+        self.res_perform(to, actions);
+        let Some(mut r) = self.resolvers.remove(&to) else {
+            return;
+        };
+        if !r.timers.is_empty() || !r.fetches.is_empty() {
+            self.violate(format!(
+                "[after-shutdown] close of resolver {} left timers {:?} and fetches {:?}",
+                r.app, r.timers, r.fetches
+            ));
+        }
+        let app = r.app.clone();
+        self.send(Msg::UnwatchApp { app, id: to });
+        self.poke_resolver(&mut r.m);
+        self.graveyard.push(r.m);
+        if self.graveyard.len() > 2 {
+            self.graveyard.remove(0);
+        }
+    }
+}
