@@ -327,9 +327,15 @@ impl Sim {
         let Some(r) = self.resolvers.get_mut(&to) else {
             return;
         };
-        r.m.set_held(delivery.held);
         let (generation, snap) = (delivery.generation, delivery.instances);
-        let actions = r.m.on_snapshot(generation, snap.clone(), now);
+        // As the resolver actor does: staleness and hold travel with it.
+        let actions = r.m.on_delivery(
+            generation,
+            snap.clone(),
+            delivery.stale_since,
+            delivery.held,
+            now,
+        );
         let applied = r.m.generation() == generation && !r.m.is_closed();
         if applied {
             r.revs = snap

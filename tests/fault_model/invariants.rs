@@ -356,8 +356,11 @@ impl Sim {
         }
         let mut per: BTreeMap<(&str, u8), usize> = BTreeMap::new();
         for (app, h) in self.reg.handles.values() {
+            // A re-open timer may run beside a kept unhealthy stream (it
+            // re-opens a stream that stays silent), so it is its own kind.
             let kind = match h {
-                Handle::Open | Handle::Stream | Handle::Timer(TimerKind::Reopen) => 0,
+                Handle::Open | Handle::Stream => 0,
+                Handle::Timer(TimerKind::Reopen) => 5,
                 Handle::Timer(TimerKind::Resync) => 1,
                 Handle::Timer(TimerKind::HoldEnd) => 2,
                 Handle::List => 3,
@@ -375,7 +378,7 @@ impl Sim {
             ));
         }
         for app in self.reg.m.apps() {
-            if !per.contains_key(&(app, 0)) {
+            if !per.contains_key(&(app, 0)) && !per.contains_key(&(app, 5)) {
                 return Some(format!("[liveness] {app} is subscribed but has no watch"));
             }
         }
