@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use steadfast_core::{BackoffError, BackoffPolicy};
+use steadfast_core::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 use thiserror::Error;
 
 /// Configuration of [`crate::EtcdRegistry`] and [`crate::EtcdMetadataReport`].
@@ -96,7 +96,8 @@ pub enum EtcdConfigError {
     /// A duration that must be above zero is zero.
     #[error("etcd config: {0} must be above zero")]
     Zero(&'static str),
-    /// A duration is absurdly long (over one day).
+    /// A duration is absurdly long (over one day, core's
+    /// [`steadfast_core::MAX_BACKOFF`]).
     #[error("etcd config: {0} must not exceed one day")]
     TooLong(&'static str),
     /// `probe_failures` is zero.
@@ -106,8 +107,6 @@ pub enum EtcdConfigError {
     #[error("etcd config: invalid backoff")]
     Backoff(#[source] BackoffError),
 }
-
-const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl EtcdConfig {
     /// Defaults for `endpoints`.
@@ -192,11 +191,11 @@ impl EtcdConfig {
             if d.is_zero() {
                 return Err(EtcdConfigError::Zero(name));
             }
-            if d > DAY {
+            if d > MAX_BACKOFF {
                 return Err(EtcdConfigError::TooLong(name));
             }
         }
-        if self.reregister_spread > DAY {
+        if self.reregister_spread > MAX_BACKOFF {
             return Err(EtcdConfigError::TooLong("reregister_spread"));
         }
         if self.probe_failures == 0 {
@@ -250,5 +249,22 @@ mod tests {
         c.backoff.multiplier = f64::NAN;
         assert!(matches!(c.validate(), Err(EtcdConfigError::Backoff(_))));
         assert!(std::error::Error::source(&c.validate().unwrap_err()).is_some());
+    }
+
+    #[test]
+    fn the_one_day_limit_is_cores_max_backoff() {
+        let mut c = EtcdConfig::new(["http://e:1"]);
+        c.stale_after = MAX_BACKOFF;
+        c.reregister_spread = MAX_BACKOFF;
+        c.backoff.max = MAX_BACKOFF;
+        assert_eq!(c.validate(), Ok(()));
+        c.stale_after = MAX_BACKOFF + Duration::from_nanos(1);
+        assert_eq!(c.validate(), Err(EtcdConfigError::TooLong("stale_after")));
+        c.stale_after = MAX_BACKOFF;
+        c.reregister_spread = MAX_BACKOFF + Duration::from_nanos(1);
+        assert_eq!(
+            c.validate(),
+            Err(EtcdConfigError::TooLong("reregister_spread"))
+        );
     }
 }

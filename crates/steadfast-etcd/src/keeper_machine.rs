@@ -16,14 +16,15 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry};
+use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry, MAX_BACKOFF};
 
 /// Shortest keepalive period, whatever the TTL.
 pub const MIN_PERIOD: Duration = Duration::from_millis(200);
 
 /// Longest wait the machine ever schedules (a TTL or spread beyond reason
-/// is clamped, so no `Instant` arithmetic can overflow).
-const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+/// is clamped, so no `Instant` arithmetic can overflow): core's one-day
+/// limit.
+const MAX_WAIT: Duration = MAX_BACKOFF;
 
 /// `now + d`, with `d` clamped to [`MAX_WAIT`].
 fn at(now: Instant, d: Duration) -> Instant {
