@@ -93,17 +93,20 @@ impl EtcdRegistry {
             config.request_timeout,
             config.watch_open_timeout,
         )?;
-        Ok(Self::with_client(Arc::new(client), config))
+        Self::with_client(Arc::new(client), config)
     }
 
     /// A registry over an existing client (the config's endpoints and
-    /// timeouts are then ignored).
-    pub fn with_client(client: Arc<EtcdClient>, config: EtcdConfig) -> Self {
+    /// timeouts are then ignored). The config is validated like
+    /// [`Self::new`] does: a value no loop can live with (a zero probe
+    /// cadence, a bad backoff) is refused here.
+    pub fn with_client(client: Arc<EtcdClient>, config: EtcdConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
         let layout = KeyLayout::new(&config.prefix);
         let stats = Arc::new(EtcdStats::default());
         let ctx = keeper_ctx(client.clone(), &config, stats.clone());
         let report = EtcdMetadataReport::with_ctx(ctx.clone(), &config.prefix);
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 layout,
@@ -112,7 +115,7 @@ impl EtcdRegistry {
                 registrations: Registrations::new(ctx),
                 report,
             }),
-        }
+        })
     }
 
     /// The gateway client.
@@ -248,5 +251,39 @@ impl Registry for EtcdRegistry {
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
         let inner = self.inner.clone();
         async move { inner.unregister(&instance).await }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::EtcdConfigError;
+
+    fn client() -> Arc<EtcdClient> {
+        let e = vec!["http://127.0.0.1:1".to_string()];
+        Arc::new(EtcdClient::new(e, Duration::from_secs(1), Duration::from_secs(1)).unwrap())
+    }
+
+    #[test]
+    fn every_constructor_validates_the_config() {
+        let ok = EtcdConfig::new(["http://127.0.0.1:1"]);
+        assert!(EtcdRegistry::with_client(client(), ok.clone()).is_ok());
+        let mut bad = ok.clone();
+        bad.keepalive_probe_interval = Duration::ZERO;
+        let zero = Err(GatewayError::Config(EtcdConfigError::Zero(
+            "keepalive_probe_interval",
+        )));
+        assert_eq!(
+            EtcdRegistry::with_client(client(), bad.clone()).map(|_| ()),
+            zero
+        );
+        assert_eq!(EtcdRegistry::new(bad.clone()).map(|_| ()), zero);
+        assert_eq!(EtcdMetadataReport::new(&bad).map(|_| ()), zero);
+        bad.keepalive_probe_interval = ok.keepalive_probe_interval;
+        bad.probe_failures = 0;
+        assert!(EtcdRegistry::with_client(client(), bad).is_err());
+        assert!(EtcdMetadataReport::with_client(client(), "/p").is_ok());
     }
 }
