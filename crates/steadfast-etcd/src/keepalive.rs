@@ -11,9 +11,10 @@
 //!   lease is replaced (new lease + put), a vanished key is put back under
 //!   the live lease, always with the slot's current value and under the
 //!   slot's lock, so it never races an `upsert`;
-//! * a failed round backs off ([`steadfast_core::Recover`]) and reports to
-//!   the shared prober (`health`); when etcd answers again every failing
-//!   keeper retries within the spread window;
+//! * a failed round backs off ([`steadfast_core::Recover`]) and asks the
+//!   client's shared prober (`prober`) to say when etcd answers again;
+//!   when it does (the client's `answered` signal) every failing keeper
+//!   retries within the spread window;
 //! * `remove` stops the keeper, then deletes the key and/or revokes the
 //!   lease. Dropping [`Registrations`] aborts every keeper: the keys expire
 //!   with their leases.
@@ -30,8 +31,8 @@ use tokio::task::JoinHandle;
 
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
-use crate::health::Health;
 use crate::keeper_machine::{KeeperAction, KeeperMachine, KeeperPolicy, Lost, RoundOutcome};
+use crate::prober::{ProbeSub, Want};
 use crate::stats::EtcdStats;
 
 /// Grants a lease of `ttl_secs` and puts `value` under `key` with it.
@@ -64,7 +65,10 @@ pub(crate) struct KeeperCtx {
     pub operation_timeout: Duration,
     pub policy: KeeperPolicy,
     pub stats: Arc<EtcdStats>,
-    pub health: Arc<Health>,
+    /// The keepers' subscription to the client's prober.
+    pub prober: ProbeSub,
+    /// How often the prober checks etcd while keepers fail.
+    pub answer_cadence: Duration,
 }
 
 /// What [`Registrations::remove`] does to the record.
@@ -281,7 +285,7 @@ fn now() -> Instant {
 /// decides, until aborted.
 async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
     let mut machine = KeeperMachine::new(ctx.policy, now(), StdRng::from_entropy());
-    let mut answered = ctx.health.answered();
+    let mut answered = ctx.client.answered();
     answered.borrow_and_update();
     let mut signal = true;
     loop {
@@ -311,7 +315,7 @@ async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
         }
         if action == KeeperAction::ReportDown {
             EtcdStats::bump(&ctx.stats.keepalive_failures);
-            ctx.health.report_down();
+            ctx.prober.want(Want::Answer(ctx.answer_cadence));
         }
     }
 }

@@ -5,13 +5,16 @@
 //! * [`gateway`]: [`EtcdClient`], the few gateway calls needed (range, put,
 //!   delete, lease grant/keepalive/revoke, compaction, status, watch,
 //!   probe), with per-request timeouts, endpoint rotation and demotion,
-//!   `Grpc-Metadata-hasleader: true` on every request, and the shared
-//!   "etcd answered again" signal;
+//!   `Grpc-Metadata-hasleader: true` on every request, the shared
+//!   "etcd answered again" signal, and the client's one liveness prober;
+//! * [`prober_machine`]: the sans-IO decisions of that prober, shared by
+//!   every watch and keeper of the client: one probe per endpoint and
+//!   cadence, whatever the number of watched apps;
 //! * [`wire`] and [`framing`]: the gateway's JSON shapes and NDJSON framing;
 //! * [`watch_machine`] and [`watch_timing`]: the sans-IO watch (resume,
-//!   resync, full re-read after outages, invalid records, liveness probes,
-//!   stale reports, recovery via `Recover` with a probe cadence), driven by
-//!   an internal `unfold` stream;
+//!   resync, full re-read after outages, invalid records, the shared
+//!   prober's verdicts, stale reports, every retry and resync on `Recover`),
+//!   driven by an internal `unfold` stream;
 //! * [`keeper_machine`]: the sans-IO keepalive of one registration;
 //! * [`registry`]: [`EtcdRegistry`], registrations serialised per key, each
 //!   operation under a deadline, updates in place under the live lease;
@@ -39,10 +42,11 @@ pub mod config;
 pub mod error;
 pub mod framing;
 pub mod gateway;
-mod health;
 mod keepalive;
 pub mod keeper_machine;
 pub mod metadata;
+mod prober;
+pub mod prober_machine;
 pub mod records;
 pub mod registry;
 pub mod stats;
@@ -70,5 +74,5 @@ pub use stats::{EtcdStats, StatsSnapshot};
 pub use steadfast_core::FallbackFetcher;
 pub use watch_body::{watch_stream, WatchError, WatchStream};
 pub use watch_machine::{
-    Interruption, Next, Phase, Probe, ProbeTarget, Resume, Step, WatchMachine, WatchTiming,
+    Interruption, Next, Phase, ProbeNeed, Resume, Step, WatchMachine, WatchTiming,
 };

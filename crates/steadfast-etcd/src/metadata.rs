@@ -101,7 +101,11 @@ impl EtcdMetadataReport {
     /// The counters of this report's keepers (shared with the registry it
     /// came from, if any).
     pub fn stats(&self) -> StatsSnapshot {
-        self.inner.ctx.stats.snapshot()
+        let mut s = self.inner.ctx.stats.snapshot();
+        if let Some(p) = self.inner.ctx.client.prober_if_any() {
+            p.add_stats(&mut s);
+        }
+        s
     }
 
     async fn bounded<F>(&self, op: F) -> Result<(), PublishError>

@@ -13,8 +13,9 @@
 //!   updates its record in place under that lease (a closing announcement is
 //!   one put, and the keeper re-registers with the new value if it ever has
 //!   to).
-//! * Failing keepalives share one prober; when etcd answers again every lost
-//!   registration comes back within `reregister_spread` plus one round.
+//! * Failing keepalives and every watch share the client's one prober; when
+//!   etcd answers again every lost registration comes back within
+//!   `reregister_spread` plus one round.
 //!
 //! The registry is a cheap clone; when the last clone drops, every keeper is
 //! aborted and the records expire with their leases (they are not deleted:
@@ -30,10 +31,10 @@ use steadfast_core::{RecoverPolicy, Registry, RegistryError, ServiceInstance, Sn
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
-use crate::health::Health;
 use crate::keepalive::{KeeperCtx, Registrations, Removal};
 use crate::keeper_machine::KeeperPolicy;
 use crate::metadata::EtcdMetadataReport;
+use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, StatsSnapshot};
 use crate::watch_stream;
@@ -62,13 +63,7 @@ pub(crate) fn keeper_ctx(
     config: &EtcdConfig,
     stats: Arc<EtcdStats>,
 ) -> Arc<KeeperCtx> {
-    let layout = KeyLayout::new(&config.prefix);
-    let health = Arc::new(Health::new(
-        client.clone(),
-        config,
-        layout.prefix().as_bytes().to_vec(),
-        stats.clone(),
-    ));
+    let prober = ProbeSub::new(client.clone(), config);
     let ttl_secs = config.lease_ttl_secs();
     Arc::new(KeeperCtx {
         client,
@@ -80,7 +75,8 @@ pub(crate) fn keeper_ctx(
             config.reregister_spread,
         ),
         stats,
-        health,
+        prober,
+        answer_cadence: config.keepalive_probe_interval,
     })
 }
 
@@ -134,9 +130,13 @@ impl EtcdRegistry {
     }
 
     /// The counters of every watch and keepalive of this registry (and of
-    /// its metadata report).
+    /// its metadata report), with those of the client's shared prober.
     pub fn stats(&self) -> StatsSnapshot {
-        self.inner.stats.snapshot()
+        let mut s = self.inner.stats.snapshot();
+        if let Some(p) = self.inner.client.prober_if_any() {
+            p.add_stats(&mut s);
+        }
+        s
     }
 
     /// The remote metadata report on the same client and prefix; every call
