@@ -362,14 +362,25 @@ async fn reregister(
             Err(e) => return Err(e.class()),
         }
     }
-    let fresh = establish(&ctx.client, key, &st.value, ctx.ttl_secs)
+    let failed = |e: GatewayError| {
+        tracing::warn!(key = %lossy(key), error = %e, "etcd re-registration failed");
+        e.class()
+    };
+    let fresh = ctx
+        .client
+        .lease_grant(ctx.ttl_secs)
         .await
-        .map_err(|e| {
-            tracing::warn!(key = %lossy(key), error = %e, "etcd re-registration failed");
-            e.class()
-        })?;
-    st.lease = fresh;
+        .map_err(failed)?
+        .id;
+    // The new lease is the slot's before the record is visible under it:
+    // whoever sees the record back sees its lease in `lease_of` too.
     slot.lease.store(fresh, Ordering::Release);
+    if let Err(e) = ctx.client.put(key, &st.value, fresh).await {
+        slot.lease.store(seen, Ordering::Release);
+        revoke_quietly(&ctx.client, fresh).await;
+        return Err(failed(e));
+    }
+    st.lease = fresh;
     EtcdStats::bump(&ctx.stats.reregistrations);
     Ok(())
 }
