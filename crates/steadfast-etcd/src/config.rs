@@ -9,18 +9,23 @@
 //! | `request_timeout` | 3 s | deadline of one unary call per endpoint |
 //! | `watch_open_timeout` | 5 s | deadline for a watch to be accepted |
 //! | `operation_timeout` | 10 s | deadline of a whole register / unregister |
-//! | `backoff` | 250 ms doubling to 10 s, +25 % | re-open and keepalive retries |
-//! | `liveness_probe_interval` | 2 s | probe of the watch's endpoint while a watch is open |
+//! | `backoff` | 250 ms doubling to 10 s, +25 % | re-open, resync and keepalive retries; a watch's schedule resets once it stayed open for `backoff.max` (or delivered something) |
+//! | `liveness_probe_interval` | 2 s | probe of each endpoint watches are open on (one prober per client) |
 //! | `probe_timeout` | 1 s | deadline of one probe |
 //! | `probe_failures` | 2 | failed probes in a row that declare the endpoint dead |
 //! | `recover_probe_interval` | 1 s | probe cadence while a watch is down |
 //! | `stale_after` | 3 s | a broken watch not resumed by then reports `Err` |
-//! | `keepalive_probe_interval` | 250 ms | shared probe cadence while registrations fail |
+//! | `keepalive_probe_interval` | 250 ms | probe cadence while registrations fail |
 //! | `reregister_spread` | 250 ms | registrations resume spread over this after etcd answers again |
+//!
+//! Probing belongs to the client: all watches and keepers of one
+//! [`crate::EtcdClient`] share one prober, which takes its cadences,
+//! deadline and probe key from the first registry or report built on that
+//! client. Every constructor validates the config.
 
 use std::time::Duration;
 
-use steadfast_core::{BackoffError, BackoffPolicy};
+use steadfast_core::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 use thiserror::Error;
 
 /// Configuration of [`crate::EtcdRegistry`] and [`crate::EtcdMetadataReport`].
@@ -47,8 +52,12 @@ pub struct EtcdConfig {
     /// operation on the same key included); past it the call fails with
     /// `RegistryError::Timeout`. Default 10 s.
     pub operation_timeout: Duration,
-    /// Delays between attempts to resume a broken watch and between failed
-    /// keepalive rounds. Default 250 ms doubling to 10 s, +25 % jitter.
+    /// Delays between attempts to resume a broken watch (resyncs and
+    /// streams that end right after their creation included) and between
+    /// failed keepalive rounds. A watch's schedule resets only once it
+    /// proved healthy: an event or progress notification after its
+    /// creation, or staying open for `max`. Default 250 ms doubling to
+    /// 10 s, +25 % jitter.
     pub backoff: BackoffPolicy,
     /// Ask etcd for progress notifications on watches (empty messages on
     /// idle watches, every 10 min unless the server's
@@ -59,17 +68,20 @@ pub struct EtcdConfig {
     /// nothing for this long (set it above the server's notify interval).
     /// Default none.
     pub watch_idle_timeout: Option<Duration>,
-    /// While a watch is open, probe its endpoint this often (+ jitter) with a
+    /// While watches are open on an endpoint, the client's shared prober
+    /// probes it this often (+ jitter, once for all of them) with a
     /// linearizable one-key read carrying `hasleader`, so a frozen or
     /// leaderless member is noticed. `None` turns the probe off. Default 2 s.
     pub liveness_probe_interval: Option<Duration>,
     /// Deadline of one probe. Default 1 s.
     pub probe_timeout: Duration,
-    /// Consecutive failed probes after which the watch's endpoint counts as
-    /// dead: the watch reports `Err`, drops the stream and moves on
-    /// (to another endpoint when there is one). Default 2.
+    /// Consecutive failed probes after which an endpoint counts as dead:
+    /// every watch on it reports `Err`, drops its stream and moves on (to
+    /// another endpoint when there is one). A failed probe is retried after
+    /// a quarter of `liveness_probe_interval`, doubling. Default 2.
     pub probe_failures: u32,
-    /// While a watch is down, probe this often (+ jitter) so that it resumes
+    /// While a watch is down after a possible unreachability, the shared
+    /// prober checks etcd this often (+ jitter) so that the watch resumes
     /// as soon as etcd answers, however long the backoff has grown.
     /// Default 1 s.
     pub recover_probe_interval: Duration,
@@ -77,8 +89,8 @@ pub struct EtcdConfig {
     /// engine marks the app stale and keeps reading). A liveness failure
     /// reports at once. Default 3 s.
     pub stale_after: Duration,
-    /// While keepalive rounds fail, one shared probe per registry checks
-    /// etcd this often (+ jitter); its first success lets every failing
+    /// While keepalive rounds fail, the client's shared prober checks etcd
+    /// this often (+ jitter); its first success lets every failing
     /// registration retry at once. Default 250 ms.
     pub keepalive_probe_interval: Duration,
     /// When etcd answers again, failing registrations retry at a random
@@ -96,7 +108,8 @@ pub enum EtcdConfigError {
     /// A duration that must be above zero is zero.
     #[error("etcd config: {0} must be above zero")]
     Zero(&'static str),
-    /// A duration is absurdly long (over one day).
+    /// A duration is absurdly long (over one day, core's
+    /// [`steadfast_core::MAX_BACKOFF`]).
     #[error("etcd config: {0} must not exceed one day")]
     TooLong(&'static str),
     /// `probe_failures` is zero.
@@ -106,8 +119,6 @@ pub enum EtcdConfigError {
     #[error("etcd config: invalid backoff")]
     Backoff(#[source] BackoffError),
 }
-
-const DAY: Duration = Duration::from_secs(24 * 3600);
 
 impl EtcdConfig {
     /// Defaults for `endpoints`.
@@ -192,11 +203,11 @@ impl EtcdConfig {
             if d.is_zero() {
                 return Err(EtcdConfigError::Zero(name));
             }
-            if d > DAY {
+            if d > MAX_BACKOFF {
                 return Err(EtcdConfigError::TooLong(name));
             }
         }
-        if self.reregister_spread > DAY {
+        if self.reregister_spread > MAX_BACKOFF {
             return Err(EtcdConfigError::TooLong("reregister_spread"));
         }
         if self.probe_failures == 0 {
@@ -250,5 +261,22 @@ mod tests {
         c.backoff.multiplier = f64::NAN;
         assert!(matches!(c.validate(), Err(EtcdConfigError::Backoff(_))));
         assert!(std::error::Error::source(&c.validate().unwrap_err()).is_some());
+    }
+
+    #[test]
+    fn the_one_day_limit_is_cores_max_backoff() {
+        let mut c = EtcdConfig::new(["http://e:1"]);
+        c.stale_after = MAX_BACKOFF;
+        c.reregister_spread = MAX_BACKOFF;
+        c.backoff.max = MAX_BACKOFF;
+        assert_eq!(c.validate(), Ok(()));
+        c.stale_after = MAX_BACKOFF + Duration::from_nanos(1);
+        assert_eq!(c.validate(), Err(EtcdConfigError::TooLong("stale_after")));
+        c.stale_after = MAX_BACKOFF;
+        c.reregister_spread = MAX_BACKOFF + Duration::from_nanos(1);
+        assert_eq!(
+            c.validate(),
+            Err(EtcdConfigError::TooLong("reregister_spread"))
+        );
     }
 }

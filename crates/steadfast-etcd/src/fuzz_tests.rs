@@ -18,6 +18,7 @@ use steadfast_core::{ErrorClass, FetchError, PublishError, RegistryError, Servic
 use crate::error::GatewayError;
 use crate::framing::{parse_line, Line, LineFramer};
 use crate::keeper_machine::{KeeperMachine, KeeperPolicy, RoundOutcome};
+use crate::prober_machine::{ProberMachine, ProberPolicy, SubId, Want};
 use crate::records::KeyLayout;
 use crate::stats::EtcdStats;
 use crate::watch_body::{watch_stream, WatchError};
@@ -149,6 +150,8 @@ impl std::error::Error for Eof {}
 struct Target {
     machine: WatchMachine,
     keeper: KeeperMachine,
+    prober: ProberMachine,
+    sub: SubId,
     layout: KeyLayout,
     t: Instant,
 }
@@ -233,9 +236,17 @@ impl Target {
             c.reregister_spread,
         );
         let t = Instant::now();
+        let mut prober = ProberMachine::new(
+            2,
+            ProberPolicy::from_config(&c),
+            StdRng::seed_from_u64(rng.gen()),
+        );
+        let sub = prober.subscribe();
         Self {
             machine,
             keeper: KeeperMachine::new(policy, t, StdRng::seed_from_u64(rng.gen())),
+            prober,
+            sub,
             layout: KeyLayout::new("/p"),
             t,
         }
@@ -298,14 +309,31 @@ impl Target {
             }
         }
         if self.machine.next_wake().is_some_and(|w| w <= t) {
-            let step = self.machine.on_timer(t);
-            if let Some(p) = step.probe {
-                let h = serde_json::from_slice::<HeaderOnly>(input).unwrap_or_default();
-                let err = GatewayError::Decode(String::from_utf8_lossy(input).into_owned());
-                let outcome = if rng.gen() { Ok(&h.header) } else { Err(&err) };
-                self.machine.on_probe(p.seq, outcome, t);
-            }
+            self.machine.on_timer(t);
         }
+        // The shared prober, fed this input as a probe answer, and its
+        // verdicts fed to the watch.
+        let want = match rng.gen_range(0..4) {
+            0 => Want::Nothing,
+            1 => Want::Live(rng.gen_range(0..3)),
+            _ => Want::Answer(Duration::from_millis(rng.gen_range(0..2000))),
+        };
+        self.prober.set_want(self.sub, want, t);
+        for order in self.prober.on_timer(t) {
+            let h = serde_json::from_slice::<HeaderOnly>(input).unwrap_or_default();
+            let ok = rng.gen_bool(0.5).then_some(&h.header);
+            let sent = t.checked_sub(Duration::from_millis(rng.gen_range(0..2000)));
+            self.prober
+                .on_result(order.seq, rng.gen_range(0..3), ok, sent.unwrap_or(t), t);
+            match rng.gen_range(0..3) {
+                0 => self.machine.on_endpoint_dead(t),
+                1 => self.machine.on_answered(t),
+                _ => self
+                    .machine
+                    .on_probe_header(&h.header, sent.unwrap_or(t), t),
+            };
+        }
+        let _ = (self.machine.probe_need(), self.prober.next_wake());
         if case.is_multiple_of(64) {
             let _ = self.machine.snapshot();
         }
@@ -401,6 +429,8 @@ fn config_values_never_panic_validation_or_arithmetic() {
         c.recover_probe_interval = d();
         c.liveness_probe_interval = Some(d());
         c.backoff.max = d();
+        c.keepalive_probe_interval = d();
+        c.backoff.initial = d();
         let _ = (c.validate(), c.lease_ttl_secs());
         let policy = KeeperPolicy::for_ttl(
             c.lease_ttl_secs(),
@@ -411,6 +441,35 @@ fn config_values_never_panic_validation_or_arithmetic() {
         let mut k = KeeperMachine::new(policy, t, StdRng::seed_from_u64(1));
         k.on_round(RoundOutcome::Failed(ErrorClass::Persistent), t);
         k.on_answered(t);
-        let _ = WatchTiming::from_config(&c);
+        c.probe_failures = rng.gen();
+        c.backoff.jitter = [f64::NAN, -1.0, 0.5, 7.0][rng.gen_range(0..4)];
+        let timing = WatchTiming::from_config(&c);
+        // Any timing: the watch never schedules a wake-up in the past.
+        let mut m = WatchMachine::new(
+            KeyLayout::new("/p"),
+            "web",
+            timing,
+            Arc::default(),
+            StdRng::seed_from_u64(1),
+        );
+        m.start();
+        m.on_interrupted(&Interruption::Ended, t);
+        // (A zero `stale_after` reports at once, once.)
+        if m.next_wake().is_some_and(|w| w <= t) {
+            m.on_timer(t);
+        }
+        assert!(m.next_wake().is_none_or(|w| w > t), "{timing:?}");
+        // Any cadence: the prober never asks to be woken in the past.
+        let mut p = ProberMachine::new(1, ProberPolicy::from_config(&c), StdRng::seed_from_u64(2));
+        let sub = p.subscribe();
+        p.set_want(sub, Want::Answer(c.keepalive_probe_interval), t);
+        let live = p.subscribe();
+        p.set_want(live, Want::Live(0), t);
+        for _ in 0..3 {
+            for o in p.on_timer(p.next_wake().unwrap_or(t)) {
+                p.on_result(o.seq, 0, None, t, t);
+            }
+            assert!(p.next_wake().is_none_or(|w| w > t));
+        }
     }
 }

@@ -16,17 +16,22 @@
 //! The client keeps one shared signal, [`EtcdClient::answered`]: a counter
 //! bumped whenever a call succeeds after a call failed to reach etcd, so
 //! every task waiting for etcd to come back can wake on one event instead
-//! of probing on its own.
+//! of probing on its own. It also holds the one liveness prober all its
+//! watches and keepers share (`prober`), created by the first registry or
+//! report built on it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::framing::{parse_line, Line, LineFramer};
+use crate::prober::Prober;
 use crate::watch_body::{error_chain, watch_stream};
 pub use crate::watch_body::{WatchError, WatchStream};
 use crate::wire::{
@@ -50,6 +55,10 @@ pub struct EtcdClient {
     /// bumped) by the next success.
     failing: AtomicBool,
     answered: watch::Sender<u64>,
+    /// Probes sent through [`EtcdClient::probe`].
+    probes: AtomicU64,
+    /// The liveness prober every watch and keeper on this client shares.
+    prober: OnceLock<Arc<Prober>>,
 }
 
 /// How one attempt on one endpoint failed.
@@ -92,6 +101,8 @@ impl EtcdClient {
             watch_open_timeout,
             failing: AtomicBool::new(false),
             answered: watch::channel(0).0,
+            probes: AtomicU64::new(0),
+            prober: OnceLock::new(),
         })
     }
 
@@ -126,6 +137,25 @@ impl EtcdClient {
     /// a call succeeds after a call failed to reach etcd.
     pub fn answered(&self) -> watch::Receiver<u64> {
         self.answered.subscribe()
+    }
+
+    /// How many probes ([`EtcdClient::probe`]) went out through this
+    /// client.
+    pub fn probes_sent(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
+    }
+
+    /// The client's shared prober, created with `config` by the first
+    /// caller.
+    pub(crate) fn prober(&self, config: &EtcdConfig) -> Arc<Prober> {
+        self.prober
+            .get_or_init(|| Arc::new(Prober::new(self.endpoints.len(), config)))
+            .clone()
+    }
+
+    /// The shared prober, if one was created.
+    pub(crate) fn prober_if_any(&self) -> Option<&Arc<Prober>> {
+        self.prober.get()
     }
 
     fn note_success(&self) {
@@ -287,6 +317,7 @@ impl EtcdClient {
             .get(index)
             .cloned()
             .ok_or(GatewayError::NoEndpoints)?;
+        self.probes.fetch_add(1, Ordering::Relaxed);
         let body = json!({ "key": b64::encode(key), "limit": 1, "keys_only": true });
         let result = match self
             .read_whole(endpoint, "/v3/kv/range", &body, timeout)

@@ -11,9 +11,10 @@
 //!   lease is replaced (new lease + put), a vanished key is put back under
 //!   the live lease, always with the slot's current value and under the
 //!   slot's lock, so it never races an `upsert`;
-//! * a failed round backs off ([`steadfast_core::Recover`]) and reports to
-//!   the shared prober (`health`); when etcd answers again every failing
-//!   keeper retries within the spread window;
+//! * a failed round backs off ([`steadfast_core::Recover`]) and asks the
+//!   client's shared prober (`prober`) to say when etcd answers again;
+//!   when it does (the client's `answered` signal) every failing keeper
+//!   retries within the spread window;
 //! * `remove` stops the keeper, then deletes the key and/or revokes the
 //!   lease. Dropping [`Registrations`] aborts every keeper: the keys expire
 //!   with their leases.
@@ -30,8 +31,8 @@ use tokio::task::JoinHandle;
 
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
-use crate::health::Health;
 use crate::keeper_machine::{KeeperAction, KeeperMachine, KeeperPolicy, Lost, RoundOutcome};
+use crate::prober::{ProbeSub, Want};
 use crate::stats::EtcdStats;
 
 /// Grants a lease of `ttl_secs` and puts `value` under `key` with it.
@@ -64,7 +65,10 @@ pub(crate) struct KeeperCtx {
     pub operation_timeout: Duration,
     pub policy: KeeperPolicy,
     pub stats: Arc<EtcdStats>,
-    pub health: Arc<Health>,
+    /// The keepers' subscription to the client's prober.
+    pub prober: ProbeSub,
+    /// How often the prober checks etcd while keepers fail.
+    pub answer_cadence: Duration,
 }
 
 /// What [`Registrations::remove`] does to the record.
@@ -105,11 +109,55 @@ impl KeySlot {
     }
 }
 
+/// A slot and the number of operations using it right now.
+#[derive(Debug)]
+struct Entry {
+    slot: Arc<KeySlot>,
+    users: usize,
+}
+
 /// Leased keys of one registry, by key.
+///
+/// A slot lives in the map while an operation uses it or while it holds a
+/// lease. Every `upsert` / `remove` holds a [`SlotUse`]; when the last use
+/// of a slot ends and the slot holds no lease, the slot is removed, by
+/// identity, under the map lock. No reference count is read: an aborted
+/// keeper whose task has not been dropped yet still holds an `Arc` of its
+/// slot, which must not keep the slot in the map.
 #[derive(Debug)]
 pub(crate) struct Registrations {
     ctx: Arc<KeeperCtx>,
-    slots: Mutex<HashMap<Vec<u8>, Arc<KeySlot>>>,
+    slots: Mutex<HashMap<Vec<u8>, Entry>>,
+}
+
+/// One operation's use of a slot; dropping it may forget the slot.
+struct SlotUse<'a> {
+    owner: &'a Registrations,
+    slot: Arc<KeySlot>,
+}
+
+impl std::ops::Deref for SlotUse<'_> {
+    type Target = KeySlot;
+
+    fn deref(&self) -> &KeySlot {
+        &self.slot
+    }
+}
+
+impl Drop for SlotUse<'_> {
+    fn drop(&mut self) {
+        let mut slots = self.owner.slots();
+        let Some(entry) = slots.get_mut(&self.slot.key) else {
+            return;
+        };
+        if !Arc::ptr_eq(&entry.slot, &self.slot) {
+            return;
+        }
+        entry.users = entry.users.saturating_sub(1);
+        if entry.users == 0 && entry.slot.lease.load(Ordering::Acquire) == 0 {
+            slots.remove(&self.slot.key);
+        }
+    }
 }
 
 impl Registrations {
@@ -120,34 +168,45 @@ impl Registrations {
         }
     }
 
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Arc<KeySlot>>> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Entry>> {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn slot(&self, key: &[u8]) -> Arc<KeySlot> {
-        self.slots()
-            .entry(key.to_vec())
-            .or_insert_with(|| {
-                Arc::new(KeySlot {
-                    key: key.to_vec(),
-                    state: tokio::sync::Mutex::new(SlotState::default()),
-                    lease: AtomicI64::new(0),
-                    keeper: Mutex::new(None),
-                })
-            })
-            .clone()
+    /// The slot of `key` (created if needed), in use until the guard drops.
+    fn acquire(&self, key: &[u8]) -> SlotUse<'_> {
+        let mut slots = self.slots();
+        let entry = slots.entry(key.to_vec()).or_insert_with(|| Entry {
+            slot: Arc::new(KeySlot {
+                key: key.to_vec(),
+                state: tokio::sync::Mutex::new(SlotState::default()),
+                lease: AtomicI64::new(0),
+                keeper: Mutex::new(None),
+            }),
+            users: 0,
+        });
+        entry.users = entry.users.saturating_add(1);
+        SlotUse {
+            owner: self,
+            slot: entry.slot.clone(),
+        }
+    }
+
+    /// Number of slots held (keys kept alive or in an operation).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.slots().len()
     }
 
     /// The lease `key` is attached to while it is kept alive here.
     pub(crate) fn lease_of(&self, key: &[u8]) -> Option<i64> {
-        let lease = self.slots().get(key)?.lease.load(Ordering::Acquire);
+        let lease = self.slots().get(key)?.slot.lease.load(Ordering::Acquire);
         (lease != 0).then_some(lease)
     }
 
     /// Stores `value` under `key` and keeps it alive: in place under the
     /// current lease when there is one, else under a new lease.
     pub(crate) async fn upsert(&self, key: &[u8], value: Vec<u8>) -> Result<(), GatewayError> {
-        let slot = self.slot(key);
+        let slot = self.acquire(key);
         let mut st = slot.state.lock().await;
         let client = &self.ctx.client;
         if st.lease != 0 {
@@ -168,7 +227,7 @@ impl Registrations {
         slot.lease.store(lease, Ordering::Release);
         let mut keeper = slot.keeper();
         if keeper.as_ref().is_none_or(JoinHandle::is_finished) {
-            *keeper = Some(tokio::spawn(keep(slot.clone(), self.ctx.clone())));
+            *keeper = Some(tokio::spawn(keep(slot.slot.clone(), self.ctx.clone())));
         }
         Ok(())
     }
@@ -176,7 +235,7 @@ impl Registrations {
     /// Stops keeping `key` alive and removes its record as `how` says. A
     /// key not held here is deleted anyway with [`Removal::DeleteKey`].
     pub(crate) async fn remove(&self, key: &[u8], how: Removal) -> Result<(), GatewayError> {
-        let slot = self.slot(key);
+        let slot = self.acquire(key);
         let mut st = slot.state.lock().await;
         // Under the lock the keeper is between two steps: stop it there.
         slot.stop_keeper();
@@ -200,20 +259,16 @@ impl Registrations {
                 }
             }
         }
-        drop(st);
-        let mut slots = self.slots();
-        // Nobody else waits on this slot: forget it.
-        if Arc::strong_count(&slot) <= 2 {
-            slots.remove(key);
-        }
+        // `st` drops before `slot`: the slot is forgotten once no other
+        // operation waits on it.
         Ok(())
     }
 }
 
 impl Drop for Registrations {
     fn drop(&mut self) {
-        for slot in self.slots().values() {
-            slot.stop_keeper();
+        for entry in self.slots().values() {
+            entry.slot.stop_keeper();
         }
     }
 }
@@ -230,7 +285,7 @@ fn now() -> Instant {
 /// decides, until aborted.
 async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
     let mut machine = KeeperMachine::new(ctx.policy, now(), StdRng::from_entropy());
-    let mut answered = ctx.health.answered();
+    let mut answered = ctx.client.answered();
     answered.borrow_and_update();
     let mut signal = true;
     loop {
@@ -260,7 +315,7 @@ async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
         }
         if action == KeeperAction::ReportDown {
             EtcdStats::bump(&ctx.stats.keepalive_failures);
-            ctx.health.report_down();
+            ctx.prober.want(Want::Answer(ctx.answer_cadence));
         }
     }
 }
@@ -307,14 +362,106 @@ async fn reregister(
             Err(e) => return Err(e.class()),
         }
     }
-    let fresh = establish(&ctx.client, key, &st.value, ctx.ttl_secs)
+    let failed = |e: GatewayError| {
+        tracing::warn!(key = %lossy(key), error = %e, "etcd re-registration failed");
+        e.class()
+    };
+    let fresh = ctx
+        .client
+        .lease_grant(ctx.ttl_secs)
         .await
-        .map_err(|e| {
-            tracing::warn!(key = %lossy(key), error = %e, "etcd re-registration failed");
-            e.class()
-        })?;
-    st.lease = fresh;
+        .map_err(failed)?
+        .id;
+    // The new lease is the slot's before the record is visible under it:
+    // whoever sees the record back sees its lease in `lease_of` too.
     slot.lease.store(fresh, Ordering::Release);
+    if let Err(e) = ctx.client.put(key, &st.value, fresh).await {
+        slot.lease.store(seen, Ordering::Release);
+        revoke_quietly(&ctx.client, fresh).await;
+        return Err(failed(e));
+    }
+    st.lease = fresh;
     EtcdStats::bump(&ctx.stats.reregistrations);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EtcdConfig;
+    use crate::harness::EtcdServer;
+    use crate::registry::keeper_ctx;
+
+    fn registrations(endpoint: &str) -> Registrations {
+        let config = EtcdConfig::new([endpoint]);
+        let client = EtcdClient::new(
+            config.endpoints.clone(),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        Registrations::new(keeper_ctx(Arc::new(client), &config, Arc::default()))
+    }
+
+    #[test]
+    fn a_slot_goes_when_its_last_use_ends_however_many_arcs_survive() {
+        let regs = registrations("http://127.0.0.1:1");
+        // An aborted keeper whose task is not dropped yet still holds an Arc.
+        let first = regs.acquire(b"k");
+        let keeper_arc = first.slot.clone();
+        let second = regs.acquire(b"k");
+        assert!(Arc::ptr_eq(&first.slot, &second.slot), "one slot per key");
+        drop(first);
+        assert_eq!(regs.len(), 1, "another operation still uses it");
+        drop(second);
+        assert_eq!(regs.len(), 0, "no use and no lease: forgotten");
+        // A use of a slot already replaced does not touch its successor.
+        let fresh = regs.acquire(b"k");
+        let stale = SlotUse {
+            owner: &regs,
+            slot: keeper_arc,
+        };
+        drop(stale);
+        assert_eq!(regs.len(), 1);
+        // A slot holding a lease stays after its last use.
+        fresh.lease.store(7, Ordering::Release);
+        drop(fresh);
+        assert_eq!(regs.lease_of(b"k"), Some(7));
+    }
+
+    #[tokio::test]
+    async fn failed_registrations_leave_no_slot_behind() {
+        let regs = registrations("http://127.0.0.1:1");
+        for n in 0..5 {
+            let key = format!("k{n}");
+            assert!(regs.upsert(key.as_bytes(), b"v".to_vec()).await.is_err());
+        }
+        assert_eq!(regs.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn registered_then_removed_keys_leave_no_slot_behind() {
+        let etcd = EtcdServer::start().await.unwrap();
+        let regs = registrations(&etcd.endpoint());
+        let keys: Vec<String> = (0..20)
+            .map(|n| format!("{}/k{n}", crate::harness::unique_prefix()))
+            .collect();
+        for k in &keys {
+            regs.upsert(k.as_bytes(), b"v".to_vec()).await.unwrap();
+        }
+        assert_eq!(regs.len(), 20);
+        // Two operations on one key at once, then removals: every keeper
+        // is aborted (its task may outlive the call) and every slot goes.
+        let (a, b) = tokio::join!(
+            regs.upsert(keys[0].as_bytes(), b"w".to_vec()),
+            regs.remove(keys[0].as_bytes(), Removal::DeleteKey)
+        );
+        a.unwrap();
+        b.unwrap();
+        for k in &keys {
+            regs.remove(k.as_bytes(), Removal::DeleteKey).await.unwrap();
+        }
+        assert_eq!(regs.len(), 0);
+        assert_eq!(regs.lease_of(keys[3].as_bytes()), None);
+    }
 }

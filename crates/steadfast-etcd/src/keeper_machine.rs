@@ -16,14 +16,19 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry};
+use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry, MAX_BACKOFF};
 
 /// Shortest keepalive period, whatever the TTL.
 pub const MIN_PERIOD: Duration = Duration::from_millis(200);
 
+/// Shortest retry delay after a failed round, whatever the backoff says (a
+/// zero backoff would otherwise retry in a tight loop).
+pub const MIN_RETRY: Duration = Duration::from_millis(10);
+
 /// Longest wait the machine ever schedules (a TTL or spread beyond reason
-/// is clamped, so no `Instant` arithmetic can overflow).
-const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+/// is clamped, so no `Instant` arithmetic can overflow): core's one-day
+/// limit.
+const MAX_WAIT: Duration = MAX_BACKOFF;
 
 /// `now + d`, with `d` clamped to [`MAX_WAIT`].
 fn at(now: Instant, d: Duration) -> Instant {
@@ -189,7 +194,7 @@ impl KeeperMachine {
             Retry::After(d) => d,
             Retry::GiveUp => self.policy.recover.backoff.cap(),
         };
-        self.due = at(now, delay);
+        self.due = at(now, delay.max(MIN_RETRY));
         KeeperAction::ReportDown
     }
 }
@@ -282,6 +287,23 @@ mod tests {
             KeeperAction::ReportDown
         );
         assert!(m.due() > back);
+    }
+
+    #[test]
+    fn a_zero_backoff_never_retries_in_a_tight_loop() {
+        let t0 = Instant::now();
+        let zero = BackoffPolicy {
+            initial: Duration::ZERO,
+            max: Duration::ZERO,
+            multiplier: f64::NAN,
+            jitter: f64::NAN,
+        };
+        let policy = KeeperPolicy::for_ttl(10, RecoverPolicy::new(zero), Duration::ZERO);
+        let mut m = KeeperMachine::new(policy, t0, StdRng::seed_from_u64(1));
+        for _ in 0..5 {
+            m.on_round(RoundOutcome::Failed(ErrorClass::Transient), t0);
+            assert!(m.due() >= t0 + MIN_RETRY, "{:?}", m.due() - t0);
+        }
     }
 
     #[test]

@@ -5,13 +5,16 @@
 //! * [`gateway`]: [`EtcdClient`], the few gateway calls needed (range, put,
 //!   delete, lease grant/keepalive/revoke, compaction, status, watch,
 //!   probe), with per-request timeouts, endpoint rotation and demotion,
-//!   `Grpc-Metadata-hasleader: true` on every request, and the shared
-//!   "etcd answered again" signal;
+//!   `Grpc-Metadata-hasleader: true` on every request, the shared
+//!   "etcd answered again" signal, and the client's one liveness prober;
+//! * [`prober_machine`]: the sans-IO decisions of that prober, shared by
+//!   every watch and keeper of the client: one probe per endpoint and
+//!   cadence, whatever the number of watched apps;
 //! * [`wire`] and [`framing`]: the gateway's JSON shapes and NDJSON framing;
 //! * [`watch_machine`] and [`watch_timing`]: the sans-IO watch (resume,
-//!   resync, full re-read after outages, invalid records, liveness probes,
-//!   stale reports, recovery via `Recover` with a probe cadence), driven by
-//!   an internal `unfold` stream;
+//!   resync, full re-read after outages, invalid records, the shared
+//!   prober's verdicts, stale reports, every retry and resync on `Recover`),
+//!   driven by an internal `unfold` stream;
 //! * [`keeper_machine`]: the sans-IO keepalive of one registration;
 //! * [`registry`]: [`EtcdRegistry`], registrations serialised per key, each
 //!   operation under a deadline, updates in place under the live lease;
@@ -24,11 +27,13 @@
 //!
 //! | fault | what happens | bound (defaults) |
 //! |---|---|---|
-//! | etcd frozen (SIGSTOP) or black-holed under an open watch | two failed probes of the watch's endpoint: the stream yields `Err`, the endpoint is demoted, the watch re-reads from the next one | stale within ~5 s (probe every 2 s, 1 s deadline) |
+//! | etcd frozen (SIGSTOP) or black-holed under an open watch | the client's shared prober fails two probes of the endpoint: every watch on it yields `Err`, the endpoint is demoted, the watches re-read from the next one | stale within ~5 s (probe every 2 s, 1 s deadline) |
+//! | many watched apps on one client | one prober per client: one probe per endpoint with live watches per 2 s, one "answered yet?" probe per ~1 s while any watch is down, whatever the number of apps | load independent of the number of apps |
 //! | a member without leader (quorum lost) | `hasleader` makes it refuse calls and end watches; probes fail | stale within ~3-5 s |
 //! | etcd down (SIGKILL, restart) | a clean reconnect first; if it fails, backoff (250 ms to 10 s) plus a probe every ~1 s; `Err` once the watch has been down 3 s | resumes within one probe period (~1.25 s) of etcd answering, however long the outage |
 //! | any outage beyond a clean reconnect | the resume is a full range, diffed against the state held; differences are counted in `missed_notifications` | a wiped store written past its old revision is caught at the resume |
-//! | leases dropped while etcd was frozen | failing keepalives share one prober (every 250 ms); when it answers, each lost registration comes back within a random 0-250 ms | back within ~0.5 s of etcd answering |
+//! | leases dropped while etcd was frozen | failing keepalives ask the client's prober (every 250 ms); when it answers, each lost registration comes back within a random 0-250 ms | back within ~0.5 s of etcd answering |
+//! | a watch cancelled, found on a changed store, or ended right after each creation | every resync and re-end is a failure on the watch's backoff, which resets only once the watch proved healthy (an event, a progress notification, or open for one backoff cap) | one range / open per backoff step: 16 in 120 s, not a loop at network speed |
 //! | a slow call for one key | other keys never wait; every register / unregister fails with `Timeout` after 10 s | 10 s |
 //! | impossible numbers from etcd (revision `i64::MAX`, below 1, past the header) | the message or range counts as malformed: re-read, never an overflow | - |
 
@@ -39,10 +44,11 @@ pub mod config;
 pub mod error;
 pub mod framing;
 pub mod gateway;
-mod health;
 mod keepalive;
 pub mod keeper_machine;
 pub mod metadata;
+mod prober;
+pub mod prober_machine;
 pub mod records;
 pub mod registry;
 pub mod stats;
@@ -70,5 +76,5 @@ pub use stats::{EtcdStats, StatsSnapshot};
 pub use steadfast_core::FallbackFetcher;
 pub use watch_body::{watch_stream, WatchError, WatchStream};
 pub use watch_machine::{
-    Interruption, Next, Phase, Probe, ProbeTarget, Resume, Step, WatchMachine, WatchTiming,
+    Interruption, Next, Phase, ProbeNeed, Resume, Step, WatchMachine, WatchTiming,
 };

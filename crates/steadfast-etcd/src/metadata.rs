@@ -63,11 +63,13 @@ impl EtcdMetadataReport {
     }
 
     /// A report over an existing client, under `prefix`, with the default
-    /// lease TTL and deadlines of [`EtcdConfig::new`].
-    pub fn with_client(client: Arc<EtcdClient>, prefix: &str) -> Self {
+    /// lease TTL and deadlines of [`EtcdConfig::new`] (validated like
+    /// [`Self::new`]).
+    pub fn with_client(client: Arc<EtcdClient>, prefix: &str) -> Result<Self, GatewayError> {
         let config = EtcdConfig::new(client.endpoints().to_vec()).with_prefix(prefix);
+        config.validate()?;
         let ctx = keeper_ctx(client, &config, Arc::default());
-        Self::with_ctx(ctx, prefix)
+        Ok(Self::with_ctx(ctx, prefix))
     }
 
     pub(crate) fn with_ctx(ctx: Arc<KeeperCtx>, prefix: &str) -> Self {
@@ -99,7 +101,11 @@ impl EtcdMetadataReport {
     /// The counters of this report's keepers (shared with the registry it
     /// came from, if any).
     pub fn stats(&self) -> StatsSnapshot {
-        self.inner.ctx.stats.snapshot()
+        let mut s = self.inner.ctx.stats.snapshot();
+        if let Some(p) = self.inner.ctx.client.prober_if_any() {
+            p.add_stats(&mut s);
+        }
+        s
     }
 
     async fn bounded<F>(&self, op: F) -> Result<(), PublishError>

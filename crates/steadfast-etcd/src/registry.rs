@@ -13,8 +13,9 @@
 //!   updates its record in place under that lease (a closing announcement is
 //!   one put, and the keeper re-registers with the new value if it ever has
 //!   to).
-//! * Failing keepalives share one prober; when etcd answers again every lost
-//!   registration comes back within `reregister_spread` plus one round.
+//! * Failing keepalives and every watch share the client's one prober; when
+//!   etcd answers again every lost registration comes back within
+//!   `reregister_spread` plus one round.
 //!
 //! The registry is a cheap clone; when the last clone drops, every keeper is
 //! aborted and the records expire with their leases (they are not deleted:
@@ -30,10 +31,10 @@ use steadfast_core::{RecoverPolicy, Registry, RegistryError, ServiceInstance, Sn
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
-use crate::health::Health;
 use crate::keepalive::{KeeperCtx, Registrations, Removal};
 use crate::keeper_machine::KeeperPolicy;
 use crate::metadata::EtcdMetadataReport;
+use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, StatsSnapshot};
 use crate::watch_stream;
@@ -62,13 +63,7 @@ pub(crate) fn keeper_ctx(
     config: &EtcdConfig,
     stats: Arc<EtcdStats>,
 ) -> Arc<KeeperCtx> {
-    let layout = KeyLayout::new(&config.prefix);
-    let health = Arc::new(Health::new(
-        client.clone(),
-        config,
-        layout.prefix().as_bytes().to_vec(),
-        stats.clone(),
-    ));
+    let prober = ProbeSub::new(client.clone(), config);
     let ttl_secs = config.lease_ttl_secs();
     Arc::new(KeeperCtx {
         client,
@@ -80,7 +75,8 @@ pub(crate) fn keeper_ctx(
             config.reregister_spread,
         ),
         stats,
-        health,
+        prober,
+        answer_cadence: config.keepalive_probe_interval,
     })
 }
 
@@ -93,17 +89,20 @@ impl EtcdRegistry {
             config.request_timeout,
             config.watch_open_timeout,
         )?;
-        Ok(Self::with_client(Arc::new(client), config))
+        Self::with_client(Arc::new(client), config)
     }
 
     /// A registry over an existing client (the config's endpoints and
-    /// timeouts are then ignored).
-    pub fn with_client(client: Arc<EtcdClient>, config: EtcdConfig) -> Self {
+    /// timeouts are then ignored). The config is validated like
+    /// [`Self::new`] does: a value no loop can live with (a zero probe
+    /// cadence, a bad backoff) is refused here.
+    pub fn with_client(client: Arc<EtcdClient>, config: EtcdConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
         let layout = KeyLayout::new(&config.prefix);
         let stats = Arc::new(EtcdStats::default());
         let ctx = keeper_ctx(client.clone(), &config, stats.clone());
         let report = EtcdMetadataReport::with_ctx(ctx.clone(), &config.prefix);
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 layout,
@@ -112,7 +111,7 @@ impl EtcdRegistry {
                 registrations: Registrations::new(ctx),
                 report,
             }),
-        }
+        })
     }
 
     /// The gateway client.
@@ -131,9 +130,13 @@ impl EtcdRegistry {
     }
 
     /// The counters of every watch and keepalive of this registry (and of
-    /// its metadata report).
+    /// its metadata report), with those of the client's shared prober.
     pub fn stats(&self) -> StatsSnapshot {
-        self.inner.stats.snapshot()
+        let mut s = self.inner.stats.snapshot();
+        if let Some(p) = self.inner.client.prober_if_any() {
+            p.add_stats(&mut s);
+        }
+        s
     }
 
     /// The remote metadata report on the same client and prefix; every call
@@ -248,5 +251,39 @@ impl Registry for EtcdRegistry {
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
         let inner = self.inner.clone();
         async move { inner.unregister(&instance).await }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::EtcdConfigError;
+
+    fn client() -> Arc<EtcdClient> {
+        let e = vec!["http://127.0.0.1:1".to_string()];
+        Arc::new(EtcdClient::new(e, Duration::from_secs(1), Duration::from_secs(1)).unwrap())
+    }
+
+    #[test]
+    fn every_constructor_validates_the_config() {
+        let ok = EtcdConfig::new(["http://127.0.0.1:1"]);
+        assert!(EtcdRegistry::with_client(client(), ok.clone()).is_ok());
+        let mut bad = ok.clone();
+        bad.keepalive_probe_interval = Duration::ZERO;
+        let zero = Err(GatewayError::Config(EtcdConfigError::Zero(
+            "keepalive_probe_interval",
+        )));
+        assert_eq!(
+            EtcdRegistry::with_client(client(), bad.clone()).map(|_| ()),
+            zero
+        );
+        assert_eq!(EtcdRegistry::new(bad.clone()).map(|_| ()), zero);
+        assert_eq!(EtcdMetadataReport::new(&bad).map(|_| ()), zero);
+        bad.keepalive_probe_interval = ok.keepalive_probe_interval;
+        bad.probe_failures = 0;
+        assert!(EtcdRegistry::with_client(client(), bad).is_err());
+        assert!(EtcdMetadataReport::with_client(client(), "/p").is_ok());
     }
 }

@@ -1,5 +1,6 @@
 //! Counters of the etcd backend, shared by every watch and keepalive task of
-//! one [`crate::EtcdRegistry`] (and its clones).
+//! one [`crate::EtcdRegistry`] (and its clones); the prober counters are the
+//! client's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,8 +31,14 @@ pub struct EtcdStats {
     pub reregistrations: AtomicU64,
     /// Keepalive rounds that failed to reach etcd.
     pub keepalive_failures: AtomicU64,
-    /// Probes of the shared "etcd answered again" prober that failed.
+    /// Probes of the client's shared prober for "etcd answered again"
+    /// that failed (counted by the prober, once per client; a registry's
+    /// [`crate::EtcdRegistry::stats`] includes those of its client).
     pub health_probe_failures: AtomicU64,
+    /// Probes the client's shared prober sent (liveness of live endpoints
+    /// and "answered again" checks): one per endpoint and cadence, however
+    /// many watches and registrations the client has.
+    pub probes_sent: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -57,6 +64,8 @@ pub struct StatsSnapshot {
     pub keepalive_failures: u64,
     /// See [`EtcdStats::health_probe_failures`].
     pub health_probe_failures: u64,
+    /// See [`EtcdStats::probes_sent`].
+    pub probes_sent: u64,
 }
 
 impl EtcdStats {
@@ -84,6 +93,7 @@ impl EtcdStats {
             reregistrations: r(&self.reregistrations),
             keepalive_failures: r(&self.keepalive_failures),
             health_probe_failures: r(&self.health_probe_failures),
+            probes_sent: r(&self.probes_sent),
         }
     }
 }

@@ -21,15 +21,28 @@
 //! * progress notification: advance the last revision to its header
 //!   revision (etcd only notifies watchers that are in sync), yield nothing;
 //! * cancel (compaction or otherwise): full resync;
+//! * every resync (a cancel, a changed store seen on creation or by a
+//!   probe) is a failure on the watch's retry schedule: it waits the
+//!   backoff, which only resets once the watch proved healthy (see
+//!   `watch_timing`), so a watch that is cancelled right after each
+//!   creation is retried ever more slowly, never in a tight loop;
 //! * a revision etcd cannot produce (below 1, `i64::MAX`, an event past its
 //!   header) makes the message malformed: the stream is dropped and the app
 //!   re-read; a range answering such a revision is a failed range. No
 //!   arithmetic on etcd numbers can overflow.
 //!
-//! Liveness rules (see `watch_timing`): probes while live, a dead endpoint
-//! is dropped (and demoted), every resume after an outage is a full
-//! re-read, the source is reported unhealthy once per outage, and resumes
-//! are driven by [`steadfast_core::Recover`] with a probe cadence.
+//! Liveness rules (see `watch_timing`): the client's shared prober watches
+//! the endpoint of the open stream and says when it is dead (the stream is
+//! dropped) or when etcd answers again (a down watch attempts at once);
+//! every resume after an outage is a full re-read, the source is reported
+//! unhealthy once per outage, and resumes are driven by
+//! [`steadfast_core::Recover`].
+//!
+//! A probe's header is checked against the state held only for what is
+//! race-free: a probe answered by another cluster, or with a raft term
+//! below the one seen, means the store changed; a probe revision below
+//! the one held counts only against a revision held *before* that probe
+//! was sent (the probe answers asynchronously, events may overtake it).
 //!
 //! Invalid records are skipped with a warning and counted; an instance whose
 //! record turns invalid is removed.
@@ -45,8 +58,8 @@ use crate::error::GatewayError;
 use crate::gateway::WatchError;
 use crate::records::KeyLayout;
 use crate::stats::EtcdStats;
-pub use crate::watch_step::{Interruption, Next, Probe, ProbeTarget, Resume, Step};
-use crate::watch_timing::{Liveness, ProbeVerdict};
+pub use crate::watch_step::{Interruption, Next, ProbeNeed, Resume, Step};
+use crate::watch_timing::{Failure, Liveness};
 pub use crate::watch_timing::{Phase, WatchTiming};
 use crate::wire::{EventType, KeyValue, RangeResponse, ResponseHeader, WatchResponse};
 
@@ -63,6 +76,8 @@ pub struct WatchMachine {
     resync_pending: bool,
     last_error: String,
     live: Liveness,
+    /// A revision held at a known time, for checking probe headers.
+    probe_floor: Option<(Instant, i64)>,
     stats: Arc<EtcdStats>,
 }
 
@@ -92,6 +107,7 @@ impl WatchMachine {
             resync_pending: false,
             last_error: String::new(),
             live: Liveness::new(timing, rng),
+            probe_floor: None,
             stats,
         }
     }
@@ -137,6 +153,11 @@ impl WatchMachine {
         self.live.reported()
     }
 
+    /// What the watch needs from the client's shared prober now.
+    pub fn probe_need(&self) -> ProbeNeed {
+        self.live.probe_need()
+    }
+
     /// When the driver must call [`WatchMachine::on_timer`] next, at the
     /// latest (`None`: only IO can move the machine).
     pub fn next_wake(&self) -> Option<Instant> {
@@ -161,6 +182,7 @@ impl WatchMachine {
         self.cluster_id = Some(r.header.cluster_id);
         self.raft_term = r.header.raft_term;
         self.resync_pending = false;
+        self.probe_floor = Some((now, rev));
         self.live.range_ok();
         self.live.attempting(Phase::Opening);
         // `plausible` leaves room for the successor.
@@ -172,45 +194,20 @@ impl WatchMachine {
         }
     }
 
-    /// Counts and logs how a non-initial range differs from the state held.
-    fn count_reread(&mut self, r: &RangeResponse) {
-        if self.resync_pending {
-            // Counted as a resync already.
-        } else if let Some(why) = self.store_changed(&r.header) {
-            EtcdStats::bump(&self.stats.resyncs);
-            tracing::warn!(app = %self.app, why, "etcd store changed during the outage");
-        } else {
-            EtcdStats::bump(&self.stats.rereads);
-        }
-        let mut fresh = BTreeMap::new();
-        for kv in &r.kvs {
-            if let Ok(i) = self.layout.decode_instance(&self.app, &kv.key, &kv.value) {
-                fresh.insert(kv.key.clone(), i);
-            }
-        }
-        let changed = fresh
-            .iter()
-            .filter(|(k, v)| self.instances.get(*k) != Some(*v))
-            .count();
-        let removed = self
-            .instances
-            .keys()
-            .filter(|k| !fresh.contains_key(*k))
-            .count();
-        let missed = u64::try_from(changed.saturating_add(removed)).unwrap_or(u64::MAX);
-        if missed > 0 {
-            EtcdStats::add(&self.stats.missed_notifications, missed);
-            tracing::warn!(app = %self.app, missed, changed, removed,
-                "etcd re-read found changes the watch did not deliver");
-        }
-    }
-
     /// The range failed.
     pub fn on_range_failed(&mut self, e: &GatewayError, now: Instant) -> Step {
         tracing::warn!(app = %self.app, error = %e, "etcd range failed");
         self.last_error = e.to_string();
         self.resume = Resume::Range;
-        self.fail(e.class(), now, false, true)
+        self.fail(
+            Failure {
+                class: e.class(),
+                lost: false,
+                beyond_clean: true,
+                unreachable: true,
+            },
+            now,
+        )
     }
 
     /// The watch open answered (its first message is next on the stream).
@@ -226,7 +223,8 @@ impl WatchMachine {
             tracing::warn!(app = %self.app, compact_revision = m.compact_revision,
                 reason = %m.cancel_reason, last = self.last_revision,
                 "etcd cancelled the watch; resyncing");
-            return self.resync();
+            let why = format!("etcd cancelled the watch: {}", m.cancel_reason);
+            return self.resync(why, now);
         }
         if let Some(why) = self.implausible(m) {
             let e = WatchError::Malformed(why);
@@ -235,15 +233,19 @@ impl WatchMachine {
         if m.created {
             if let Some(why) = self.store_changed(&m.header) {
                 tracing::warn!(app = %self.app, why, "etcd store changed under the watch; resyncing");
-                return self.resync();
+                return self.resync(format!("etcd store changed: {why}"), now);
             }
             if self.live.needs_reread() {
                 // Reported unhealthy while the open was pending: re-read.
                 self.live.attempting(Phase::Ranging);
                 return Step::next(Next::Range);
             }
-            self.live.created_ok();
+            self.live.created_ok(now);
             self.raft_term = self.raft_term.max(m.header.raft_term);
+            self.probe_floor = Some((now, self.last_revision));
+        } else {
+            // An event or a progress notification after the creation.
+            self.live.proved_healthy();
         }
         if m.is_progress() {
             self.last_revision = self.last_revision.max(m.header.revision);
@@ -276,84 +278,90 @@ impl WatchMachine {
         }
     }
 
-    /// Why `m` cannot come from etcd, if it cannot.
-    fn implausible(&self, m: &WatchResponse) -> Option<String> {
-        let head = m.header.revision;
-        if (m.created || m.is_progress()) && !plausible(head) {
-            return Some(format!("header revision {head}"));
-        }
-        m.events
-            .iter()
-            .map(|ev| ev.kv.mod_revision)
-            .find(|&r| !plausible(r) || (head > 0 && r > head))
-            .map(|r| format!("event revision {r} (header {head})"))
-    }
-
     /// The stream stopped being usable, or opening it failed.
     pub fn on_interrupted(&mut self, why: &Interruption, now: Instant) -> Step {
         tracing::info!(app = %self.app, ?why, last = self.last_revision, "etcd watch interrupted");
         EtcdStats::bump(&self.stats.resumes);
-        let (reason, class, lost, beyond_clean) = match why {
+        let failure = |class, lost, beyond_clean, unreachable| Failure {
+            class,
+            lost,
+            beyond_clean,
+            unreachable,
+        };
+        let (reason, f) = match why {
+            // etcd closed the stream: it answered, the backoff alone paces
+            // the reconnect.
             Interruption::Ended => (
                 "watch stream ended".into(),
-                ErrorClass::Transient,
-                false,
-                false,
+                failure(ErrorClass::Transient, false, false, false),
             ),
-            Interruption::Stream(e @ WatchError::Malformed(_)) => {
-                (e.to_string(), ErrorClass::Persistent, false, true)
-            }
-            Interruption::Stream(e) => (e.to_string(), ErrorClass::Transient, false, false),
-            Interruption::Open(e) => (e.to_string(), e.class(), false, true),
+            Interruption::Stream(e @ WatchError::Malformed(_)) => (
+                e.to_string(),
+                failure(ErrorClass::Persistent, false, true, true),
+            ),
+            Interruption::Stream(e) => (
+                e.to_string(),
+                failure(ErrorClass::Transient, false, false, true),
+            ),
+            Interruption::Open(e) => (e.to_string(), failure(e.class(), false, true, true)),
             Interruption::Idle => (
                 "watch idle timeout".into(),
-                ErrorClass::Transient,
-                true,
-                true,
+                failure(ErrorClass::Transient, true, true, true),
             ),
         };
         self.last_error = reason;
         if self.cluster_id.is_none() {
             self.resume = Resume::Range;
         }
-        self.fail(class, now, lost, beyond_clean)
+        self.fail(f, now)
     }
 
-    /// The outcome of probe `seq`.
-    pub fn on_probe(
-        &mut self,
-        seq: u64,
-        outcome: Result<&ResponseHeader, &GatewayError>,
-        now: Instant,
-    ) -> Step {
-        match self.live.probe_result(seq, outcome.is_ok(), now) {
-            ProbeVerdict::Stale => Step::next(Next::Continue),
-            ProbeVerdict::Fine => {
-                // A linearizable read on the watch's own endpoint: its
-                // header can only be at or past the state held.
-                let changed = outcome.ok().and_then(|h| self.store_changed(h));
-                if let Some(why) = changed {
-                    tracing::warn!(app = %self.app, why, "etcd store changed (probe); resyncing");
-                    return self.resync();
-                }
-                Step::next(Next::Continue)
-            }
-            ProbeVerdict::Failed => Step {
-                demote: self.phase() == Phase::Down,
-                ..Step::next(Next::Continue)
+    /// The shared prober declared the endpoint of the open stream dead
+    /// (the driver calls this only for the watch's own endpoint): a
+    /// liveness loss, reported at once; the stream is dropped.
+    pub fn on_endpoint_dead(&mut self, now: Instant) -> Step {
+        if self.phase() != Phase::Live {
+            return Step::next(Next::Continue);
+        }
+        tracing::warn!(app = %self.app, "etcd watch endpoint not answering probes; dropping it");
+        EtcdStats::bump(&self.stats.liveness_failures);
+        EtcdStats::bump(&self.stats.resumes);
+        self.last_error = "etcd endpoint not answering probes".to_string();
+        self.fail(
+            Failure {
+                class: ErrorClass::Transient,
+                lost: true,
+                beyond_clean: true,
+                unreachable: true,
             },
-            ProbeVerdict::Dead => {
-                let e = outcome.err().map(ToString::to_string).unwrap_or_default();
-                tracing::warn!(app = %self.app, error = %e, "etcd watch endpoint not answering; dropping it");
-                EtcdStats::bump(&self.stats.liveness_failures);
-                EtcdStats::bump(&self.stats.resumes);
-                self.last_error = format!("etcd endpoint not answering probes: {e}");
-                Step {
-                    demote: true,
-                    ..self.fail(ErrorClass::Transient, now, true, true)
-                }
+            now,
+        )
+    }
+
+    /// The shared prober found etcd answering again: a watch down after a
+    /// possible unreachability attempts at once, whatever its backoff.
+    pub fn on_answered(&mut self, now: Instant) -> Step {
+        if self.live.answered(now) {
+            self.attempt()
+        } else {
+            Step::next(Next::Continue)
+        }
+    }
+
+    /// A successful probe of the open stream's endpoint, sent at `sent`,
+    /// answered `h`: a store found changed resyncs.
+    pub fn on_probe_header(&mut self, h: &ResponseHeader, sent: Instant, now: Instant) -> Step {
+        if self.phase() != Phase::Live {
+            return Step::next(Next::Continue);
+        }
+        let why = self.probe_says_changed(h, sent);
+        self.probe_floor = Some((now, self.last_revision));
+        match why {
+            Some(why) => {
+                tracing::warn!(app = %self.app, why, "etcd store changed (probe); resyncing");
+                self.resync(format!("etcd store changed: {why}"), now)
             }
-            ProbeVerdict::Answered => self.attempt(),
+            None => Step::next(Next::Continue),
         }
     }
 
@@ -369,13 +377,6 @@ impl WatchMachine {
         };
         if due.report && step.report.is_none() {
             step.report = Some(self.unhealthy());
-        }
-        if let Some(seq) = due.probe {
-            let target = match self.phase() {
-                Phase::Live => ProbeTarget::WatchEndpoint,
-                _ => ProbeTarget::Current,
-            };
-            step.probe = Some(Probe { seq, target });
         }
         step
     }
@@ -395,8 +396,8 @@ impl WatchMachine {
         Step::next(resume.into())
     }
 
-    fn fail(&mut self, class: ErrorClass, now: Instant, lost: bool, beyond_clean: bool) -> Step {
-        let report = self.live.fail(class, now, lost, beyond_clean);
+    fn fail(&mut self, f: Failure, now: Instant) -> Step {
+        let report = self.live.fail(f, now);
         Step {
             report: report.then(|| self.unhealthy()),
             ..Step::next(Next::Wait)
@@ -412,25 +413,22 @@ impl WatchMachine {
         ))
     }
 
-    fn resync(&mut self) -> Step {
+    /// A full re-read is owed: drop the stream and range again once the
+    /// retry schedule says so (a resync is a failure like any other).
+    fn resync(&mut self, why: String, now: Instant) -> Step {
         EtcdStats::bump(&self.stats.resyncs);
         self.resync_pending = true;
-        self.live.attempting(Phase::Ranging);
-        Step::next(Next::Range)
-    }
-
-    /// Why the store answering is not the one the state came from, if it
-    /// is not.
-    fn store_changed(&self, h: &ResponseHeader) -> Option<&'static str> {
-        if self.cluster_id.is_some_and(|c| c != h.cluster_id) {
-            Some("cluster id changed")
-        } else if h.revision < self.last_revision {
-            Some("store revision went backwards")
-        } else if h.raft_term != 0 && h.raft_term < self.raft_term {
-            Some("raft term went backwards")
-        } else {
-            None
-        }
+        self.last_error = why;
+        self.resume = Resume::Range;
+        self.fail(
+            Failure {
+                class: ErrorClass::Transient,
+                lost: false,
+                beyond_clean: true,
+                unreachable: false,
+            },
+            now,
+        )
     }
 
     fn apply_put(&mut self, kv: &KeyValue) {
@@ -446,6 +444,9 @@ impl WatchMachine {
         }
     }
 }
+
+#[path = "watch_checks.rs"]
+mod checks;
 
 #[cfg(test)]
 #[path = "watch_machine_tests.rs"]

@@ -108,6 +108,20 @@ pub(crate) fn ids(s: &Step) -> Vec<String> {
         .collect()
 }
 
+pub(crate) fn refused() -> GatewayError {
+    GatewayError::Unreachable {
+        endpoint: "e".into(),
+        reason: "refused".into(),
+    }
+}
+
+pub(crate) fn timeout() -> GatewayError {
+    GatewayError::Timeout {
+        endpoint: "e".into(),
+        timeout: Duration::from_secs(1),
+    }
+}
+
 /// Ranges at `rev` and opens the watch at `t`: the machine is live.
 pub(crate) fn live_at(m: &mut WatchMachine, rev: i64, kvs: Vec<KeyValue>, t: Instant) {
     m.start();
@@ -187,13 +201,23 @@ fn compaction_cancel_demands_a_full_resync() {
         ..WatchResponse::default()
     };
     let s = m.on_message(&cancel, t);
-    assert_eq!(s, Step::next(Next::Range));
+    // The resync is a failure on the retry schedule: the range comes after
+    // the first backoff step, not at once.
+    assert_eq!(s, Step::next(Next::Wait));
     assert_eq!(stats.snapshot().resyncs, 1);
+    resyncs_after(&mut m, t, Duration::from_millis(250));
     let s = m.on_range(&range(31, vec![]), t);
     assert_eq!(s.next, Next::Watch { from: 32 });
     assert_eq!(s.snapshot, Some(vec![]));
     let st = stats.snapshot();
     assert_eq!((st.resyncs, st.rereads, st.missed_notifications), (1, 0, 1));
+}
+
+/// The machine waits (stream dropped) and ranges exactly `delay` after `t`.
+fn resyncs_after(m: &mut WatchMachine, t: Instant, delay: Duration) {
+    assert_eq!(m.probe_need(), ProbeNeed::Nothing, "no probe shortcut");
+    assert_eq!(m.next_wake(), Some(t + delay));
+    assert_eq!(m.on_timer(t + delay).next, Next::Range);
 }
 
 #[test]
@@ -203,19 +227,23 @@ fn a_wiped_or_foreign_store_is_detected_on_created() {
     let (mut m, stats) = machine();
     m.on_range(&range(50, vec![kv(&inst("a"), 3)]), t);
     m.on_opened(t);
-    assert_eq!(m.on_message(&created(1, 2), t).next, Next::Range);
+    let ms250 = Duration::from_millis(250);
+    assert_eq!(m.on_message(&created(1, 2), t).next, Next::Wait);
+    resyncs_after(&mut m, t, ms250);
     // Same revision range but a lower raft term (wiped, then written to).
     let (mut m2, _) = machine();
     live_at(&mut m2, 5, vec![], t);
     m2.on_message(&created(5, 7), t);
-    assert_eq!(m2.on_message(&created(9, 3), t).next, Next::Range);
+    assert_eq!(m2.on_message(&created(9, 3), t).next, Next::Wait);
+    resyncs_after(&mut m2, t, ms250);
     // Another cluster.
     let (mut m3, _) = machine();
     m3.on_range(&range(5, vec![]), t);
     m3.on_opened(t);
     let mut c = created(9, 3);
     c.header.cluster_id = 7;
-    assert_eq!(m3.on_message(&c, t).next, Next::Range);
+    assert_eq!(m3.on_message(&c, t).next, Next::Wait);
+    resyncs_after(&mut m3, t, ms250);
     // A normal resume after a restart: same cluster, revision ahead, term up.
     assert_eq!(
         m.on_range(&range(3, vec![]), t).next,
@@ -351,10 +379,9 @@ fn impossible_revisions_never_overflow_and_force_a_re_read() {
         assert_eq!(s.next, Next::Wait, "{msg:?}");
         assert_eq!(m.snapshot().len(), 1);
         assert_eq!(m.last_revision(), 7);
-        // The probe finds etcd answering: the re-read runs at once.
-        let s = m.on_timer(t + secs(1));
-        let p = s.probe.expect("a probe while down");
-        let s = m.on_probe(p.seq, Ok(&header(9, 2)), t + secs(1));
+        // The shared prober finds etcd answering: the re-read runs at once.
+        assert_eq!(m.probe_need(), ProbeNeed::Answer, "{msg:?}");
+        let s = m.on_answered(t + secs(1));
         assert_eq!(s.next, Next::Range, "{msg:?}");
     }
     // An event at the largest resumable revision applies; no overflow.
@@ -387,3 +414,6 @@ fn a_stream_error_is_an_interruption_like_any_other() {
 
 #[path = "watch_timing_tests.rs"]
 mod timing_tests;
+
+#[path = "watch_sim_tests.rs"]
+mod sim_tests;

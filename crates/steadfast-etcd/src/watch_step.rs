@@ -1,7 +1,7 @@
 //! The vocabulary between the watch machine and its IO driver: what the
-//! driver reports ([`Interruption`]) and what the machine asks for
-//! ([`Step`]: the [`Next`] IO action, a snapshot or an error to yield, a
-//! [`Probe`] to start, an endpoint to demote).
+//! driver reports ([`Interruption`]), what the machine asks for ([`Step`]:
+//! the [`Next`] IO action, a snapshot or an error to yield) and what it
+//! needs from the client's shared prober ([`ProbeNeed`]).
 
 use steadfast_core::{RegistryError, ServiceInstance};
 
@@ -45,23 +45,15 @@ impl From<Resume> for Next {
     }
 }
 
-/// Where a probe goes.
+/// What a watch needs from the client's shared prober.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProbeTarget {
-    /// The endpoint the open watch lives on.
-    WatchEndpoint,
-    /// The endpoint the next attempt will try first.
-    Current,
-}
-
-/// A probe to start now; its outcome goes to [`crate::WatchMachine::on_probe`]
-/// with the same `seq`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Probe {
-    /// Sequence number (outcomes of older probes are ignored).
-    pub seq: u64,
-    /// Which endpoint to probe.
-    pub target: ProbeTarget,
+pub enum ProbeNeed {
+    /// Nothing (an attempt is in flight, or probing is off).
+    Nothing,
+    /// The stream is open: probe its endpoint and say if it dies.
+    Liveness,
+    /// Down after a possible unreachability: say when etcd answers again.
+    Answer,
 }
 
 /// Why a watch stream stopped being usable.
@@ -86,10 +78,6 @@ pub struct Step {
     pub snapshot: Option<Vec<ServiceInstance>>,
     /// The source is unhealthy: the error to yield (once per outage).
     pub report: Option<RegistryError>,
-    /// A probe to start now.
-    pub probe: Option<Probe>,
-    /// The endpoint just probed is dead: try another one first.
-    pub demote: bool,
 }
 
 impl Step {
@@ -99,8 +87,6 @@ impl Step {
             next,
             snapshot: None,
             report: None,
-            probe: None,
-            demote: false,
         }
     }
 }

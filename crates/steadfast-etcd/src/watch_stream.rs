@@ -2,15 +2,19 @@
 //! [`EtcdClient`] and exposes it as the core's [`SnapshotStream`].
 //!
 //! The driver decides nothing. It waits for whichever comes first (the IO
-//! in progress: a range, a watch open or the next stream message; the probe
-//! in flight; the machine's next wake-up), feeds it to the machine with the
-//! time, and performs the [`Step`] it gets back: start a range, open a
-//! watch, drop the stream, start a probe, demote an endpoint, yield a
-//! snapshot or an error.
+//! in progress: a range, a watch open or the next stream message; a new
+//! verdict of the client's shared prober; the machine's next wake-up),
+//! feeds it to the machine with the time, and performs the [`Step`] it gets
+//! back: start a range, open a watch, drop the stream, yield a snapshot or
+//! an error. After each step it tells the prober what the machine needs
+//! ([`ProbeNeed`]): its live endpoint watched, or an answer while down.
+//! Probing itself is the prober's: one probe per endpoint and cadence for
+//! every watch of the client together.
 //!
 //! The stream is a `futures::stream::unfold` over the driver: it runs only
 //! while polled, spawns nothing, and dropping it drops the open HTTP
-//! stream, the probe and any pending sleep, so nothing leaks.
+//! stream, its prober subscription and any pending sleep, so nothing
+//! leaks.
 //!
 //! Contract with the engine: the first item is the snapshot of the initial
 //! range (done before the stream is returned, so a `watch()` on an
@@ -33,10 +37,12 @@ use steadfast_core::{RegistryError, ServiceInstance, SnapshotStream};
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::gateway::{EtcdClient, WatchError, WatchStream};
+use crate::prober::{ProbeSub, Want};
+use crate::prober_machine::Verdicts;
 use crate::records::KeyLayout;
 use crate::stats::EtcdStats;
-use crate::watch_machine::{Interruption, Next, ProbeTarget, Step, WatchMachine, WatchTiming};
-use crate::wire::{RangeResponse, ResponseHeader, WatchResponse};
+use crate::watch_machine::{Interruption, Next, Phase, ProbeNeed, Step, WatchMachine, WatchTiming};
+use crate::wire::{RangeResponse, WatchResponse};
 
 type Item = Result<Vec<ServiceInstance>, RegistryError>;
 type Opened = Result<(WatchStream, usize), GatewayError>;
@@ -49,18 +55,11 @@ enum Io {
     Stream(WatchStream),
 }
 
-/// A probe in flight.
-struct Flight {
-    seq: u64,
-    endpoint: usize,
-    fut: BoxFuture<'static, Result<ResponseHeader, GatewayError>>,
-}
-
 enum Event {
     Range(Result<RangeResponse, GatewayError>),
     Opened(Opened),
     Message(Option<Result<WatchResponse, WatchError>>),
-    Probe(u64, usize, Result<ResponseHeader, GatewayError>),
+    Verdicts,
     Timer,
 }
 
@@ -69,11 +68,16 @@ struct Driver {
     config: EtcdConfig,
     machine: WatchMachine,
     io: Io,
-    probe: Option<Flight>,
     /// The endpoint the open watch lives on.
     watch_endpoint: usize,
     queue: VecDeque<Item>,
     stats: Arc<EtcdStats>,
+    sub: ProbeSub,
+    verdicts: tokio::sync::watch::Receiver<Verdicts>,
+    /// The verdicts already acted on.
+    seen: Verdicts,
+    /// What the prober was last told.
+    want: Want,
 }
 
 fn now() -> Instant {
@@ -97,17 +101,23 @@ pub(crate) async fn open(
         .await
         .map_err(RegistryError::from)?;
     let step = machine.on_range(&range, now());
+    let sub = ProbeSub::new(client.clone(), config);
+    let mut verdicts = sub.verdicts();
+    let seen = verdicts.borrow_and_update().clone();
     let mut driver = Driver {
         client,
         config: config.clone(),
         machine,
         io: Io::Idle,
-        probe: None,
         watch_endpoint: 0,
         queue: VecDeque::new(),
         stats,
+        sub,
+        verdicts,
+        seen,
+        want: Want::Nothing,
     };
-    driver.perform(step, None);
+    driver.perform(step);
     Ok(stream::unfold(driver, |mut d| async move {
         let item = d.next_item().await;
         Some((item.map(Arc::new), d))
@@ -124,11 +134,12 @@ async fn next_io(io: &mut Io) -> Event {
     }
 }
 
-async fn next_probe(probe: &mut Option<Flight>) -> Event {
-    match probe {
-        None => std::future::pending().await,
-        Some(f) => Event::Probe(f.seq, f.endpoint, f.fut.as_mut().await),
+async fn next_verdicts(rx: &mut tokio::sync::watch::Receiver<Verdicts>) -> Event {
+    if rx.changed().await.is_err() {
+        // The prober lives as long as the client this driver holds.
+        std::future::pending::<()>().await;
     }
+    Event::Verdicts
 }
 
 async fn sleep_until(wake: Option<Instant>) -> Event {
@@ -150,55 +161,72 @@ impl Driver {
             let wake = self.machine.next_wake();
             let event = tokio::select! {
                 e = next_io(&mut self.io) => e,
-                e = next_probe(&mut self.probe) => e,
+                e = next_verdicts(&mut self.verdicts) => e,
                 e = sleep_until(wake) => e,
             };
             let t = now();
-            let (step, probed) = match event {
+            let step = match event {
                 Event::Range(r) => {
                     self.io = Io::Idle;
                     match r {
-                        Ok(r) => (self.machine.on_range(&r, t), None),
-                        Err(e) => (self.machine.on_range_failed(&e, t), None),
+                        Ok(r) => self.machine.on_range(&r, t),
+                        Err(e) => self.machine.on_range_failed(&e, t),
                     }
                 }
                 Event::Opened(r) => match r {
                     Ok((stream, endpoint)) => {
                         self.io = Io::Stream(stream);
                         self.watch_endpoint = endpoint;
-                        (self.machine.on_opened(t), None)
+                        self.machine.on_opened(t)
                     }
                     Err(e) => {
                         self.io = Io::Idle;
-                        (self.machine.on_interrupted(&Interruption::Open(e), t), None)
+                        self.machine.on_interrupted(&Interruption::Open(e), t)
                     }
                 },
-                Event::Message(m) => {
-                    let step = match m {
-                        Some(Ok(msg)) => self.machine.on_message(&msg, t),
-                        Some(Err(e)) => self.machine.on_interrupted(&Interruption::Stream(e), t),
-                        None => self.machine.on_interrupted(&Interruption::Ended, t),
-                    };
-                    (step, None)
+                Event::Message(m) => match m {
+                    Some(Ok(msg)) => self.machine.on_message(&msg, t),
+                    Some(Err(e)) => self.machine.on_interrupted(&Interruption::Stream(e), t),
+                    None => self.machine.on_interrupted(&Interruption::Ended, t),
+                },
+                Event::Verdicts => {
+                    for step in self.on_verdicts(t) {
+                        self.perform(step);
+                    }
+                    continue;
                 }
-                Event::Probe(seq, endpoint, r) => {
-                    self.probe = None;
-                    (self.machine.on_probe(seq, r.as_ref(), t), Some(endpoint))
-                }
-                Event::Timer => (self.machine.on_timer(t), None),
+                Event::Timer => self.machine.on_timer(t),
             };
-            self.perform(step, probed);
+            self.perform(step);
         }
     }
 
-    /// Performs `step`; `probed` is the endpoint of the probe whose outcome
-    /// produced it, if one did.
-    fn perform(&mut self, step: Step, probed: Option<usize>) {
-        if step.demote {
-            let dead = probed.unwrap_or(self.watch_endpoint);
-            tracing::debug!(app = %self.machine.app(), endpoint = dead, "demoting etcd endpoint");
-            self.client.demote(dead);
+    /// Feeds what changed in the prober's verdicts to the machine: the
+    /// death of the live endpoint, a fresh probe of it, etcd answering.
+    fn on_verdicts(&mut self, t: Instant) -> Vec<Step> {
+        let v = self.verdicts.borrow_and_update().clone();
+        let e = self.watch_endpoint;
+        let live = self.machine.phase() == Phase::Live;
+        let mut steps = Vec::new();
+        if live && v.dead_count(e) != self.seen.dead_count(e) {
+            steps.push(self.machine.on_endpoint_dead(t));
+        } else {
+            let fresh = v
+                .last_ok(e)
+                .filter(|ok| live && self.seen.last_ok(e).map(|p| p.seq) != Some(ok.seq));
+            if let Some(ok) = fresh {
+                steps.push(self.machine.on_probe_header(&ok.header, ok.sent, t));
+            }
+            if v.answered != self.seen.answered {
+                steps.push(self.machine.on_answered(t));
+            }
         }
+        self.seen = v;
+        steps
+    }
+
+    /// Performs `step`, then tells the prober what the machine needs.
+    fn perform(&mut self, step: Step) {
         match step.next {
             Next::Continue => {}
             Next::Wait => self.io = Io::Idle,
@@ -217,20 +245,6 @@ impl Driver {
                 );
             }
         }
-        if let Some(p) = step.probe {
-            let endpoint = match p.target {
-                ProbeTarget::WatchEndpoint => self.watch_endpoint,
-                ProbeTarget::Current => self.client.current_index(),
-            };
-            let client = self.client.clone();
-            let key = self.machine.key_prefix();
-            let timeout = self.config.probe_timeout;
-            self.probe = Some(Flight {
-                seq: p.seq,
-                endpoint,
-                fut: async move { client.probe(endpoint, key.as_bytes(), timeout).await }.boxed(),
-            });
-        }
         if let Some(e) = step.report {
             EtcdStats::bump(&self.stats.unavailable_reports);
             tracing::warn!(app = %self.machine.app(), error = %e, "etcd watch unhealthy");
@@ -238,6 +252,15 @@ impl Driver {
         }
         if let Some(snapshot) = step.snapshot {
             self.queue.push_back(Ok(snapshot));
+        }
+        let want = match self.machine.probe_need() {
+            ProbeNeed::Nothing => Want::Nothing,
+            ProbeNeed::Liveness => Want::Live(self.watch_endpoint),
+            ProbeNeed::Answer => Want::Answer(self.config.recover_probe_interval),
+        };
+        if want != self.want {
+            self.want = want;
+            self.sub.want(want);
         }
     }
 }

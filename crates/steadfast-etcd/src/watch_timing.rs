@@ -1,59 +1,91 @@
-//! The sans-IO timing half of a watch: when to probe, when a probe failure
-//! counts as an interruption, when to report the source unhealthy, and when
-//! to try again. [`crate::WatchMachine`] owns one `Liveness` and turns its
-//! verdicts into steps; time (`now`) and randomness (a seeded `StdRng`) are
-//! inputs, so every schedule replays in a unit test.
+//! The sans-IO timing half of a watch: when to try again, when to report
+//! the source unhealthy, when the watch has proved healthy, and what it
+//! needs from the client's shared prober. [`crate::WatchMachine`] owns one
+//! `Liveness` and turns its verdicts into steps; time (`now`) and
+//! randomness (a seeded `StdRng`) are inputs, so every schedule replays in
+//! a unit test.
 //!
 //! Rules:
-//! * while the stream is open, probe the watch's endpoint every
-//!   `probe_interval` (+ jitter); a failed probe is retried after a quarter
-//!   of that, and `probe_failures` failures in a row declare the endpoint
-//!   dead: a *liveness loss*, reported at once;
-//! * any other interruption (stream end, broken stream, failed attempt)
-//!   goes through [`Recover`]: the backoff says when to try again, and its
-//!   probe cadence lets a cheap probe run meanwhile; a probe that succeeds
-//!   makes the next attempt run at once, however long the backoff grew;
+//! * every interruption, failed attempt and resync (a cancel, a store found
+//!   changed) is a failure on one [`Recover`] schedule, whose backoff says
+//!   when to try again;
+//! * the schedule resets only once the watch has **proved healthy**: its
+//!   first event or progress notification after its creation, or staying
+//!   open and in sync for `healthy_after` (one backoff cap, 10 s by
+//!   default). A range answering or a watch being created does not reset
+//!   it, so a watch cancelled or ended right after its creation is paced by
+//!   the growing backoff instead of looping at network speed;
+//! * liveness is the business of the client's shared prober
+//!   ([`crate::prober_machine`]): a live watch asks for its endpoint to be
+//!   probed ([`ProbeNeed::Liveness`]) and drops its stream when the prober
+//!   declares that endpoint dead (a *liveness loss*, reported at once);
+//! * a watch that is down after a failure that may mean etcd is unreachable
+//!   (anything but a clean end of stream or a resync) waits for the
+//!   prober's "etcd answered" ([`ProbeNeed::Answer`]), which makes the next
+//!   attempt run at once however long the backoff grew. A clean end and a
+//!   resync do not: etcd did answer, and only the backoff paces them;
 //! * the source is reported unhealthy (once per outage) on a liveness loss,
-//!   or when it has been down `stale_after` without resuming;
+//!   or when it has been down `stale_after` without fresh data (a range
+//!   answering, or a watch created in sync, ends the outage);
 //! * a resume is a clean reconnect (watch from the last revision + 1) only
 //!   right after a stream ended while live; once an attempt failed, a
 //!   liveness loss happened or unhealthiness was reported, the resume is a
 //!   full re-read.
+//!
+//! Any timing is accepted: delays are clamped to
+//! [`MIN_DELAY`]..=[`steadfast_core::MAX_BACKOFF`], so no value makes the
+//! machine spin or overflow an `Instant`.
 
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
-use rand::Rng;
-use steadfast_core::{ErrorClass, RecoverPolicy};
-use steadfast_core::{Recover, Retry};
+use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry, MAX_BACKOFF};
 
 use crate::config::EtcdConfig;
+use crate::watch_step::ProbeNeed;
+
+/// Shortest delay the watch ever schedules, whatever its timing says.
+pub const MIN_DELAY: Duration = Duration::from_millis(10);
 
 /// The timing policy of one watch.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WatchTiming {
-    /// Backoff between attempts, with the probe cadence while down.
+    /// Backoff between attempts (its probe cadence, if any, is unused: the
+    /// shared prober has its own).
     pub recover: RecoverPolicy,
-    /// Probe cadence while the stream is open (`None`: no probe).
-    pub probe_interval: Option<Duration>,
-    /// Failed probes in a row that declare the endpoint dead (>= 1).
-    pub probe_failures: u32,
+    /// Whether the shared prober watches the endpoint of the open stream.
+    pub liveness: bool,
     /// How long a broken watch may take to resume before it is reported.
     pub stale_after: Duration,
     /// With progress notifications: silence this long is a liveness loss.
     pub idle_timeout: Option<Duration>,
+    /// A watch created in sync that stays open this long has proved
+    /// healthy (without an event or progress notification before).
+    pub healthy_after: Duration,
 }
 
 impl WatchTiming {
-    /// The timing `config` asks for.
+    /// The timing `config` asks for; `healthy_after` is the backoff cap.
     pub fn from_config(config: &EtcdConfig) -> Self {
         Self {
-            recover: RecoverPolicy::new(config.backoff).with_probe(config.recover_probe_interval),
-            probe_interval: config.liveness_probe_interval,
-            probe_failures: config.probe_failures.max(1),
+            recover: RecoverPolicy::new(config.backoff),
+            liveness: config.liveness_probe_interval.is_some(),
             stale_after: config.stale_after,
             idle_timeout: config.watch_idle_timeout.filter(|_| config.progress_notify),
+            healthy_after: config.backoff.cap(),
         }
+    }
+
+    /// This timing with every delay clamped to `MIN_DELAY..=MAX_BACKOFF`.
+    fn sane(mut self) -> Self {
+        let clamp = |d: Duration| d.clamp(MIN_DELAY, MAX_BACKOFF);
+        let b = &mut self.recover.backoff;
+        b.initial = clamp(b.initial);
+        b.max = b.max.clamp(b.initial, MAX_BACKOFF);
+        self.stale_after = self.stale_after.min(MAX_BACKOFF);
+        self.idle_timeout = self.idle_timeout.map(clamp);
+        self.healthy_after = clamp(self.healthy_after);
+        self
     }
 }
 
@@ -66,23 +98,8 @@ pub enum Phase {
     Opening,
     /// The stream is open.
     Live,
-    /// Nothing in flight: waiting for the next attempt (probing meanwhile).
+    /// Nothing in flight: waiting for the next attempt.
     Down,
-}
-
-/// What a probe's outcome means.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ProbeVerdict {
-    /// Not the probe in flight (an older one, or a phase change since).
-    Stale,
-    /// All well; the next probe is scheduled.
-    Fine,
-    /// Failed; retried soon.
-    Failed,
-    /// The live endpoint is dead: drop the stream.
-    Dead,
-    /// While down, etcd answered: attempt now.
-    Answered,
 }
 
 /// What the timer found due.
@@ -90,12 +107,23 @@ pub(crate) enum ProbeVerdict {
 pub(crate) struct Due {
     /// Report unhealthy now.
     pub report: bool,
-    /// Start probe number `seq` now.
-    pub probe: Option<u64>,
     /// Attempt to resume now.
     pub attempt: bool,
     /// The live stream was silent past the idle timeout.
     pub idle: bool,
+}
+
+/// How a failure came about, for [`Liveness::fail`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// How the backoff treats it.
+    pub class: ErrorClass,
+    /// A liveness loss: report at once.
+    pub lost: bool,
+    /// More than a clean reconnect is owed: the resume re-reads.
+    pub beyond_clean: bool,
+    /// etcd may be unreachable: wait for the prober's answer too.
+    pub unreachable: bool,
 }
 
 /// The timing state of one watch.
@@ -105,36 +133,37 @@ pub(crate) struct Liveness {
     rng: StdRng,
     phase: Phase,
     recover: Recover,
+    /// Since when the watch has been without fresh data (stale clock).
+    outage_since: Option<Instant>,
     reported: bool,
     reread: bool,
-    probe_due: Option<Instant>,
-    probe_in_flight: Option<u64>,
-    probe_seq: u64,
-    probe_failures: u32,
+    /// The last failure may mean etcd is unreachable.
+    unreachable: bool,
     idle_due: Option<Instant>,
+    /// Live, created in sync, not proved healthy yet: proved at this time.
+    healthy_due: Option<Instant>,
     /// When the watch last went down (the attempt time when the backoff
     /// says "now").
     down_at: Option<Instant>,
 }
 
 fn after(now: Instant, d: Duration) -> Option<Instant> {
-    now.checked_add(d)
+    now.checked_add(d.min(MAX_BACKOFF.saturating_mul(2)))
 }
 
 impl Liveness {
     pub(crate) fn new(timing: WatchTiming, rng: StdRng) -> Self {
         Self {
-            timing,
+            timing: timing.sane(),
             rng,
             phase: Phase::Ranging,
             recover: Recover::new(),
+            outage_since: None,
             reported: false,
             reread: false,
-            probe_due: None,
-            probe_in_flight: None,
-            probe_seq: 0,
-            probe_failures: 0,
+            unreachable: false,
             idle_due: None,
+            healthy_due: None,
             down_at: None,
         }
     }
@@ -156,52 +185,54 @@ impl Liveness {
         self.reread
     }
 
-    fn jittered(&mut self, d: Duration) -> Duration {
-        let j = self.timing.recover.backoff.jitter;
-        if !(j.is_finite() && j > 0.0) {
-            return d;
+    /// What the watch needs from the shared prober now.
+    pub(crate) fn probe_need(&self) -> ProbeNeed {
+        match self.phase {
+            Phase::Live if self.timing.liveness => ProbeNeed::Liveness,
+            Phase::Down if self.unreachable => ProbeNeed::Answer,
+            _ => ProbeNeed::Nothing,
         }
-        let f = 1.0 + self.rng.gen_range(0.0..=j.min(1.0));
-        Duration::try_from_secs_f64(d.as_secs_f64() * f).unwrap_or(d)
-    }
-
-    fn clear_probe(&mut self) {
-        self.probe_due = None;
-        self.probe_in_flight = None;
-        self.probe_failures = 0;
     }
 
     /// An attempt starts: a range or a watch open.
     pub(crate) fn attempting(&mut self, phase: Phase) {
         self.phase = phase;
-        self.clear_probe();
         self.idle_due = None;
+        self.healthy_due = None;
     }
 
-    /// A range answered: the state is fresh, every debt is paid.
+    /// A range answered: the state is fresh, every debt is paid, the
+    /// outage is over. The retry schedule stands until the watch proves
+    /// healthy.
     pub(crate) fn range_ok(&mut self) {
-        self.recover.on_success();
+        self.outage_since = None;
         self.reported = false;
         self.reread = false;
     }
 
-    /// A watch was created on a store that checks out.
-    pub(crate) fn created_ok(&mut self) {
-        self.recover.on_success();
+    /// A watch was created on a store that checks out, in sync: the outage
+    /// is over, and the watch proves healthy after `healthy_after` unless
+    /// something arrives first.
+    pub(crate) fn created_ok(&mut self, now: Instant) {
+        self.outage_since = None;
         self.reported = false;
+        self.healthy_due = if self.recover.failures() > 0 {
+            after(now, self.timing.healthy_after)
+        } else {
+            None
+        };
     }
 
-    /// The stream is open: start probing and the idle clock.
+    /// The watch delivered an event or a progress notification after its
+    /// creation: it works, the retry schedule starts over.
+    pub(crate) fn proved_healthy(&mut self) {
+        self.recover.on_success();
+        self.healthy_due = None;
+    }
+
+    /// The stream is open: start the idle clock.
     pub(crate) fn live(&mut self, now: Instant) {
         self.phase = Phase::Live;
-        self.clear_probe();
-        self.probe_due = match self.timing.probe_interval {
-            Some(p) => {
-                let d = self.jittered(p);
-                after(now, d)
-            }
-            None => None,
-        };
         self.activity(now);
     }
 
@@ -210,18 +241,11 @@ impl Liveness {
         self.idle_due = self.timing.idle_timeout.and_then(|t| after(now, t));
     }
 
-    /// An interruption or a failed attempt at `now`. `lost` marks a
-    /// liveness loss; `beyond_clean` says the outage is already more than a
-    /// clean reconnect. Returns whether to report unhealthy now.
-    pub(crate) fn fail(
-        &mut self,
-        class: ErrorClass,
-        now: Instant,
-        lost: bool,
-        beyond_clean: bool,
-    ) -> bool {
+    /// An interruption, a failed attempt or a resync at `now`. Returns
+    /// whether to report unhealthy now.
+    pub(crate) fn fail(&mut self, f: Failure, now: Instant) -> bool {
         // A watch never gives up: a final error waits at the cap instead.
-        let class = match class {
+        let class = match f.class {
             ErrorClass::Final => ErrorClass::Persistent,
             c => c,
         };
@@ -231,15 +255,16 @@ impl Liveness {
         {
             self.recover.on_probe_ok();
         }
-        if lost || beyond_clean {
+        if f.lost || f.beyond_clean {
             self.reread = true;
         }
+        self.unreachable = f.unreachable;
         self.phase = Phase::Down;
         self.down_at = Some(now);
-        self.clear_probe();
+        self.outage_since.get_or_insert(now);
         self.idle_due = None;
-        self.schedule_down_probe(now);
-        lost && self.report_once()
+        self.healthy_due = None;
+        f.lost && self.report_once()
     }
 
     fn report_once(&mut self) -> bool {
@@ -251,75 +276,35 @@ impl Liveness {
         true
     }
 
-    fn schedule_down_probe(&mut self, now: Instant) {
-        let delay = self
-            .recover
-            .probe_delay(&self.timing.recover, now, &mut self.rng);
-        self.probe_due = delay.and_then(|d| after(now, d));
+    /// The shared prober found etcd answering at `now`. Returns whether to
+    /// attempt now (a watch down after a possible unreachability).
+    pub(crate) fn answered(&mut self, now: Instant) -> bool {
+        if self.phase != Phase::Down || !self.unreachable {
+            return false;
+        }
+        self.recover.on_probe_ok();
+        self.down_at = Some(now);
+        true
     }
 
-    /// The outcome of probe `seq` at `now`.
-    pub(crate) fn probe_result(&mut self, seq: u64, ok: bool, now: Instant) -> ProbeVerdict {
-        if self.probe_in_flight != Some(seq) {
-            return ProbeVerdict::Stale;
-        }
-        self.probe_in_flight = None;
-        match (self.phase, ok) {
-            (Phase::Live, true) => {
-                self.probe_failures = 0;
-                self.probe_due = match self.timing.probe_interval {
-                    Some(p) => {
-                        let d = self.jittered(p);
-                        after(now, d)
-                    }
-                    None => None,
-                };
-                ProbeVerdict::Fine
-            }
-            (Phase::Live, false) => {
-                self.probe_failures = self.probe_failures.saturating_add(1);
-                if self.probe_failures >= self.timing.probe_failures {
-                    return ProbeVerdict::Dead;
-                }
-                let retry = self.timing.probe_interval.unwrap_or_default() / 4;
-                self.probe_due = after(now, retry);
-                ProbeVerdict::Failed
-            }
-            (Phase::Down, true) => {
-                self.recover.on_probe_ok();
-                self.down_at = Some(now);
-                ProbeVerdict::Answered
-            }
-            (Phase::Down, false) => {
-                // The outage outlasted a clean reconnect.
-                self.reread = true;
-                self.schedule_down_probe(now);
-                ProbeVerdict::Failed
-            }
-            _ => ProbeVerdict::Stale,
-        }
-    }
-
-    /// When the stale report falls due, if the watch is down and has not
-    /// reported yet.
+    /// When the stale report falls due, if the watch is without fresh data
+    /// and has not reported yet.
     fn stale_at(&self) -> Option<Instant> {
         if self.reported || self.phase == Phase::Live {
             return None;
         }
-        self.recover
-            .down_since()
+        self.outage_since
             .and_then(|since| after(since, self.timing.stale_after))
     }
 
     /// The earliest instant something falls due (`None`: nothing timed).
     pub(crate) fn next_wake(&self) -> Option<Instant> {
-        let probe = self.probe_due.filter(|_| self.probe_in_flight.is_none());
         let attempt = match self.phase {
             // `due() == None` while down means "at once".
             Phase::Down => self.recover.due().or(self.down_at),
             _ => None,
         };
-        [probe, attempt, self.idle_due, self.stale_at()]
+        [attempt, self.idle_due, self.healthy_due, self.stale_at()]
             .into_iter()
             .flatten()
             .min()
@@ -332,22 +317,10 @@ impl Liveness {
             due.report = self.report_once();
         }
         match self.phase {
-            Phase::Live if self.idle_due.is_some_and(|t| t <= now) => {
-                due.idle = true;
-                return due;
-            }
-            Phase::Down if self.recover.wait(now).is_zero() => {
-                due.attempt = true;
-                return due;
-            }
+            Phase::Live if self.idle_due.is_some_and(|t| t <= now) => due.idle = true,
+            Phase::Live if self.healthy_due.is_some_and(|t| t <= now) => self.proved_healthy(),
+            Phase::Down if self.recover.wait(now).is_zero() => due.attempt = true,
             _ => {}
-        }
-        let probing = matches!(self.phase, Phase::Live | Phase::Down);
-        if probing && self.probe_in_flight.is_none() && self.probe_due.is_some_and(|t| t <= now) {
-            self.probe_seq = self.probe_seq.wrapping_add(1);
-            self.probe_in_flight = Some(self.probe_seq);
-            self.probe_due = None;
-            due.probe = Some(self.probe_seq);
         }
         due
     }

@@ -270,3 +270,32 @@ async fn an_update_in_place_is_what_the_keeper_registers_again() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn liveness_probes_per_interval_do_not_grow_with_the_number_of_watched_apps() {
+    bounded(async {
+        let etcd = EtcdServer::start().await.unwrap();
+        // Two clients (one registry each): one watched app vs eight. Probes
+        // every 2 s (the default) without jitter.
+        let one = EtcdRegistry::new(config(vec![etcd.endpoint()])).unwrap();
+        let eight = EtcdRegistry::new(config(vec![etcd.endpoint()])).unwrap();
+        let mut watches = vec![watch(&one, "app0").await];
+        for n in 0..8 {
+            watches.push(watch(&eight, &format!("app{n}")).await);
+        }
+        for w in &mut watches {
+            assert!(next_item(w, WAIT).await.unwrap().is_ok());
+        }
+        let before = (one.client().probes_sent(), eight.client().probes_sent());
+        tokio::time::sleep(Duration::from_millis(6500)).await;
+        let p1 = one.client().probes_sent() - before.0;
+        let p8 = eight.client().probes_sent() - before.1;
+        println!("liveness probes in 6.5 s: 1 watched app {p1}, 8 watched apps {p8}");
+        // One probe per 2 s per client; per-watch probing sent 8 times more.
+        assert!((2..=4).contains(&p1), "{p1}");
+        assert!(p8 <= p1 + 1, "{p8} probes for 8 apps vs {p1} for one");
+        assert_eq!(eight.stats().probes_sent, eight.client().probes_sent());
+        assert_eq!(eight.stats().liveness_failures, 0);
+    })
+    .await;
+}

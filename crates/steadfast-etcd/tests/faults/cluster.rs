@@ -32,6 +32,13 @@ async fn watching(
     put_until_ok(&raw, consumer.layout(), a).await;
     let mut w = watch(&consumer, "web").await;
     wait_snapshot(&mut w, WAIT, "a", |s| s.len() == 1).await;
+    // The first snapshot comes from the initial range: an update of `a`
+    // arriving through the watch proves the stream is open (a fault before
+    // that would hit the open, which simply rotates to another member).
+    let mut updated = a.clone();
+    updated.weight = a.weight.saturating_add(1);
+    put_until_ok(&raw, consumer.layout(), &updated).await;
+    wait_snapshot(&mut w, WAIT, "a updated", |s| s == [updated.clone()]).await;
     let on = consumer.client().current_endpoint().to_string();
     let idx = cluster.endpoints().iter().position(|e| *e == on).unwrap();
     (consumer, raw, w, idx)

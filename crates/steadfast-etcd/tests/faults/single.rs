@@ -101,18 +101,48 @@ async fn freeze_20s() {
 
 /// SIGKILL for 45 s: stale within 10 s, a fresh snapshot within 2 s of
 /// etcd being healthy again (the backoff grew to its 10 s cap meanwhile).
+/// A second consumer client with four watches shares one prober: its
+/// probes while etcd is down do not grow with the watches, and every one
+/// of them resumes within 2 s too.
 async fn outage_45s() {
     let mut etcd = EtcdServer::start().await.unwrap();
     let (provider, consumer, insts, mut w) = provider_and_consumer(&etcd, 2).await;
+    let many = EtcdRegistry::new(provider.config().clone()).unwrap();
+    let mut ws = Vec::new();
+    for _ in 0..4 {
+        let mut x = watch(&many, "web").await;
+        wait_snapshot(&mut x, WAIT, "every provider", |s| s.len() == 2).await;
+        ws.push(x);
+    }
     etcd.kill().await.unwrap();
     let killed = Instant::now();
+    let probes_at_kill = many.stats().probes_sent;
     let stale = wait_stale(&mut w, killed, Duration::from_secs(10)).await;
+    for x in &mut ws {
+        wait_stale(x, killed, Duration::from_secs(10)).await;
+    }
     tokio::time::sleep_until((killed + OUTAGE).into()).await;
     let spawned = Instant::now();
+    let outage_probes = many.stats().probes_sent - probes_at_kill;
     etcd.restart().await.unwrap();
     let healthy = Instant::now();
     let (s, at) = first_snapshot_after(&mut w, spawned, WAIT, |s| !s.is_empty()).await;
     let resumed = at.saturating_duration_since(healthy);
+    let mut slowest = Duration::ZERO;
+    for x in &mut ws {
+        let (_, at) = first_snapshot_after(x, spawned, WAIT, |s| !s.is_empty()).await;
+        slowest = slowest.max(at.saturating_duration_since(healthy));
+    }
+    println!(
+        "outage 45 s: 4 watches on one client sent {outage_probes} probes while etcd was down \
+         (one prober, ~1 s cadence); the slowest resumed {slowest:?} after etcd healthy"
+    );
+    assert!(outage_probes <= 60, "{outage_probes} probes for 4 watches");
+    assert!(
+        slowest <= Duration::from_secs(2),
+        "resumed after {slowest:?}"
+    );
+    assert_eq!(many.stats().unavailable_reports, 4, "one per watch");
     assert_eq!(ids(&s), ids(&insts), "leases survive a restart");
     println!(
         "outage 45 s: stale reported {stale:?} after SIGKILL; watch resumed {resumed:?} after \
