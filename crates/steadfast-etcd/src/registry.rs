@@ -221,6 +221,13 @@ impl Inner {
 }
 
 impl Registry for EtcdRegistry {
+    /// Every stale report (`Err` item) of an etcd watch is followed by a
+    /// resume by full range diffed against the state held, and a new watch
+    /// starts with one: the engine's own resume resync would read twice.
+    fn rereads_on_resume(&self) -> bool {
+        true
+    }
+
     fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
         let inner = self.inner.clone();
         let app = app.to_string();
