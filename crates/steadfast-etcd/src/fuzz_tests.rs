@@ -326,7 +326,7 @@ impl Target {
             self.prober
                 .on_result(order.seq, rng.gen_range(0..3), ok, sent.unwrap_or(t), t);
             match rng.gen_range(0..3) {
-                0 => self.machine.on_endpoint_dead(t),
+                0 => self.machine.on_endpoint_dead(None, t),
                 1 => self.machine.on_answered(t),
                 _ => self
                     .machine

@@ -154,12 +154,21 @@ pub struct Verdicts {
     pub answered: u64,
     /// Per endpoint: the latest successful live probe.
     pub last_ok: Vec<Option<ProbeOk>>,
+    /// Per endpoint: when the first failing probe behind its latest death
+    /// was sent (a watch opened after that is not condemned by it).
+    pub dead_since: Vec<Option<Instant>>,
 }
 
 impl Verdicts {
     /// How many times endpoint `e` was declared dead.
     pub fn dead_count(&self, e: usize) -> u64 {
         self.dead.get(e).copied().unwrap_or(0)
+    }
+
+    /// When the first failing probe behind endpoint `e`'s latest death was
+    /// sent.
+    pub fn dead_since(&self, e: usize) -> Option<Instant> {
+        self.dead_since.get(e).copied().flatten()
     }
 
     /// The latest successful live probe of endpoint `e`.
@@ -184,6 +193,8 @@ struct Schedule {
     recover: Recover,
     due: Option<Instant>,
     flight: Option<u64>,
+    /// When the first probe of the current run of failures was sent.
+    failing_since: Option<Instant>,
 }
 
 /// The shared prober's state.
@@ -218,6 +229,7 @@ impl ProberMachine {
                 dead: vec![0; endpoints],
                 answered: 0,
                 last_ok: vec![None; endpoints],
+                dead_since: vec![None; endpoints],
             },
         }
     }
@@ -420,6 +432,7 @@ impl ProberMachine {
         if let Some(h) = ok {
             let s = &mut self.live[e].1;
             s.recover.on_success();
+            s.failing_since = None;
             s.due = after(now, next);
             self.verdicts.last_ok[e] = Some(ProbeOk {
                 seq,
@@ -430,6 +443,7 @@ impl ProberMachine {
         }
         let policy = self.policy.live_retry(interval);
         let s = &mut self.live[e].1;
+        let since = *s.failing_since.get_or_insert(sent);
         let retry = s
             .recover
             .on_failure(&policy, ErrorClass::Transient, now, &mut self.rng);
@@ -439,6 +453,7 @@ impl ProberMachine {
                 ..Schedule::default()
             };
             self.verdicts.dead[e] = self.verdicts.dead[e].wrapping_add(1);
+            self.verdicts.dead_since[e] = Some(since);
             return Outcome {
                 demote: Some(e),
                 answer_failed: false,

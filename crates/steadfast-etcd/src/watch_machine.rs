@@ -288,6 +288,13 @@ impl WatchMachine {
             beyond_clean,
             unreachable,
         };
+        // A broken stream (an error object such as etcd's "transport is
+        // closing" on shutdown, a cut connection, a killed server) owes a
+        // full re-read (`beyond_clean`): a watch resumed from its last
+        // revision cannot tell a store that was wiped and written past that
+        // revision meanwhile (same cluster id, same raft term after a
+        // restart with the same flags). Only a plain end of stream, etcd
+        // closing a healthy watch, resumes from the last revision.
         let (reason, f) = match why {
             // etcd closed the stream: it answered, the backoff alone paces
             // the reconnect.
@@ -301,7 +308,7 @@ impl WatchMachine {
             ),
             Interruption::Stream(e) => (
                 e.to_string(),
-                failure(ErrorClass::Transient, false, false, true),
+                failure(ErrorClass::Transient, false, true, true),
             ),
             Interruption::Open(e) => (e.to_string(), failure(e.class(), false, true, true)),
             Interruption::Idle => (
@@ -317,10 +324,20 @@ impl WatchMachine {
     }
 
     /// The shared prober declared the endpoint of the open stream dead
-    /// (the driver calls this only for the watch's own endpoint): a
-    /// liveness loss, reported at once; the stream is dropped.
-    pub fn on_endpoint_dead(&mut self, now: Instant) -> Step {
+    /// (the driver calls this only for the watch's own endpoint), on probes
+    /// failing since `evidence_since`: a liveness loss, reported at once;
+    /// the stream is dropped. A stream that became live after the failing
+    /// probes were sent (a reconnect that beat the verdict) is not condemned
+    /// by them: its opening proved the endpoint answering.
+    pub fn on_endpoint_dead(&mut self, evidence_since: Option<Instant>, now: Instant) -> Step {
         if self.phase() != Phase::Live {
+            return Step::next(Next::Continue);
+        }
+        let reopened_since = matches!(
+            (evidence_since, self.live.live_since()),
+            (Some(evidence), Some(live)) if live > evidence
+        );
+        if reopened_since {
             return Step::next(Next::Continue);
         }
         tracing::warn!(app = %self.app, "etcd watch endpoint not answering probes; dropping it");

@@ -221,7 +221,7 @@ impl<F: Fn(Duration) -> Etcd> Sim<F> {
             let live = w.m.phase() == Phase::Live;
             let mut steps = vec![];
             if live && v.dead_count(0) != w.seen.dead_count(0) {
-                steps.push(w.m.on_endpoint_dead(t));
+                steps.push(w.m.on_endpoint_dead(v.dead_since(0), t));
             } else if v.answered != w.seen.answered {
                 steps.push(w.m.on_answered(t));
             }

@@ -209,7 +209,7 @@ impl Driver {
         let live = self.machine.phase() == Phase::Live;
         let mut steps = Vec::new();
         if live && v.dead_count(e) != self.seen.dead_count(e) {
-            steps.push(self.machine.on_endpoint_dead(t));
+            steps.push(self.machine.on_endpoint_dead(v.dead_since(e), t));
         } else {
             let fresh = v
                 .last_ok(e)

@@ -28,9 +28,10 @@
 //!   or when it has been down `stale_after` without fresh data (a range
 //!   answering, or a watch created in sync, ends the outage);
 //! * a resume is a clean reconnect (watch from the last revision + 1) only
-//!   right after a stream ended while live; once an attempt failed, a
-//!   liveness loss happened or unhealthiness was reported, the resume is a
-//!   full re-read.
+//!   right after a plain end of stream while live; a broken stream, a
+//!   failed attempt, a liveness loss or a reported unhealthiness owes a full
+//!   re-read (a wiped store written past the last revision is otherwise
+//!   invisible).
 //!
 //! Any timing is accepted: delays are clamped to
 //! [`MIN_DELAY`]..=[`steadfast_core::MAX_BACKOFF`], so no value makes the
@@ -132,6 +133,8 @@ pub(crate) struct Liveness {
     timing: WatchTiming,
     rng: StdRng,
     phase: Phase,
+    /// When the stream last became live.
+    live_since: Option<Instant>,
     recover: Recover,
     /// Since when the watch has been without fresh data (stale clock).
     outage_since: Option<Instant>,
@@ -157,6 +160,7 @@ impl Liveness {
             timing: timing.sane(),
             rng,
             phase: Phase::Ranging,
+            live_since: None,
             recover: Recover::new(),
             outage_since: None,
             reported: false,
@@ -166,6 +170,11 @@ impl Liveness {
             healthy_due: None,
             down_at: None,
         }
+    }
+
+    /// When the stream last became live.
+    pub(crate) fn live_since(&self) -> Option<Instant> {
+        self.live_since
     }
 
     pub(crate) fn phase(&self) -> Phase {
@@ -233,6 +242,7 @@ impl Liveness {
     /// The stream is open: start the idle clock.
     pub(crate) fn live(&mut self, now: Instant) {
         self.phase = Phase::Live;
+        self.live_since = Some(now);
         self.activity(now);
     }
 

@@ -18,7 +18,8 @@ fn a_dead_endpoint_verdict_is_a_liveness_loss_reported_at_once_and_re_read() {
     live_at(&mut m, 7, vec![kv(&inst("a"), 3)], t0);
     assert_eq!(m.probe_need(), ProbeNeed::Liveness);
     assert_eq!(m.next_wake(), None, "the watch itself times nothing");
-    let s = m.on_endpoint_dead(t0 + MS(6500));
+    // The failing probes were sent after the watch went live (at 2.5 s).
+    let s = m.on_endpoint_dead(Some(t0 + MS(2500)), t0 + MS(6500));
     assert_eq!(s.next, Next::Wait);
     assert!(matches!(s.report, Some(RegistryError::Unavailable(_))));
     assert_eq!(m.phase(), Phase::Down);
@@ -26,7 +27,7 @@ fn a_dead_endpoint_verdict_is_a_liveness_loss_reported_at_once_and_re_read() {
     assert_eq!(stats.snapshot().liveness_failures, 1);
     // A second verdict while down changes nothing.
     assert_eq!(
-        m.on_endpoint_dead(t0 + MS(6600)),
+        m.on_endpoint_dead(Some(t0 + MS(2500)), t0 + MS(6600)),
         Step::next(Next::Continue)
     );
     // The resume is a full re-read, 250 ms later.
@@ -332,4 +333,22 @@ fn a_watch_proves_healthy_by_an_event_a_progress_or_staying_open_and_only_then_r
     grown(&mut m);
     m.on_interrupted(&Interruption::Ended, t0 + SECS(1));
     assert_eq!(m.next_wake(), Some(t0 + SECS(3)));
+}
+
+#[test]
+fn a_dead_verdict_on_probes_sent_before_the_watch_reopened_is_ignored() {
+    // etcd restarted: the probes sent while it was down fail, the watch
+    // reconnects to the restarted etcd before the second failure completes
+    // the verdict. The fresh stream proved the endpoint answering.
+    let (mut m, stats) = machine();
+    let t0 = Instant::now();
+    live_at(&mut m, 7, vec![kv(&inst("a"), 3)], t0 + SECS(5));
+    let s = m.on_endpoint_dead(Some(t0 + SECS(3)), t0 + SECS(6));
+    assert_eq!(s, Step::next(Next::Continue));
+    assert_eq!(m.phase(), Phase::Live);
+    assert_eq!(stats.snapshot().liveness_failures, 0);
+    // Evidence gathered after the reconnect condemns it.
+    let s = m.on_endpoint_dead(Some(t0 + SECS(7)), t0 + SECS(9));
+    assert!(matches!(s.report, Some(RegistryError::Unavailable(_))));
+    assert_eq!(m.phase(), Phase::Down);
 }

@@ -40,15 +40,20 @@ async fn kill_and_term_mid_watch_resume_without_lost_or_duplicated_instances() {
         assert!(reg.stats().resumes >= 1);
         let resumes = reg.stats().resumes;
 
-        // SIGTERM: an error object without newline, then a clean end.
+        // SIGTERM: an error object without newline, then a clean end. etcd
+        // takes up to 1.3 s to exit with open watches and about 1.5 s to
+        // start: when its probes fail for longer than the liveness threshold
+        // the watch truthfully reports stale on the way (at most once).
         etcd.stop().await.unwrap();
         etcd.restart().await.unwrap();
         reg.register(d.clone()).await.unwrap();
         let want = ids_of(&[&a, &b, &c, &d]);
-        wait_snapshot(&mut w, WAIT, "a+b+c+d", |s| ids(s) == want).await;
+        let (_, stale) =
+            wait_snapshot_through_stale(&mut w, WAIT, "a+b+c+d", |s| ids(s) == want).await;
         let st = reg.stats();
         assert!(st.resumes > resumes);
-        assert_eq!((st.resyncs, st.unavailable_reports), (0, 0));
+        assert_eq!(st.resyncs, 0, "no resync: the store is the same");
+        assert!(stale <= 1 && st.unavailable_reports <= 1, "{st:?}");
     })
     .await;
 }
@@ -58,11 +63,13 @@ async fn compaction_past_the_watch_revision_forces_a_full_resync() {
     bounded(async {
         let etcd = EtcdServer::start().await.unwrap();
         let proxy = TcpProxy::start(etcd.client_addr()).await.unwrap();
-        // The watcher goes through the proxy; the writer talks to etcd. The
-        // first reconnect comes 1.5 s after the cut (no probe before it), so
-        // it is a clean one, from the last revision + 1, which the test
-        // compacts away first. (A reconnect that fails would re-read the
-        // whole app instead, and never meet the compaction.)
+        // The watcher goes through the proxy; the writer talks to etcd.
+        // The cut breaks the stream, and a broken stream owes a full re-read
+        // (it may hide a wiped store), so the resume reads the app whole and
+        // follows the compacted store without ever watching from the
+        // compacted revision; the compaction-cancel path of a plain
+        // reconnect is covered by `compaction_cancel_demands_a_full_resync`
+        // in the watch machine's tests.
         let mut cfg = config(vec![proxy.endpoint()]);
         cfg.backoff.initial = Duration::from_millis(1500);
         cfg.backoff.max = Duration::from_millis(1500);
@@ -97,7 +104,7 @@ async fn compaction_past_the_watch_revision_forces_a_full_resync() {
         let s = wait_snapshot(&mut w, WAIT, "b2+c+d", |s| ids(s) == ids_of(&[&b, &c, &d])).await;
         assert_eq!(s, vec![b2, c, d]);
         let st = reg.stats();
-        assert!(st.resyncs >= 1, "{st:?}");
+        assert!(st.rereads + st.resyncs >= 1, "a full read: {st:?}");
         assert!(st.resumes >= 1, "{st:?}");
     })
     .await;
@@ -130,7 +137,7 @@ async fn a_wiped_data_dir_is_detected_and_the_snapshot_follows_the_new_store() {
         let s = wait_snapshot(&mut w, WAIT, "a+b+c", |s| ids(s) == want).await;
         assert_eq!(s, vec![a, b, c]);
         let st = reg.stats();
-        assert!(st.resyncs >= 1, "{st:?}");
+        assert!(st.rereads + st.resyncs >= 1, "a full read: {st:?}");
         assert!(st.resumes >= 1, "{st:?}");
         // Each task counts right after its put, which the watch may beat.
         eventually(WAIT, "2 re-registrations", || async {
