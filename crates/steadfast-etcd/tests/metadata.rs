@@ -3,27 +3,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::*;
-use steadfast_core::{FetchError, MetadataFetcher, MetadataInfo, MetadataPublisher, ServiceInfo};
+use steadfast_core::{FetchError, MetadataFetcher, MetadataPublisher};
 use steadfast_etcd::harness::{free_ports, EtcdServer};
 use steadfast_etcd::{EtcdMetadataReport, EtcdRegistry, FallbackFetcher};
-
-fn info(app: &str, port: u16) -> MetadataInfo {
-    MetadataInfo::new(
-        app,
-        [ServiceInfo {
-            name: "org.example.Greeter".into(),
-            group: None,
-            version: Some("1.0".into()),
-            protocol: "tri".into(),
-            port,
-            path: "org.example.Greeter".into(),
-            params: BTreeMap::new(),
-        }],
-    )
-}
 
 #[tokio::test]
 async fn publish_fetch_errors_withdraw_and_fallback() {

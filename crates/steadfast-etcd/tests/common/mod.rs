@@ -235,3 +235,20 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// MetadataInfo of `app` exporting `org.example.Greeter` 1.0 over `tri` on
+/// `port`.
+pub fn info(app: &str, port: u16) -> steadfast_core::MetadataInfo {
+    steadfast_core::MetadataInfo::new(
+        app,
+        [steadfast_core::ServiceInfo {
+            name: "org.example.Greeter".into(),
+            group: None,
+            version: Some("1.0".into()),
+            protocol: "tri".into(),
+            port,
+            path: "org.example.Greeter".into(),
+            params: Default::default(),
+        }],
+    )
+}

@@ -2,10 +2,9 @@
 //! lease but survive while another publisher of the same revision lives;
 //! one slow key never delays another, and every operation has a deadline.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use steadfast_core::{MetadataInfo, Registry, RegistryError, ServiceInfo};
+use steadfast_core::{Registry, RegistryError};
 use steadfast_etcd::harness::EtcdServer;
 use steadfast_etcd::wire::b64;
 use steadfast_etcd::EtcdRegistry;
@@ -14,21 +13,6 @@ use crate::common::slow_http::SlowRelay;
 use crate::common::*;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-fn info(app: &str, port: u16) -> MetadataInfo {
-    MetadataInfo::new(
-        app,
-        [ServiceInfo {
-            name: "org.example.Greeter".into(),
-            group: None,
-            version: Some("1.0".into()),
-            protocol: "tri".into(),
-            port,
-            path: "org.example.Greeter".into(),
-            params: BTreeMap::new(),
-        }],
-    )
-}
 
 #[tokio::test]
 async fn metadata_keys_die_with_their_publishers_lease_and_survive_while_another_publishes() {
