@@ -129,7 +129,8 @@ async fn a_handler_panic_restarts_the_cache_with_its_flights_resynced() {
         .unwrap()
         .iter()
         .any(|(t, r)| *t == 2 && r.is_ok()));
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Past the 5 s whole-fetch deadline, on the paused clock.
+    tokio::time::advance(Duration::from_secs(6)).await;
     settle().await;
     let got = got.lock().unwrap();
     let hung: Vec<_> = got.iter().filter(|(t, _)| *t == 1).collect();

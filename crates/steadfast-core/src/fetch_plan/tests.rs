@@ -74,8 +74,9 @@ fn all_hung_fail_with_a_timeout_at_the_one_deadline() {
     );
     let a = p.on_wake(t0 + ms(5000));
     assert_eq!(a.len(), 11);
-    assert!(a[..10]
+    assert!(a
         .iter()
+        .take(10)
         .all(|a| matches!(a, FetchAction::TimedOut(_))));
     assert_eq!(a[10], FetchAction::Failed(FetchError::Timeout));
 }
