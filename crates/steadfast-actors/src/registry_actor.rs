@@ -98,6 +98,21 @@ impl RegistryActor {
         tracing::warn!(app, error = %err, "registry {what} failed");
     }
 
+    /// Spawns the registry `call` under `token` (cancellable through
+    /// `handles`); its result comes back to `done`, contained.
+    fn spawn_call<T: 'static>(
+        &mut self,
+        token: u64,
+        call: futures::future::BoxFuture<'static, Result<T, RegistryError>>,
+        ctx: &mut Context<Self>,
+        done: impl FnOnce(&mut Self, Result<T, RegistryError>, &mut Context<Self>) + 'static,
+    ) {
+        let h = ctx.spawn(call.into_actor(self).map(move |res, act, ctx| {
+            act.contained(ctx, |act, ctx| done(act, res, ctx));
+        }));
+        self.handles.insert(token, h);
+    }
+
     fn perform(&mut self, actions: Vec<SubscriptionAction>, ctx: &mut Context<Self>) {
         self.containment.drill_point();
         let mut gone: Vec<(String, u64)> = Vec::new();
@@ -108,13 +123,11 @@ impl RegistryActor {
                     token,
                     deadline,
                 } => {
-                    let registry = self.registry.clone();
-                    let name = app.clone();
-                    let fut = registry_call(deadline, move || registry.watch(&name));
-                    let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-                        act.contained(ctx, |act, ctx| act.on_opened(app, token, res, ctx));
-                    }));
-                    self.handles.insert(token, h);
+                    let (registry, name) = (self.registry.clone(), app.clone());
+                    let call = registry_call(deadline, move || registry.watch(&name));
+                    self.spawn_call(token, call, ctx, move |act, res, ctx| {
+                        act.on_opened(app, token, res, ctx)
+                    });
                 }
                 SubscriptionAction::ReadStream { app, token } => self.read(app, token, ctx),
                 SubscriptionAction::List {
@@ -122,24 +135,20 @@ impl RegistryActor {
                     token,
                     deadline,
                 } => {
-                    let registry = self.registry.clone();
-                    let name = app.clone();
-                    let fut = registry_call(deadline, move || registry.list(&name));
-                    let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-                        act.contained(ctx, |act, ctx| {
-                            act.handles.remove(&token);
-                            if let Err(e) = &res {
-                                if matches!(e, RegistryError::Panicked(_)) {
-                                    EngineStats::bump(&act.stats.registry_panics);
-                                }
-                                tracing::debug!(app, error = %e, "registry list failed");
+                    let (registry, name) = (self.registry.clone(), app.clone());
+                    let call = registry_call(deadline, move || registry.list(&name));
+                    self.spawn_call(token, call, ctx, move |act, res, ctx| {
+                        act.handles.remove(&token);
+                        if let Err(e) = &res {
+                            if matches!(e, RegistryError::Panicked(_)) {
+                                EngineStats::bump(&act.stats.registry_panics);
                             }
-                            let now = timer::now();
-                            let actions = act.machine.on_list_result(&app, token, res, now);
-                            act.perform(actions, ctx);
-                        });
-                    }));
-                    self.handles.insert(token, h);
+                            tracing::debug!(app, error = %e, "registry list failed");
+                        }
+                        let now = timer::now();
+                        let actions = act.machine.on_list_result(&app, token, res, now);
+                        act.perform(actions, ctx);
+                    });
                 }
                 SubscriptionAction::ArmTimer {
                     app,
