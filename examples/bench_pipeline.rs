@@ -84,7 +84,15 @@ fn baseline(
     for (rev, group) in groups {
         if let Some(svc) = metas.get(rev).and_then(|m| m.services.get(key)) {
             let endpoint = ServiceEndpoint::of(svc);
-            urls.extend(group.into_iter().map(|i| ServiceUrl::new(i, &endpoint)));
+            urls.extend(group.into_iter().map(|i| {
+                ServiceUrl::new(
+                    &std::sync::Arc::new(steadfast::core::Instance::decode(
+                        i,
+                        &mut Default::default(),
+                    )),
+                    &endpoint,
+                )
+            }));
         }
     }
     urls
@@ -111,7 +119,13 @@ fn baseline_in_order(
             }),
         };
         if let Some(ep) = endpoint {
-            urls.push(ServiceUrl::new(i, &ep));
+            urls.push(ServiceUrl::new(
+                &std::sync::Arc::new(steadfast::core::Instance::decode(
+                    i,
+                    &mut Default::default(),
+                )),
+                &ep,
+            ));
         }
     }
     urls
@@ -133,7 +147,7 @@ struct Row(usize, f64, [Vec<Duration>; 9], u64);
 async fn wait_weight(dir: &Directory, weight: u32, start: Instant) -> Duration {
     loop {
         if let Ok(Some(u)) = dir.select().await {
-            if u.weight == weight {
+            if u.weight() == weight {
                 return start.elapsed();
             }
         }
@@ -218,7 +232,7 @@ async fn bench_size(n: usize, warmups: u32, runs: u32) -> Row {
         let view_t = t.elapsed();
         assert_eq!(view.endpoints.len(), n, "endpoint count");
         assert!(
-            view.endpoints.iter().all(|u| u.weight == weight),
+            view.endpoints.iter().all(|u| u.weight() == weight),
             "stale URL"
         );
         updates_per_snapshot = updates_per_snapshot.max(view.version - version);

@@ -29,7 +29,11 @@ async fn wait_view(
 }
 
 fn hosts(v: &DirectoryView) -> Vec<String> {
-    let mut h: Vec<String> = v.endpoints.iter().map(|u| u.instance_id.clone()).collect();
+    let mut h: Vec<String> = v
+        .endpoints
+        .iter()
+        .map(|u| u.instance_id().to_string())
+        .collect();
     h.sort();
     h
 }

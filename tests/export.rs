@@ -39,7 +39,7 @@ async fn export_retries_register_until_it_lands_and_consumers_resolve_it() {
     let url = &v.endpoints[0];
     assert_eq!(
         url.param("steadfast.boot-id"),
-        Some(inc.boot_id.clone()),
+        Some(inc.boot_id.to_string()),
         "incarnation reaches the URL"
     );
     assert_eq!(fx.engine.stats().register_failures, 2);

@@ -26,7 +26,7 @@ fn ids(v: &DirectoryView) -> Vec<u16> {
     let mut ids: Vec<u16> = v
         .endpoints
         .iter()
-        .filter_map(|u| u.instance_id.rsplit(':').next()?.parse().ok())
+        .filter_map(|u| u.instance_id().rsplit(':').next()?.parse().ok())
         .collect();
     ids.sort_unstable();
     ids
@@ -114,9 +114,9 @@ async fn providers_that_re_register_replace_the_held_endpoints() {
     let w = v
         .endpoints
         .iter()
-        .find(|u| u.instance_id.ends_with(":8002"));
+        .find(|u| u.instance_id().ends_with(":8002"));
     assert_eq!(
-        w.map(|u| u.weight),
+        w.map(|u| u.weight()),
         Some(7),
         "the new record replaced the held one"
     );

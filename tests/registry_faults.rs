@@ -29,7 +29,11 @@ fn stale(v: &DirectoryView) -> bool {
 }
 
 fn ids(v: &DirectoryView) -> Vec<String> {
-    let mut ids: Vec<String> = v.endpoints.iter().map(|u| u.instance_id.clone()).collect();
+    let mut ids: Vec<String> = v
+        .endpoints
+        .iter()
+        .map(|u| u.instance_id().to_string())
+        .collect();
     ids.sort();
     ids
 }

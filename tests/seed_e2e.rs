@@ -172,7 +172,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     let healed = Instant::now();
     let url = poll(Duration::from_secs(10), async || {
         let u = dir.select().await.ok().flatten()?;
-        (u.param("steadfast.boot-id") == Some(new_boot.clone())).then_some(u)
+        (u.param("steadfast.boot-id") == Some(new_boot.to_string())).then_some(u)
     })
     .await
     .expect("consumer recovered after the metadata path healed");
@@ -185,7 +185,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     let body = http
         .get(format!(
             "http://{}:{}/{}/greet",
-            url.host,
+            url.host(),
             url.port(),
             url.path()
         ))

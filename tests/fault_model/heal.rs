@@ -179,7 +179,15 @@ impl Sim {
             let want = self.expected(*n);
             let ids = |u: &[ServiceUrl]| -> Vec<String> {
                 u.iter()
-                    .map(|u| format!("{}/{}:{} w{}", u.instance_id, u.path(), u.port(), u.weight))
+                    .map(|u| {
+                        format!(
+                            "{}/{}:{} w{}",
+                            u.instance_id(),
+                            u.path(),
+                            u.port(),
+                            u.weight()
+                        )
+                    })
                     .collect()
             };
             if got != want {

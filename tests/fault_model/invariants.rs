@@ -242,7 +242,7 @@ impl Sim {
         let mut held_seen = false;
         for d in self.dirs.values() {
             for u in &d.urls {
-                let id = u.instance_id.as_str();
+                let id = u.instance_id();
                 let app = app_of(id);
                 let key = d.m.subscribe_key();
                 let serving = d

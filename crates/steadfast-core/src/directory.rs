@@ -209,7 +209,7 @@ impl DirectoryMachine {
         self.cumulative.clear();
         let mut total = 0u64;
         for u in self.apps.values().flatten().flat_map(|v| v.urls.iter()) {
-            total += u64::from(u.weight);
+            total += u64::from(u.weight());
             self.cumulative.push(total);
         }
         (true, old.map(|v| v.urls))

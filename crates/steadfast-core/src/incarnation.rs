@@ -3,6 +3,7 @@
 //! genuine restart from a stale snapshot.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rand::Rng;
 
@@ -16,8 +17,9 @@ pub const BOOT_ID_KEY: &str = "steadfast.boot-id";
 pub struct Incarnation {
     /// Export time, milliseconds since the Unix epoch.
     pub export_ms: u64,
-    /// Random id chosen once per process boot.
-    pub boot_id: String,
+    /// Random id chosen once per process boot (shared, not copied, by every
+    /// URL of the instance).
+    pub boot_id: Arc<str>,
 }
 
 impl Incarnation {
@@ -25,7 +27,7 @@ impl Incarnation {
     pub fn new(export_ms: u64, rng: &mut impl Rng) -> Self {
         Self {
             export_ms,
-            boot_id: format!("{:016x}", rng.gen::<u64>()),
+            boot_id: Arc::from(format!("{:016x}", rng.gen::<u64>())),
         }
     }
 
@@ -33,13 +35,13 @@ impl Incarnation {
     pub fn from_metadata(meta: &BTreeMap<String, String>) -> Option<Self> {
         Some(Self {
             export_ms: meta.get(EXPORT_MS_KEY)?.parse().ok()?,
-            boot_id: meta.get(BOOT_ID_KEY)?.clone(),
+            boot_id: Arc::from(meta.get(BOOT_ID_KEY)?.as_str()),
         })
     }
 
     /// Writes the incarnation into instance metadata.
     pub fn stamp(&self, meta: &mut BTreeMap<String, String>) {
         meta.insert(EXPORT_MS_KEY.into(), self.export_ms.to_string());
-        meta.insert(BOOT_ID_KEY.into(), self.boot_id.clone());
+        meta.insert(BOOT_ID_KEY.into(), self.boot_id.to_string());
     }
 }

@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::incarnation::{Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
+use crate::instance::{Instance, RevisionInterner};
 use crate::model::{ServiceInfo, ServiceInstance};
 
 /// The part of an endpoint shared by every instance of one revision.
@@ -46,38 +47,57 @@ impl ServiceEndpoint {
     }
 }
 
-/// One callable endpoint of one service on one instance.
+/// One callable endpoint of one service on one instance: the decoded
+/// registry record and the service's shared endpoint part, both shared (a
+/// URL copies no string). Directories hold each URL once, as an
+/// [`Endpoint`], and hand out clones of that handle.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ServiceUrl {
-    /// Host taken from the registry record (never from metadata params).
-    pub host: String,
-    /// Id of the instance the URL belongs to.
-    pub instance_id: String,
-    /// Load-balancing weight of the instance.
-    pub weight: u32,
-    /// When and in which boot the instance was exported, if stamped.
-    pub incarnation: Option<Incarnation>,
+    /// The instance the URL belongs to (host, id, weight, incarnation).
+    pub instance: Arc<Instance>,
     /// Protocol, port, path and params, shared with the other instances of
     /// the same revision.
     pub service: Arc<ServiceEndpoint>,
 }
 
+/// A shared handle on one URL: what a directory holds and `select()`
+/// returns (a clone is one reference-count increment).
+pub type Endpoint = Arc<ServiceUrl>;
+
 impl ServiceUrl {
     /// The URL of `endpoint` on `instance`.
-    pub fn new(instance: &ServiceInstance, endpoint: &Arc<ServiceEndpoint>) -> Self {
+    pub fn new(instance: &Arc<Instance>, endpoint: &Arc<ServiceEndpoint>) -> Self {
         Self {
-            host: instance.host.clone(),
-            instance_id: instance.id.clone(),
-            weight: instance.weight,
-            incarnation: instance.incarnation(),
+            instance: instance.clone(),
             service: endpoint.clone(),
         }
     }
 
-    /// Builds the URL of `service` on `instance` (allocating its endpoint
-    /// part; use [`ServiceUrl::new`] to share one across instances).
+    /// Builds the URL of `service` on the owned record `instance`
+    /// (decoding it and allocating its endpoint part; for tests and tools).
     pub fn build(instance: &ServiceInstance, service: &ServiceInfo) -> Self {
-        Self::new(instance, &ServiceEndpoint::of(service))
+        let inst = Arc::new(Instance::decode(instance, &mut RevisionInterner::default()));
+        Self::new(&inst, &ServiceEndpoint::of(service))
+    }
+
+    /// Host taken from the registry record (never from metadata params).
+    pub fn host(&self) -> &str {
+        self.instance.host()
+    }
+
+    /// Id of the instance the URL belongs to.
+    pub fn instance_id(&self) -> &str {
+        self.instance.id()
+    }
+
+    /// Load-balancing weight of the instance.
+    pub fn weight(&self) -> u32 {
+        self.instance.weight()
+    }
+
+    /// When and in which boot the instance was exported, if stamped.
+    pub fn incarnation(&self) -> Option<&Incarnation> {
+        self.instance.incarnation()
     }
 
     /// Protocol, e.g. `tri`.
@@ -98,31 +118,31 @@ impl ServiceUrl {
     /// A URL parameter: a service param, or the incarnation's
     /// `steadfast.export-ms` / `steadfast.boot-id`.
     pub fn param(&self, key: &str) -> Option<String> {
-        match (key, &self.incarnation) {
+        match (key, self.incarnation()) {
             (EXPORT_MS_KEY, Some(inc)) => Some(inc.export_ms.to_string()),
-            (BOOT_ID_KEY, Some(inc)) => Some(inc.boot_id.clone()),
+            (BOOT_ID_KEY, Some(inc)) => Some(inc.boot_id.to_string()),
             _ => self.service.params.get(key).cloned(),
         }
     }
 
     /// `host:port` of the endpoint.
     pub fn address(&self) -> String {
-        format!("{}:{}", self.host, self.service.port)
+        format!("{}:{}", self.host(), self.service.port)
     }
 }
 
 impl fmt::Display for ServiceUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.service;
-        write!(f, "{}://{}:{}/{}", s.protocol, self.host, s.port, s.path)?;
+        write!(f, "{}://{}:{}/{}", s.protocol, self.host(), s.port, s.path)?;
         let mut params: BTreeMap<&str, String> = s
             .params
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
-        if let Some(inc) = &self.incarnation {
+        if let Some(inc) = self.incarnation() {
             params.insert(EXPORT_MS_KEY, inc.export_ms.to_string());
-            params.insert(BOOT_ID_KEY, inc.boot_id.clone());
+            params.insert(BOOT_ID_KEY, inc.boot_id.to_string());
         }
         let mut sep = '?';
         for (k, v) in params {
@@ -155,6 +175,7 @@ mod tests {
         }
         .stamp(&mut inst.metadata);
         let ep = ServiceEndpoint::of(&svc);
+        let inst = Arc::new(Instance::decode(&inst, &mut RevisionInterner::default()));
         let (a, b) = (ServiceUrl::new(&inst, &ep), ServiceUrl::new(&inst, &ep));
         assert!(Arc::ptr_eq(&a.service, &b.service));
         assert_eq!(a.param("steadfast.boot-id").as_deref(), Some("b1"));

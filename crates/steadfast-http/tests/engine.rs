@@ -76,8 +76,8 @@ async fn directory_serves_the_good_instance_and_degrades_the_malformed_revision(
 
     assert_eq!(view.endpoints.len(), 1, "{view:#?}");
     let url = &view.endpoints[0];
-    assert_eq!(url.instance_id, good_inst.id);
-    assert_eq!((url.host.as_str(), url.port()), ("127.0.0.1", 20001));
+    assert_eq!(url.instance_id(), good_inst.id);
+    assert_eq!((url.host(), url.port()), ("127.0.0.1", 20001));
     assert_eq!(url.protocol(), "tri");
     assert!(matches!(
         view.status,

@@ -66,7 +66,7 @@ impl InstanceBuilder {
     pub fn incarnation(mut self, export_ms: u64, boot_id: impl Into<String>) -> Self {
         Incarnation {
             export_ms,
-            boot_id: boot_id.into(),
+            boot_id: boot_id.into().into(),
         }
         .stamp(&mut self.instance.metadata);
         self

@@ -54,7 +54,13 @@ impl ResolverMachine {
                         },
                     };
                     if let Some(ep) = endpoint {
-                        urls.push(ServiceUrl::new(inst, &ep));
+                        urls.push(ServiceUrl::new(
+                            &Arc::new(crate::instance::Instance::decode(
+                                inst,
+                                &mut Default::default(),
+                            )),
+                            &ep,
+                        ));
                     }
                 }
                 let state = match (self.unresolved(), urls.is_empty()) {

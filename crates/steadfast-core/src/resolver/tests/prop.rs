@@ -160,7 +160,7 @@ proptest! {
             issued.extend(h.timers.iter().map(|(t, (r, _))| (r.clone(), *t)));
             for u in h.m.take_updates() {
                 for url in u.urls.iter() {
-                    prop_assert!(live.contains(&url.instance_id), "{} left", url.instance_id);
+                    prop_assert!(live.contains(url.instance_id()), "{} left", url.instance_id());
                 }
             }
         }
