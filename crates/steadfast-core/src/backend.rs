@@ -3,36 +3,35 @@
 //! them and get the result back as a message; nothing awaits them under
 //! shared state.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::error::{FetchError, PublishError, RegistryError};
+use crate::event::{Listing, RegistryEvent};
 use crate::model::{MetadataInfo, ServiceInstance};
 
-/// One full instance snapshot of an app, shared (never copied) between the
-/// registry, its watchers and the engine.
-pub type Snapshot = Arc<Vec<ServiceInstance>>;
-
-/// A stream of full instance snapshots of one app.
+/// A stream of versioned events of one app's instances.
 ///
 /// Contract:
-/// - the first `Ok` item after a (re)subscribe is the authoritative current
-///   state, and so is every later `Ok` item;
+/// - the first `Ok` item after a (re)subscribe is a [`RegistryEvent::Reset`]
+///   (the authoritative current state); later items are
+///   [`RegistryEvent::Delta`]s (only what changed), or a `Reset` again after
+///   the source re-read the app in full (resync, resume, compaction);
+/// - versions grow monotonically per source, across streams: the engine
+///   ignores an event not newer than the state it holds;
 /// - an `Err` item says the source is unhealthy right now (unreachable,
 ///   frozen, leaderless): the engine marks the app's state stale and keeps
 ///   reading, because the stream may heal by itself (its next `Ok` item
 ///   clears the mark);
 /// - the end of the stream means the watch must be re-established.
-pub type SnapshotStream = BoxStream<'static, Result<Snapshot, RegistryError>>;
+pub type EventStream = BoxStream<'static, Result<RegistryEvent, RegistryError>>;
 
 /// A service registry holding one record per provider instance.
 pub trait Registry: Send + Sync + 'static {
-    /// Lists the current instances of `app`.
-    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>>;
-    /// Watches `app`, yielding full snapshots (first one at once).
-    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>>;
+    /// Lists the current instances of `app`, with the version listed.
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>>;
+    /// Watches `app`: a Reset at once, then deltas (see [`EventStream`]).
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>>;
     /// Registers (or replaces) an instance.
     fn register(&self, instance: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>>;
     /// Removes an instance.
@@ -42,7 +41,7 @@ pub trait Registry: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), RegistryError>>;
     /// Whether every watch stream re-reads its app in full by itself each
     /// time it resumes after an outage (an `Err` item, a reconnect), so
-    /// that its next `Ok` item is already a fresh full read. If so, the
+    /// that its next `Ok` item is already a fresh full read (a Reset). If so, the
     /// engine skips its own resume resync (a second full read per app per
     /// outage); its periodic resync stays. Default: `false` (the engine
     /// re-reads on resume).

@@ -10,8 +10,12 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
-use crate::url::ServiceUrl;
+use rustc_hash::FxHashMap;
+
+use crate::update::{
+    DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
+};
+use crate::url::{Endpoint, ServiceUrl};
 
 /// Why a directory has no endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,10 +147,56 @@ impl fmt::Display for DirectoryStatus {
 
 struct AppView {
     generation: u64,
-    urls: Arc<Vec<ServiceUrl>>,
+    urls: Vec<Endpoint>,
+    /// Position of each instance's URL in `urls`.
+    index: FxHashMap<Arc<str>, usize>,
     state: UpdateState,
     stale_since: Option<Instant>,
     held: Option<HeldInstances>,
+}
+
+impl AppView {
+    fn reindex(&mut self) {
+        self.index = self
+            .urls
+            .iter()
+            .enumerate()
+            .map(|(k, u)| (u.instance.id_arc().clone(), k))
+            .collect();
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(k) = self.index.remove(id) else {
+            return;
+        };
+        self.urls.swap_remove(k);
+        if let Some(moved) = self.urls.get(k) {
+            self.index.insert(moved.instance.id_arc().clone(), k);
+        }
+    }
+
+    fn upsert(&mut self, url: Endpoint) {
+        match self.index.get(url.instance_id()) {
+            Some(&k) => self.urls[k] = url,
+            None => {
+                self.index
+                    .insert(url.instance.id_arc().clone(), self.urls.len());
+                self.urls.push(url);
+            }
+        }
+    }
+}
+
+/// What [`DirectoryMachine::apply_update`] did with an update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Applied.
+    Yes,
+    /// For another key, an unknown app, or older than what is held.
+    Ignored,
+    /// A patch on top of an update the directory does not hold: it needs
+    /// the app's full list.
+    NeedFull,
 }
 
 /// The endpoints of one reference.
@@ -177,42 +227,62 @@ impl DirectoryMachine {
         &self.subscribe_key
     }
 
-    /// Applies a full update for one app. Updates for another key, an unknown
+    /// Applies an update for one app. Updates for another key, an unknown
     /// app, or an older generation are ignored. Returns whether it applied.
     pub fn apply(&mut self, update: DirectoryUpdate) -> bool {
-        self.apply_retiring(update).0
+        self.apply_update(update) == Applied::Yes
     }
 
-    /// Like [`DirectoryMachine::apply`], and also hands back the replaced URL
-    /// list so the caller can free it off the update path.
-    pub fn apply_retiring(
-        &mut self,
-        update: DirectoryUpdate,
-    ) -> (bool, Option<Arc<Vec<ServiceUrl>>>) {
+    /// Applies an update for one app, and says what it did.
+    pub fn apply_update(&mut self, update: DirectoryUpdate) -> Applied {
         if update.subscribe_key != self.subscribe_key {
-            return (false, None);
+            return Applied::Ignored;
         }
         let Some(slot) = self.apps.get_mut(&update.app) else {
-            return (false, None);
+            return Applied::Ignored;
         };
-        if matches!(slot, Some(v) if v.generation > update.generation) {
-            return (false, None);
+        match (&update.change, slot.as_mut()) {
+            (_, Some(v)) if v.generation > update.generation => return Applied::Ignored,
+            (UrlChange::Full(_), _) => {}
+            (UrlChange::Patch { base, .. }, Some(v)) if v.generation == *base => {}
+            (UrlChange::Patch { .. }, _) => return Applied::NeedFull,
         }
-        let old = slot.replace(AppView {
-            generation: update.generation,
-            urls: update.urls,
-            state: update.state,
-            stale_since: update.stale_since,
-            held: update.held,
+        let view = slot.get_or_insert_with(|| AppView {
+            generation: 0,
+            urls: Vec::new(),
+            index: FxHashMap::default(),
+            state: UpdateState::Pending,
+            stale_since: None,
+            held: None,
         });
+        match update.change {
+            UrlChange::Full(all) => {
+                view.urls = all;
+                view.reindex();
+            }
+            UrlChange::Patch {
+                upserts, removals, ..
+            } => {
+                for id in &removals {
+                    view.remove(id);
+                }
+                for u in upserts {
+                    view.upsert(u);
+                }
+            }
+        }
+        view.generation = update.generation;
+        view.state = update.state;
+        view.stale_since = update.stale_since;
+        view.held = update.held;
         self.version += 1;
         self.cumulative.clear();
         let mut total = 0u64;
         for u in self.apps.values().flatten().flat_map(|v| v.urls.iter()) {
-            total += u64::from(u.weight());
+            total = total.saturating_add(u64::from(u.weight()));
             self.cumulative.push(total);
         }
-        (true, old.map(|v| v.urls))
+        Applied::Yes
     }
 
     /// Number of updates applied so far.
@@ -222,7 +292,9 @@ impl DirectoryMachine {
 
     /// Every endpoint, in app order.
     pub fn list(&self) -> Vec<ServiceUrl> {
-        self.views().flat_map(|v| v.urls.iter().cloned()).collect()
+        self.views()
+            .flat_map(|v| v.urls.iter().map(|u| ServiceUrl::clone(u)))
+            .collect()
     }
 
     /// Number of endpoints.
@@ -245,7 +317,7 @@ impl DirectoryMachine {
         let mut index = self.cumulative.partition_point(|&c| c <= pick);
         for v in self.views() {
             if index < v.urls.len() {
-                return Some(v.urls[index].clone());
+                return Some(ServiceUrl::clone(&v.urls[index]));
             }
             index -= v.urls.len();
         }
@@ -338,13 +410,18 @@ mod tests {
         };
         let urls = ports
             .iter()
-            .map(|p| ServiceUrl::build(&ServiceInstance::new(app, "127.0.0.1", *p), &svc))
+            .map(|p| {
+                Arc::new(ServiceUrl::build(
+                    &ServiceInstance::new(app, "127.0.0.1", *p),
+                    &svc,
+                ))
+            })
             .collect();
         DirectoryUpdate {
             app: app.into(),
             subscribe_key: "S:tri".into(),
             generation: gen,
-            urls: Arc::new(urls),
+            change: UrlChange::Full(urls),
             state,
             stale_since: None,
             held: None,

@@ -30,12 +30,10 @@ pub mod subscription;
 pub mod update;
 pub mod url;
 
-pub use backend::{
-    check_metadata, MetadataFetcher, MetadataPublisher, Registry, Snapshot, SnapshotStream,
-};
+pub use backend::{check_metadata, EventStream, MetadataFetcher, MetadataPublisher, Registry};
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
-pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
+pub use directory::{Applied, DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
@@ -49,5 +47,5 @@ pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use subscription::{SubscriptionAction, SubscriptionConfig, SubscriptionMachine};
-pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
-pub use url::{ServiceEndpoint, ServiceUrl};
+pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange};
+pub use url::{Endpoint, ServiceEndpoint, ServiceUrl};

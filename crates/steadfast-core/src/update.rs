@@ -1,12 +1,14 @@
-//! Messages' payloads between the resolver and the directory: a full list of
-//! URLs for one subscribe key plus the reason the list looks the way it does.
+//! Messages' payloads between the resolver and the directory: the URLs of
+//! one subscribe key (all of them, or only what changed) plus the reason
+//! the list looks the way it does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::FetchError;
+use crate::instance::Instance;
 use crate::model::ServiceInstance;
-use crate::url::ServiceUrl;
+use crate::url::Endpoint;
 
 /// Revisions the resolver could not resolve yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +49,25 @@ impl NotServing {
             }
         }
         n
+    }
+
+    /// Counts (`up`) or uncounts one decoded instance, as the resolver's
+    /// table changes.
+    pub fn track(&mut self, instance: &Instance, up: bool) {
+        let field = if instance.is_closing() {
+            &mut self.closing
+        } else if !instance.healthy() {
+            &mut self.unhealthy
+        } else if instance.weight() == 0 {
+            &mut self.zero_weight
+        } else {
+            return;
+        };
+        *field = if up {
+            field.saturating_add(1)
+        } else {
+            field.saturating_sub(1)
+        };
     }
 
     /// Adds another app's counts.
@@ -98,23 +119,59 @@ pub struct HeldInstances {
     pub grace: Duration,
 }
 
-/// A full replacement of the URLs one app provides for one subscribe key.
+/// How an update changes the URLs one app provides for one subscribe key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UrlChange {
+    /// Every URL currently known for the key (one per instance).
+    Full(Vec<Endpoint>),
+    /// Only what changed since the update of generation `base`; applies
+    /// only on top of exactly that update (a receiver holding anything else
+    /// asks for a full update).
+    Patch {
+        /// Generation of the update this one applies on top of.
+        base: u64,
+        /// URLs added or replaced, by instance id.
+        upserts: Vec<Endpoint>,
+        /// Instance ids whose URL is gone.
+        removals: Vec<Arc<str>>,
+    },
+}
+
+impl UrlChange {
+    /// Number of URLs the change carries.
+    pub fn len(&self) -> usize {
+        match self {
+            UrlChange::Full(all) => all.len(),
+            UrlChange::Patch {
+                upserts, removals, ..
+            } => upserts.len().saturating_add(removals.len()),
+        }
+    }
+
+    /// Whether the change carries no URL.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A change of the URLs one app provides for one subscribe key.
 #[derive(Clone, Debug)]
 pub struct DirectoryUpdate {
     /// Provider application the URLs come from.
     pub app: String,
     /// Subscribe key (match key) the URLs belong to.
     pub subscribe_key: String,
-    /// Generation of the registry snapshot the update was built from.
+    /// Generation of the registry delivery the update was built from
+    /// (several updates may share one: a fetch result, a status change).
     pub generation: u64,
-    /// Every URL currently known for the key.
-    pub urls: Arc<Vec<ServiceUrl>>,
+    /// The URLs: all, or what changed.
+    pub change: UrlChange,
     /// Why the list is what it is.
     pub state: UpdateState,
     /// Set while the registry watch is down: the URLs are the last state
     /// seen, kept (an outage never empties a directory) but possibly stale.
     pub stale_since: Option<Instant>,
     /// Set while instances removed in a mass expiry after a registry
-    /// recovery are still served (they are part of `urls`).
+    /// recovery are still served (they are part of the URLs).
     pub held: Option<HeldInstances>,
 }

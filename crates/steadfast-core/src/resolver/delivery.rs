@@ -4,35 +4,34 @@
 //! by merely arriving: the registry also delivers during an outage (a hold
 //! that ends, a registry actor restart, a subscriber catching up).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::{ResolverAction, ResolverMachine};
-use crate::model::ServiceInstance;
+use crate::subscription::Feed;
 use crate::update::HeldInstances;
 
 impl ResolverMachine {
-    /// Applies a registry delivery: a full snapshot together with the
-    /// registry's staleness and hold as of when it was sent. Staleness is
-    /// taken from the delivery, never inferred from the arrival of a
-    /// snapshot (the registry also delivers during an outage, e.g. when a
-    /// hold ends). An older generation overtaken by a newer one changes
-    /// nothing, its staleness and hold included.
+    /// Applies a registry delivery: its instances (all, or what changed)
+    /// together with the registry's staleness and hold as of when it was
+    /// sent. Staleness is taken from the delivery, never inferred from the
+    /// arrival of instances (the registry also delivers during an outage,
+    /// e.g. when a hold ends). A delivery that does not apply (older, or a
+    /// delta on top of a state not held) changes nothing, its staleness
+    /// and hold included.
     pub fn on_delivery(
         &mut self,
         generation: u64,
-        instances: Arc<Vec<ServiceInstance>>,
+        feed: Feed,
         stale_since: Option<Instant>,
         held: Option<HeldInstances>,
         now: Instant,
     ) -> Vec<ResolverAction> {
-        if self.closed || (self.instances.is_some() && generation < self.generation) {
-            self.tick(now);
-            return Vec::new();
+        if !self.accepts(generation, &feed) {
+            return self.on_feed(generation, feed, now);
         }
         self.set_registry_stale(stale_since);
         self.set_held(held);
-        self.on_snapshot(generation, instances, now)
+        self.on_feed(generation, feed, now)
     }
 
     /// The registry watch went down (`Some(since)`) or came back (`None`).

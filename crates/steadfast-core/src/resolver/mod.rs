@@ -1,5 +1,6 @@
-//! Sans-IO metadata resolver of one provider app. It keeps the latest
-//! registry snapshot and one resolution state per revision, and returns
+//! Sans-IO metadata resolver of one provider app. It keeps the app's
+//! instances (applied incrementally from the registry's deliveries, see
+//! `table.rs`) and one resolution state per revision, and returns
 //! [`ResolverAction`]s (start or abandon a fetch, arm or cancel a retry
 //! timer) for its actor shell to perform. Time and randomness are inputs.
 //!
@@ -10,6 +11,11 @@
 //! fetch before its due time), so a flapping instance does not reset its
 //! backoff. A revision seen for the first time starts at the initial delay.
 //!
+//! Incremental: a delta of k instances costs O(k) here and O(k) in the
+//! updates it produces ([`UrlChange::Patch`]); a Reset, a revision that
+//! resolves, or a subscriber that needs everything costs one pass over the
+//! app ([`UrlChange::Full`]).
+//!
 //! Invariants, each checked by the unit tests:
 //! - at most one fetch or one timer per revision, never both;
 //! - no fetch of a revision before its schedule says it is due;
@@ -18,9 +24,10 @@
 //! - a revision that left the snapshot has no fetch and no timer.
 
 mod delivery;
-mod last_good;
+mod feed;
 mod publish;
 mod schedule;
+mod table;
 #[cfg(test)]
 mod tests;
 
@@ -34,13 +41,14 @@ use rustc_hash::FxHashMap;
 
 use crate::backoff::BackoffPolicy;
 use crate::error::FetchError;
+use crate::instance::RevisionInterner;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::recover::{Recover, RecoverMemory, RecoverPolicy};
-use crate::update::{DirectoryUpdate, HeldInstances};
+use crate::subscription::Feed;
+use crate::update::{DirectoryUpdate, HeldInstances, UrlChange};
+use publish::KeyState;
 use schedule::Parked;
-
-/// Marks an instance without a revision in the per-instance index.
-const NO_REVISION: u32 = u32::MAX;
+use table::Table;
 
 /// Identifies one fetch or one timer; results carrying an old token are dropped.
 pub type Token = u64;
@@ -78,6 +86,9 @@ pub enum ResolverAction {
         /// Its token.
         token: Token,
     },
+    /// A delta arrived on top of a state the machine does not hold (a
+    /// delivery was lost): ask the registry side for the whole state.
+    RequestReset,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,18 +128,18 @@ pub struct ResolverMachine {
     parked: FxHashMap<String, Parked>,
     rng: StdRng,
     generation: u64,
-    instances: Option<Arc<Vec<ServiceInstance>>>,
+    /// Whether a first delivery arrived.
+    has_state: bool,
+    /// The app's instances.
+    table: Table,
     revisions: BTreeMap<String, RevisionState>,
     metadata: HashMap<String, Arc<MetadataInfo>>,
-    /// Instances whose current revision is unresolved, mapped to the
-    /// resolved revision they served before (kept while they stay).
-    last_good: FxHashMap<String, String>,
-    /// Per instance of the snapshot, the index of its revision in
-    /// `rev_names` (or [`NO_REVISION`]).
-    rev_index: Vec<u32>,
-    /// The distinct revisions of the snapshot.
-    rev_names: Vec<String>,
     subscribers: BTreeMap<String, usize>,
+    /// What each subscribed key was last sent.
+    keys: BTreeMap<String, KeyState>,
+    /// Interns revisions of owned snapshots given to
+    /// [`ResolverMachine::on_snapshot`].
+    interner: RevisionInterner,
     next_token: Token,
     closed: bool,
     dirty: bool,
@@ -149,13 +160,13 @@ impl ResolverMachine {
             policy,
             rng: StdRng::seed_from_u64(seed),
             generation: 0,
-            instances: None,
+            has_state: false,
+            table: Table::default(),
             revisions: BTreeMap::new(),
             metadata: HashMap::new(),
-            last_good: FxHashMap::default(),
-            rev_index: Vec::new(),
-            rev_names: Vec::new(),
             subscribers: BTreeMap::new(),
+            keys: BTreeMap::new(),
+            interner: RevisionInterner::default(),
             next_token: 1,
             closed: false,
             dirty: false,
@@ -221,76 +232,22 @@ impl ResolverMachine {
         t
     }
 
-    /// Applies a full registry snapshot. Revisions that left it lose their
-    /// fetch and timer; new ones start resolving when active. A snapshot equal
-    /// to the current one changes nothing. Staleness and hold are left as
-    /// they are (see [`ResolverMachine::on_delivery`]).
+    /// Applies a full registry snapshot of owned records (decoded here):
+    /// a Reset at `generation`. Revisions that left it lose their fetch and
+    /// timer; new ones start resolving when active. Staleness and hold are
+    /// left as they are (see [`ResolverMachine::on_delivery`]).
     pub fn on_snapshot(
         &mut self,
         generation: u64,
         instances: Arc<Vec<ServiceInstance>>,
         now: Instant,
     ) -> Vec<ResolverAction> {
-        self.tick(now);
-        if self.closed || (self.instances.is_some() && generation < self.generation) {
-            // Closed, or an older snapshot overtaken by a newer one.
-            return Vec::new();
-        }
-        let mut actions = Vec::new();
-        // One pass over the instances: each one's revision as an index into
-        // a small table, reused when publishing.
-        let mut table: FxHashMap<&str, u32> = FxHashMap::default();
-        let mut rev_index = Vec::with_capacity(instances.len());
-        for i in instances.iter() {
-            rev_index.push(match i.revision() {
-                Some(r) => {
-                    let next = table.len() as u32;
-                    *table.entry(r).or_insert(next)
-                }
-                None => NO_REVISION,
-            });
-        }
-        let mut rev_names = vec![String::new(); table.len()];
-        for (r, k) in &table {
-            rev_names[*k as usize] = r.to_string();
-        }
-        let gone: Vec<String> = self
-            .revisions
-            .keys()
-            .filter(|r| !table.contains_key(r.as_str()))
-            .cloned()
-            .collect();
-        for rev in gone {
-            if let Some(state) = self.revisions.remove(&rev) {
-                Self::stop_phase(&rev, &state, &mut actions);
-                self.park(rev, state, now);
-            }
-        }
-        let mut new: Vec<&String> = rev_names
+        let decoded = instances
             .iter()
-            .filter(|r| !self.revisions.contains_key(r.as_str()))
+            .map(|i| Arc::new(crate::instance::Instance::decode(i, &mut self.interner)))
             .collect();
-        new.sort_unstable();
-        for rev in new {
-            let state = if self.metadata.contains_key(rev.as_str()) {
-                RevisionState::Resolved
-            } else {
-                self.entering(rev, now)
-            };
-            self.revisions.insert(rev.clone(), state);
-        }
-        self.last_good = self.carry_last_good(&instances);
-        self.generation = generation;
-        self.rev_index = rev_index;
-        self.rev_names = rev_names;
-        self.instances = Some(instances);
-        self.forget_unused_metadata();
-        let unresolved: Vec<String> = self.revisions.keys().cloned().collect();
-        for rev in unresolved {
-            self.start_if_idle(&rev, now, &mut actions);
-        }
-        self.dirty = true;
-        actions
+        self.interner.trim();
+        self.on_feed(generation, Feed::Reset(decoded), now)
     }
 
     /// Applies the result of the fetch with `token`. Results for revisions
@@ -313,6 +270,7 @@ impl ResolverMachine {
                 self.metadata.insert(revision.to_string(), info);
                 self.revisions
                     .insert(revision.to_string(), RevisionState::Resolved);
+                self.on_resolved();
                 Vec::new()
             }
             Err(err) => self.on_failure(revision, err, now).into_iter().collect(),
@@ -353,6 +311,7 @@ impl ResolverMachine {
             return Vec::new();
         }
         *self.subscribers.entry(key.to_string()).or_default() += 1;
+        self.keys.entry(key.to_string()).or_default();
         self.dirty = true;
         let mut actions = Vec::new();
         // Without any input yet there is no revision to start.
@@ -378,6 +337,7 @@ impl ResolverMachine {
             *n -= 1;
             if *n == 0 {
                 self.subscribers.remove(key);
+                self.keys.remove(key);
             }
         }
         if self.is_active() {
@@ -390,6 +350,7 @@ impl ResolverMachine {
     pub fn close(&mut self) -> Vec<ResolverAction> {
         self.closed = true;
         self.subscribers.clear();
+        self.keys.clear();
         self.pause_all()
     }
 
@@ -470,20 +431,33 @@ impl ResolverMachine {
     }
 
     /// The updates for every subscribed key, when something changed since the
-    /// last call. The actor calls this once per burst of inputs.
+    /// last call: only what changed ([`UrlChange::Patch`]) unless a key
+    /// needs everything. The actor calls this once per burst of inputs.
     pub fn take_updates(&mut self) -> Vec<DirectoryUpdate> {
         if !self.dirty || !self.is_active() {
             return Vec::new();
         }
         self.dirty = false;
-        self.subscribers
-            .keys()
-            .map(|k| self.build_update(k))
-            .collect()
+        let mut keys = std::mem::take(&mut self.keys);
+        let updates = keys
+            .iter_mut()
+            .map(|(key, state)| {
+                let change = self.take_change(key, state, self.generation);
+                self.wrap(key, change, self.generation, state.count == 0)
+            })
+            .collect();
+        self.keys = keys;
+        updates
     }
 
-    /// The update for one subscribe key, built now.
+    /// The whole state for one subscribe key (for a directory that attaches
+    /// or lost track), at the generation the key was last sent: applying
+    /// the key's next patch on top of it is exact, since patches carry
+    /// whole URLs and removals by id.
     pub fn update_for(&self, key: &str) -> DirectoryUpdate {
-        self.build_update(key)
+        let generation = self.keys.get(key).and_then(|k| k.sent).unwrap_or(0);
+        let all = self.full_list(key, &mut Default::default());
+        let empty = all.is_empty();
+        self.wrap(key, UrlChange::Full(all), generation, empty)
     }
 }

@@ -1,101 +1,236 @@
-//! Building the [`DirectoryUpdate`] of one subscribe key from the resolver's
-//! snapshot, resolved metadata and last-known-good revisions.
+//! Building the [`DirectoryUpdate`]s of the subscribed keys from the
+//! instance table, the resolved metadata and the last-known-good
+//! revisions. Each key remembers which instance slots it last sent a URL
+//! for (one bit per slot), so a change of k instances becomes a patch of at
+//! most k URLs; a key that needs everything gets the full list in one pass.
 
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::{ResolverMachine, RevisionState, NO_REVISION};
-use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
-use crate::url::{ServiceEndpoint, ServiceUrl};
+use super::table::Slot;
+use super::{ResolverMachine, RevisionState};
+use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState, UrlChange};
+use crate::url::{Endpoint, ServiceEndpoint, ServiceUrl};
 
-/// What one revision offers for one subscribe key.
-#[derive(Clone)]
-enum Offer {
-    Service(Arc<ServiceEndpoint>),
-    Nothing,
-    Unresolved,
+/// What each revision with known metadata offers one key (`None`: the
+/// revision does not export it), built once per revision.
+pub(super) type Offers = FxHashMap<Arc<str>, Option<Arc<ServiceEndpoint>>>;
+
+/// What one subscribed key was last sent, and what changed since.
+#[derive(Debug)]
+pub(super) struct KeyState {
+    /// One bit per table slot: a URL was sent for it.
+    sent_bits: Vec<u64>,
+    /// URLs sent (bits set).
+    pub(super) count: usize,
+    /// Slots changed since the last update (may repeat).
+    dirty: Vec<u32>,
+    /// Ids whose URL must go.
+    removals: Vec<Arc<str>>,
+    /// The next update must carry everything.
+    pub(super) full: bool,
+    /// Generation of the last update sent.
+    pub(super) sent: Option<u64>,
+    offers: Offers,
 }
 
-impl Offer {
-    fn endpoint(&self) -> Option<Arc<ServiceEndpoint>> {
-        match self {
-            Offer::Service(ep) => Some(ep.clone()),
-            _ => None,
+impl Default for KeyState {
+    fn default() -> Self {
+        Self {
+            sent_bits: Vec::new(),
+            count: 0,
+            dirty: Vec::new(),
+            removals: Vec::new(),
+            full: true,
+            sent: None,
+            offers: Offers::default(),
+        }
+    }
+}
+
+impl KeyState {
+    fn bit(&self, slot: u32) -> bool {
+        let (w, b) = ((slot / 64) as usize, slot % 64);
+        self.sent_bits.get(w).is_some_and(|x| x & (1 << b) != 0)
+    }
+
+    fn set_bit(&mut self, slot: u32, on: bool) {
+        let (w, b) = ((slot / 64) as usize, slot % 64);
+        if self.sent_bits.len() <= w {
+            if !on {
+                return;
+            }
+            self.sent_bits.resize(w + 1, 0);
+        }
+        let was = self.sent_bits[w] & (1 << b) != 0;
+        if on {
+            self.sent_bits[w] |= 1 << b;
+        } else {
+            self.sent_bits[w] &= !(1 << b);
+        }
+        match (was, on) {
+            (false, true) => self.count = self.count.saturating_add(1),
+            (true, false) => self.count = self.count.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    /// The instance in `slot` (id `id`) left: its URL goes, if one was sent.
+    pub(super) fn on_removed(&mut self, slot: u32, id: &Arc<str>) {
+        if self.full {
+            return;
+        }
+        if self.bit(slot) {
+            self.set_bit(slot, false);
+            self.removals.push(id.clone());
+        }
+    }
+
+    /// The instance in `slot` changed or appeared.
+    pub(super) fn on_changed(&mut self, slot: u32) {
+        if !self.full {
+            self.dirty.push(slot);
         }
     }
 }
 
 impl ResolverMachine {
-    pub(super) fn build_update(&self, key: &str) -> DirectoryUpdate {
-        let (urls, state) = match &self.instances {
-            None => (Vec::new(), UpdateState::Pending),
-            Some(instances) if instances.is_empty() => (Vec::new(), UpdateState::RegistryEmpty),
-            Some(instances) => {
-                let mut urls = Vec::with_capacity(instances.len());
-                // What each revision offers for `key`, looked up once.
-                let mut offers: Vec<Option<Offer>> = vec![None; self.rev_names.len()];
-                let mut good_offers: FxHashMap<&str, Offer> = FxHashMap::default();
-                for (inst, &k) in instances.iter().zip(&self.rev_index) {
-                    if k == NO_REVISION || !inst.is_serving() {
-                        continue;
-                    }
-                    let offer = offers[k as usize]
-                        .get_or_insert_with(|| self.offer(&self.rev_names[k as usize], key));
-                    let endpoint = match offer {
-                        Offer::Service(ep) => Some(ep.clone()),
-                        Offer::Nothing => None,
-                        Offer::Unresolved => match self.last_good.get(&inst.id) {
-                            Some(good) => good_offers
-                                .entry(good.as_str())
-                                .or_insert_with(|| self.offer(good, key))
-                                .endpoint(),
-                            None => None,
-                        },
-                    };
-                    if let Some(ep) = endpoint {
-                        urls.push(ServiceUrl::new(
-                            &Arc::new(crate::instance::Instance::decode(
-                                inst,
-                                &mut Default::default(),
-                            )),
-                            &ep,
-                        ));
+    /// The URL change for `key` since its last update, marking it sent at
+    /// `generation`.
+    pub(super) fn take_change(
+        &self,
+        key: &str,
+        state: &mut KeyState,
+        generation: u64,
+    ) -> UrlChange {
+        let base = state.sent.replace(generation);
+        let base = match (base, state.full) {
+            (Some(base), false) => base,
+            _ => {
+                state.full = false;
+                state.dirty.clear();
+                state.removals.clear();
+                state.offers.clear();
+                state.sent_bits.clear();
+                state.sent_bits.resize(self.table.capacity() / 64 + 1, 0);
+                state.count = 0;
+                let mut all = Vec::with_capacity(self.table.len());
+                for (slot, s) in self.table.iter() {
+                    if let Some(ep) = self.endpoint_for(s, key, &mut state.offers) {
+                        all.push(Arc::new(ServiceUrl::new(&s.instance, &ep)));
+                        state.set_bit(slot, true);
                     }
                 }
-                let state = match (self.unresolved(), urls.is_empty()) {
-                    (_, true) if !instances.iter().any(|i| i.is_serving()) => {
-                        UpdateState::NotServing(NotServing::count(instances.iter()))
-                    }
-                    (None, true) => UpdateState::NoMatchingService,
-                    (None, false) => UpdateState::Resolved,
-                    (Some(u), true) => UpdateState::Unresolved(u),
-                    (Some(u), false) => UpdateState::Degraded(u),
-                };
-                (urls, state)
+                return UrlChange::Full(all);
+            }
+        };
+        let mut dirty = std::mem::take(&mut state.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        let mut upserts = Vec::with_capacity(dirty.len());
+        let mut removals = std::mem::take(&mut state.removals);
+        for slot in dirty {
+            let Some(s) = self.table.get(slot) else {
+                continue;
+            };
+            match self.endpoint_for(s, key, &mut state.offers) {
+                Some(ep) => {
+                    upserts.push(Arc::new(ServiceUrl::new(&s.instance, &ep)));
+                    state.set_bit(slot, true);
+                }
+                None if state.bit(slot) => {
+                    state.set_bit(slot, false);
+                    removals.push(s.instance.id_arc().clone());
+                }
+                None => {}
+            }
+        }
+        if !removals.is_empty() && !upserts.is_empty() {
+            // An id removed and added back in one burst: the upsert wins.
+            let up: rustc_hash::FxHashSet<&str> = upserts.iter().map(|u| u.instance_id()).collect();
+            removals.retain(|id| !up.contains(id.as_ref()));
+        }
+        UrlChange::Patch {
+            base,
+            upserts,
+            removals,
+        }
+    }
+
+    /// Every URL of `key`, in slot order.
+    pub(super) fn full_list(&self, key: &str, offers: &mut Offers) -> Vec<Endpoint> {
+        let mut all = Vec::with_capacity(self.table.len());
+        for (_, s) in self.table.iter() {
+            if let Some(ep) = self.endpoint_for(s, key, offers) {
+                all.push(Arc::new(ServiceUrl::new(&s.instance, &ep)));
+            }
+        }
+        all
+    }
+
+    /// The endpoint `slot`'s instance serves for `key`: from its revision
+    /// when resolved, else from its last-known-good one; none when it may
+    /// not take traffic.
+    fn endpoint_for(
+        &self,
+        slot: &Slot,
+        key: &str,
+        offers: &mut Offers,
+    ) -> Option<Arc<ServiceEndpoint>> {
+        let inst = &slot.instance;
+        if !inst.is_serving() {
+            return None;
+        }
+        let rev = inst.revision_arc()?;
+        let from = match self.revisions.get(rev.as_ref()) {
+            Some(RevisionState::Unresolved { .. }) => slot.good.as_ref()?,
+            _ => rev,
+        };
+        let meta = self.metadata.get(from.as_ref())?;
+        offers
+            .entry(from.clone())
+            .or_insert_with(|| meta.services.get(key).map(ServiceEndpoint::of))
+            .clone()
+    }
+
+    /// An update for `key` carrying `change` at `generation`.
+    /// `empty`: whether the key has no URL after the change.
+    pub(super) fn wrap(
+        &self,
+        key: &str,
+        change: UrlChange,
+        generation: u64,
+        empty: bool,
+    ) -> DirectoryUpdate {
+        let state = if !self.has_state {
+            UpdateState::Pending
+        } else if self.table.is_empty() {
+            UpdateState::RegistryEmpty
+        } else {
+            match (self.unresolved(), empty) {
+                (_, true) if !self.table.any_serving() => {
+                    UpdateState::NotServing(self.not_serving_counts())
+                }
+                (None, true) => UpdateState::NoMatchingService,
+                (None, false) => UpdateState::Resolved,
+                (Some(u), true) => UpdateState::Unresolved(u),
+                (Some(u), false) => UpdateState::Degraded(u),
             }
         };
         DirectoryUpdate {
             app: self.app.clone(),
             subscribe_key: key.to_string(),
-            generation: self.generation,
-            urls: Arc::new(urls),
+            generation,
+            change,
             state,
             stale_since: self.stale_since,
             held: self.held,
         }
     }
 
-    /// What `rev` offers for `key`: resolved revisions (and last-known-good
-    /// ones, whose metadata is kept) answer from their metadata.
-    fn offer(&self, rev: &str, key: &str) -> Offer {
-        match (self.revisions.get(rev), self.metadata.get(rev)) {
-            (Some(RevisionState::Unresolved { .. }), _) | (_, None) => Offer::Unresolved,
-            (_, Some(m)) => m
-                .services
-                .get(key)
-                .map_or(Offer::Nothing, |s| Offer::Service(ServiceEndpoint::of(s))),
-        }
+    fn not_serving_counts(&self) -> NotServing {
+        self.table.not_serving()
     }
 
     /// The unresolved revisions, or `None` when all are resolved.

@@ -11,6 +11,12 @@ use crate::error::{ErrorClass, FetchError};
 use crate::model::ServiceInstance;
 use crate::recover::{Recover, Retry};
 
+/// Most instances a fetch is offered (serving ones first, rotated by
+/// attempt): far more than the fetch plan's fan-out and retry budget ever
+/// try, and bounded, so a fresh revision of a 100k-instance app does not
+/// copy 100k records into one fetch.
+pub const MAX_CANDIDATES: usize = 64;
+
 /// What the status said about a parked revision, so it says the same when
 /// the revision comes back.
 #[derive(Clone, Debug)]
@@ -186,19 +192,28 @@ impl ResolverMachine {
     /// attempt number so consecutive attempts start at different instances,
     /// then the non-serving ones as a last resort.
     pub(super) fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
-        let Some(instances) = &self.instances else {
-            return Vec::new();
-        };
-        let (mut serving, resting): (Vec<ServiceInstance>, Vec<ServiceInstance>) = instances
-            .iter()
-            .filter(|i| i.revision() == Some(rev))
-            .cloned()
-            .partition(ServiceInstance::is_serving);
+        let mut serving = Vec::new();
+        let mut resting = Vec::new();
+        for (_, slot) in self.table.iter() {
+            let inst = &slot.instance;
+            if inst.revision() != Some(rev) {
+                continue;
+            }
+            if inst.is_serving() {
+                serving.push(inst);
+            } else if resting.len() < MAX_CANDIDATES {
+                resting.push(inst);
+            }
+        }
         if !serving.is_empty() {
             let k = attempt % serving.len();
             serving.rotate_left(k);
         }
-        serving.extend(resting);
         serving
+            .into_iter()
+            .chain(resting)
+            .take(MAX_CANDIDATES)
+            .map(|i| i.to_record(&self.app))
+            .collect()
     }
 }

@@ -1,8 +1,10 @@
 //! What the subscription machine asks its actor shell to do.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::Snapshot;
+use crate::event::Version;
+use crate::instance::Instance;
 use crate::resolver::Token;
 use crate::update::HeldInstances;
 
@@ -29,21 +31,56 @@ pub enum TimerKind {
     HoldEnd,
 }
 
-/// A snapshot as delivered to subscribers.
+/// The instances a delivery carries.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Feed {
+    /// The whole state (registry instances plus held ones): replaces what
+    /// the receiver holds. Sent first, and to a subscriber catching up.
+    Reset(Vec<Arc<Instance>>),
+    /// Only what changed since the delivery of generation `base`. A
+    /// receiver that does not hold `base` asks for a Reset instead.
+    Delta {
+        /// Generation the change applies on top of.
+        base: u64,
+        /// Instances added or replaced (by id).
+        upserts: Vec<Arc<Instance>>,
+        /// Ids of instances removed.
+        removals: Vec<Arc<str>>,
+    },
+}
+
+impl Feed {
+    /// Number of instances the feed carries (upserts plus removals).
+    pub fn len(&self) -> usize {
+        match self {
+            Feed::Reset(all) => all.len(),
+            Feed::Delta {
+                upserts, removals, ..
+            } => upserts.len().saturating_add(removals.len()),
+        }
+    }
+
+    /// Whether the feed carries no instance.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A change of an app's instances as delivered to subscribers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivery {
     /// Monotonic across apps, re-subscribes and restarts.
     pub generation: u64,
-    /// The registry's instances plus any held ones.
-    pub instances: Snapshot,
-    /// Set while instances of a mass expiry are held (they are part of
-    /// `instances`).
+    /// The instances: all of them, or what changed.
+    pub feed: Feed,
+    /// Set while instances of a mass expiry are held (they are part of the
+    /// state the feed builds).
     pub held: Option<HeldInstances>,
     /// Since when the app's registry state is stale, as of this delivery
-    /// (`None`: fresh). A snapshot sent during an outage (a hold ending, a
+    /// (`None`: fresh). A delivery sent during an outage (a hold ending, a
     /// restart, a subscriber catching up) carries the outage's start, so a
     /// receiver takes staleness from here and never infers freshness from
-    /// the mere arrival of a snapshot.
+    /// the mere arrival of a delivery.
     pub stale_since: Option<Instant>,
 }
 
@@ -91,13 +128,13 @@ pub enum SubscriptionAction {
         /// Its token.
         token: Token,
     },
-    /// Send a snapshot.
+    /// Send a delivery.
     Deliver {
-        /// App of the snapshot.
+        /// App of the delivery.
         app: String,
         /// Recipients.
         to: To,
-        /// The snapshot.
+        /// The delivery.
         delivery: Delivery,
     },
     /// Tell subscribers the app's state is stale since `stale_since`.
@@ -121,6 +158,16 @@ pub enum SubscriptionAction {
         removed: usize,
         /// Instances whose record differed.
         changed: usize,
+    },
+    /// An event or listing was not newer than the state held and was
+    /// ignored (a replay of an older state is never served): log and count.
+    IgnoredOlder {
+        /// App.
+        app: String,
+        /// Version of the ignored event.
+        version: Version,
+        /// Version of the state held.
+        held: Version,
     },
     /// Instances of a mass expiry after a registry recovery are now held:
     /// log and count it.

@@ -5,13 +5,13 @@
 //!
 //! The rule is cumulative over a recovery window, because a registry may
 //! report one removal per notification (etcd revokes each expired lease in
-//! its own revision, so the deletes of a mass expiry arrive one snapshot at
+//! its own revision, so the deletes of a mass expiry arrive one event at
 //! a time):
 //! - a window opens when the stale mark clears and lasts
 //!   [`MASS_REMOVAL_WINDOW`]; its base is the set of instances present at
-//!   the recovery (the state held just before the snapshot that clears the
+//!   the recovery (the state held just before the event that clears the
 //!   mark, which is itself counted);
-//! - every instance of the base that a snapshot removes within the window
+//! - every instance of the base that an event removes within the window
 //!   is recorded with the instant of its removal;
 //! - the removal is "mass" once at least [`MASS_REMOVAL_MIN`] instances of
 //!   the base AND more than half of the base were removed within the
@@ -26,12 +26,14 @@
 //!   instances registered after the recovery are never held;
 //! - a new outage closes the window (held instances keep their deadlines).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::Snapshot;
-use crate::model::ServiceInstance;
+use rustc_hash::FxHashSet;
+
+use crate::event::{Changes, InstanceMap};
+use crate::instance::Instance;
 use crate::update::HeldInstances;
 
 /// How long after a registry recovery removals count toward a mass expiry.
@@ -45,7 +47,7 @@ pub const MASS_REMOVAL_MIN: usize = 2;
 /// An instance of the base removed within the window.
 #[derive(Debug)]
 struct Removed {
-    record: ServiceInstance,
+    record: Arc<Instance>,
     at: Instant,
     /// Held once already (not held again this window).
     held: bool,
@@ -57,9 +59,9 @@ struct Window {
     /// Removals after this instant no longer count.
     until: Instant,
     /// Ids present at the recovery.
-    base: HashSet<String>,
+    base: FxHashSet<Arc<str>>,
     /// Instances of the base removed within the window, by id.
-    removed: BTreeMap<String, Removed>,
+    removed: BTreeMap<Arc<str>, Removed>,
     /// The cumulative rule held at some point of the window.
     tripped: bool,
 }
@@ -67,20 +69,28 @@ struct Window {
 /// The instances held for one app, and the recovery window they are judged in.
 #[derive(Debug, Default)]
 pub(super) struct Hold {
-    /// Held instances by id, with the instant each is dropped.
-    held: BTreeMap<String, (ServiceInstance, Instant)>,
+    /// Held instances by id, with the instant each is dropped. Never an id
+    /// the registry holds (a re-registration releases it).
+    held: BTreeMap<Arc<str>, (Arc<Instance>, Instant)>,
     window: Option<Window>,
+}
+
+/// What one change of the registry state did to the hold.
+#[derive(Debug, Default)]
+pub(super) struct HoldStep {
+    /// Instances newly held (removed now or earlier in the window).
+    pub(super) newly_held: Vec<Arc<Instance>>,
 }
 
 impl Hold {
     /// The registry recovered at `now`; `present` is the state held just
-    /// before the snapshot that cleared the stale mark (none yet: no
-    /// window, nothing to lose).
-    pub(super) fn open_window(&mut self, present: Option<&[ServiceInstance]>, now: Instant) {
+    /// before the event that cleared the stale mark (none yet: no window,
+    /// nothing to lose).
+    pub(super) fn open_window(&mut self, present: Option<&InstanceMap>, now: Instant) {
         self.window = match (present, now.checked_add(MASS_REMOVAL_WINDOW)) {
             (Some(present), Some(until)) => Some(Window {
                 until,
-                base: present.iter().map(|i| i.id.clone()).collect(),
+                base: present.iter().map(|i| i.id_arc().clone()).collect(),
                 removed: BTreeMap::new(),
                 tripped: false,
             }),
@@ -99,31 +109,39 @@ impl Hold {
         self.window.as_ref().is_some_and(|w| now <= w.until)
     }
 
-    /// Takes in the next snapshot `next` replacing `prev` (both without
-    /// held instances). Drops held instances that re-registered; within the
-    /// window records the removals and, once the rule trips, holds every
-    /// removed instance until its removal + `grace`. Returns how many
-    /// instances it newly holds.
-    pub(super) fn on_snapshot(
+    /// Takes in what one event changed in the registry state (`present` is
+    /// the state after it, without held instances). Releases held
+    /// instances that re-registered; within the window records the
+    /// removals and, once the rule trips, holds every removed instance
+    /// until its removal + `grace`.
+    pub(super) fn on_changes(
         &mut self,
-        prev: Option<&[ServiceInstance]>,
-        next: &[ServiceInstance],
+        changes: &Changes,
+        present: &InstanceMap,
         grace: Duration,
         now: Instant,
-    ) -> usize {
-        let next_ids: HashSet<&str> = next.iter().map(|i| i.id.as_str()).collect();
-        self.held.retain(|id, _| !next_ids.contains(id.as_str()));
+    ) -> HoldStep {
+        let mut step = HoldStep::default();
+        if !self.held.is_empty() {
+            for i in changes
+                .added
+                .iter()
+                .chain(changes.replaced.iter().map(|(_, n)| n))
+            {
+                self.held.remove(i.id());
+            }
+        }
         if self.window.as_ref().is_some_and(|w| now > w.until) {
             self.window = None;
         }
-        let (Some(w), Some(prev), false) = (self.window.as_mut(), prev, grace.is_zero()) else {
-            return 0;
+        let (Some(w), false) = (self.window.as_mut(), grace.is_zero()) else {
+            return step;
         };
-        for inst in prev {
-            let id = inst.id.as_str();
-            if !next_ids.contains(id) && w.base.contains(id) && !w.removed.contains_key(id) {
+        for inst in &changes.removed {
+            let id = inst.id_arc();
+            if w.base.contains(id) && !w.removed.contains_key(id) {
                 w.removed.insert(
-                    inst.id.clone(),
+                    id.clone(),
                     Removed {
                         record: inst.clone(),
                         at: now,
@@ -137,30 +155,36 @@ impl Hold {
             w.tripped = true;
         }
         if !w.tripped {
-            return 0;
+            return step;
         }
-        let mut fresh = 0;
         for (id, r) in w.removed.iter_mut() {
-            if r.held || next_ids.contains(id.as_str()) {
+            if r.held || present.get(id).is_some() {
                 continue;
             }
             r.held = true;
             match r.at.checked_add(grace) {
                 Some(until) if until > now => {
                     self.held.insert(id.clone(), (r.record.clone(), until));
-                    fresh += 1;
+                    step.newly_held.push(r.record.clone());
                 }
-                // Its grace already ended (or cannot be told): not brought back.
                 _ => {}
             }
         }
-        fresh
+        step
     }
-    /// Drops every instance whose grace ended at `now`; true if any was.
-    pub(super) fn expire(&mut self, now: Instant) -> bool {
-        let before = self.held.len();
-        self.held.retain(|_, (_, until)| *until > now);
-        self.held.len() != before
+
+    /// Drops held instances whose grace ended by `now`; returns their ids.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<Arc<str>> {
+        let gone: Vec<Arc<str>> = self
+            .held
+            .iter()
+            .filter(|(_, (_, until))| *until <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &gone {
+            self.held.remove(id);
+        }
+        gone
     }
 
     /// When the next held instance is dropped.
@@ -168,7 +192,7 @@ impl Hold {
         self.held.values().map(|(_, until)| *until).min()
     }
 
-    /// What the status says about the hold, if anything is held.
+    /// What is held, for the updates.
     pub(super) fn info(&self, grace: Duration) -> Option<HeldInstances> {
         let until = self.held.values().map(|(_, until)| *until).max()?;
         Some(HeldInstances {
@@ -178,16 +202,9 @@ impl Hold {
         })
     }
 
-    /// The snapshot to deliver: `real` plus the held instances (shared
-    /// as-is when nothing is held).
-    pub(super) fn merged(&self, real: &Snapshot) -> Snapshot {
-        if self.held.is_empty() {
-            return real.clone();
-        }
-        let mut all = Vec::with_capacity(real.len().saturating_add(self.held.len()));
-        all.extend(real.iter().cloned());
-        all.extend(self.held.values().map(|(i, _)| i.clone()));
-        Arc::new(all)
+    /// The held instances.
+    pub(super) fn held(&self) -> impl Iterator<Item = &Arc<Instance>> {
+        self.held.values().map(|(i, _)| i)
     }
 
     /// Whether nothing is held.
@@ -200,67 +217,99 @@ impl Hold {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{RegistryEvent, Version};
+    use crate::instance::RevisionInterner;
+    use crate::model::ServiceInstance;
 
-    fn insts(ports: &[u16]) -> Vec<ServiceInstance> {
-        ports
-            .iter()
-            .map(|p| ServiceInstance::new("a", "h", *p))
-            .collect()
+    /// A registry state at successive versions, as the machine holds it.
+    struct State {
+        map: InstanceMap,
+        version: u64,
     }
 
-    fn recovered(base: &[u16], t0: Instant) -> Hold {
+    impl State {
+        fn new(ports: &[u16]) -> Self {
+            let mut s = Self {
+                map: InstanceMap::default(),
+                version: 0,
+            };
+            s.set(ports);
+            s
+        }
+
+        fn set(&mut self, ports: &[u16]) -> Changes {
+            self.version += 1;
+            let mut revs = RevisionInterner::default();
+            let instances = ports
+                .iter()
+                .map(|p| {
+                    Arc::new(Instance::decode(
+                        &ServiceInstance::new("a", "h", *p),
+                        &mut revs,
+                    ))
+                })
+                .collect();
+            let event = RegistryEvent::Reset {
+                version: Version::at(self.version),
+                instances,
+            };
+            self.map.apply(&event).expect("newer")
+        }
+    }
+
+    fn recovered(base: &State, t0: Instant) -> Hold {
         let mut h = Hold::default();
-        h.open_window(Some(&insts(base)), t0);
+        h.open_window(Some(&base.map), t0);
         h
+    }
+
+    fn held_after(h: &mut Hold, s: &mut State, ports: &[u16], g: Duration, at: Instant) -> usize {
+        let changes = s.set(ports);
+        h.on_changes(&changes, &s.map, g, at).newly_held.len()
     }
 
     #[test]
     fn holds_only_mass_removals_inside_the_window() {
         let (t0, g) = (Instant::now(), Duration::from_secs(3));
-        let prev = insts(&[1, 2, 3, 4]);
-        let mut h = recovered(&[1, 2, 3, 4], t0);
+        let four = [1, 2, 3, 4];
+        let mut s = State::new(&four);
+        let mut h = recovered(&s, t0);
         assert_eq!(
-            h.on_snapshot(Some(&prev), &insts(&[1, 2]), g, t0),
+            held_after(&mut h, &mut s, &[1, 2], g, t0),
             0,
             "half is not most"
         );
+        let mut s = State::new(&four);
         let mut h = Hold::default();
-        assert_eq!(
-            h.on_snapshot(Some(&prev), &insts(&[1]), g, t0),
-            0,
-            "no window"
-        );
-        let mut h = recovered(&[1], t0);
-        assert_eq!(
-            h.on_snapshot(Some(&insts(&[1])), &[], g, t0),
-            0,
-            "single instance"
-        );
+        assert_eq!(held_after(&mut h, &mut s, &[1], g, t0), 0, "no window");
+        let mut s = State::new(&[1]);
+        let mut h = recovered(&s, t0);
+        assert_eq!(held_after(&mut h, &mut s, &[], g, t0), 0, "single instance");
         let mut h = Hold::default();
         h.open_window(None, t0);
         assert!(!h.in_window(t0), "no previous state, no window");
-        let mut h = recovered(&[1, 2, 3, 4], t0);
-        assert_eq!(
-            h.on_snapshot(Some(&prev), &insts(&[1]), Duration::ZERO, t0),
-            0
-        );
-        let mut h = recovered(&[1, 2, 3, 4], t0);
+        let mut s = State::new(&four);
+        let mut h = recovered(&s, t0);
+        assert_eq!(held_after(&mut h, &mut s, &[1], Duration::ZERO, t0), 0);
+        let mut s = State::new(&four);
+        let mut h = recovered(&s, t0);
         let late = t0 + MASS_REMOVAL_WINDOW + Duration::from_millis(1);
         assert_eq!(
-            h.on_snapshot(Some(&prev), &insts(&[1]), g, late),
+            held_after(&mut h, &mut s, &[1], g, late),
             0,
             "window closed"
         );
         assert!(h.is_empty());
-        let mut h = recovered(&[1, 2, 3, 4], t0);
-        assert_eq!(h.on_snapshot(Some(&prev), &insts(&[1]), g, t0), 3);
+        let mut s = State::new(&four);
+        let mut h = recovered(&s, t0);
+        assert_eq!(held_after(&mut h, &mut s, &[1], g, t0), 3);
         assert_eq!(h.info(g).map(|i| i.count), Some(3));
         assert_eq!(h.next_deadline(), Some(t0 + g));
         // Port 2 re-registers: its new record replaces the held one.
-        assert_eq!(h.on_snapshot(Some(&insts(&[1])), &insts(&[1, 2]), g, t0), 0);
-        assert_eq!(h.merged(&Arc::new(insts(&[1, 2]))).len(), 4);
-        assert!(!h.expire(t0 + g - Duration::from_millis(1)));
-        assert!(h.expire(t0 + g), "nothing held past the grace");
+        assert_eq!(held_after(&mut h, &mut s, &[1, 2], g, t0), 0);
+        assert_eq!(s.map.len() + h.held().count(), 4);
+        assert!(h.expire(t0 + g - Duration::from_millis(1)).is_empty());
+        assert_eq!(h.expire(t0 + g).len(), 2, "nothing held past the grace");
         assert!(h.is_empty());
         assert_eq!(h.info(g), None);
     }
@@ -272,15 +321,10 @@ mod tests {
             Duration::from_secs(3),
             Duration::from_millis,
         );
-        let mut h = recovered(&[1, 2, 3, 4, 5, 6], t0);
-        let mut state = insts(&[1, 2, 3, 4, 5, 6]);
-        // One removal per snapshot, as etcd revokes one lease per revision.
-        let mut step = |h: &mut Hold, keep: &[u16], at: Instant| {
-            let next = insts(keep);
-            let n = h.on_snapshot(Some(&state), &next, g, at);
-            state = next;
-            n
-        };
+        let mut s = State::new(&[1, 2, 3, 4, 5, 6]);
+        let mut h = recovered(&s, t0);
+        // One removal per event, as etcd revokes one lease per revision.
+        let mut step = |h: &mut Hold, keep: &[u16], at: Instant| held_after(h, &mut s, keep, g, at);
         assert_eq!(step(&mut h, &[2, 3, 4, 5, 6], t0), 0, "1 of 6");
         assert_eq!(step(&mut h, &[3, 4, 5, 6], t0 + ms(3500)), 0, "2 of 6");
         assert_eq!(step(&mut h, &[4, 5, 6], t0 + ms(3600)), 0, "3 of 6");
@@ -291,9 +335,13 @@ mod tests {
         assert_eq!(h.held.get("h:4").map(|(_, u)| *u), Some(t0 + ms(6700)));
         assert!(!h.held.contains_key("h:1"), "its grace had ended");
         assert_eq!(step(&mut h, &[6], t0 + ms(3800)), 1, "later ones too");
-        assert!(h.expire(t0 + ms(6500)), "2 leaves at its own deadline");
+        assert_eq!(
+            h.expire(t0 + ms(6500)).len(),
+            1,
+            "2 leaves at its own deadline"
+        );
         assert_eq!(h.info(g).map(|i| i.count), Some(3));
-        assert!(h.expire(t0 + ms(6800)));
+        assert!(!h.expire(t0 + ms(6800)).is_empty());
         assert!(h.is_empty(), "nothing held past its grace");
     }
 }

@@ -7,7 +7,7 @@
 //! list result, subscriber added or removed, restart, close) and performs
 //! the [`SubscriptionAction`]s. Time and randomness are inputs.
 //!
-//! Stream contract (see [`crate::backend::SnapshotStream`]): an `Err` item
+//! Stream contract (see [`crate::backend::EventStream`]): an `Err` item
 //! marks the app stale and the stream is kept (its next `Ok` item clears the
 //! mark), but not for ever: unless it heals first, an unhealthy stream is
 //! dropped and re-opened after the next step of the registry
@@ -19,17 +19,26 @@
 //! watch is re-opened as soon as the registry answers, not after a grown
 //! backoff.
 //!
-//! Staleness travels with every snapshot ([`Delivery::stale_since`]): a
-//! snapshot delivered while the registry is down (a hold that ends, a
+//! Events and deliveries: the machine keeps each app's registry state as an
+//! [`InstanceMap`](crate::event::InstanceMap) at a version; an event not
+//! newer than it is ignored ([`SubscriptionAction::IgnoredOlder`]), a newer
+//! one is applied and only what it changed is delivered ([`Feed::Delta`],
+//! on top of the previous delivery's generation). A Reset from the source
+//! (first read, re-read, resync) is diffed in one pass and delivered as a
+//! delta too; only the first delivery and a subscriber catching up get the
+//! whole state ([`Feed::Reset`]).
+//!
+//! Staleness travels with every delivery ([`Delivery::stale_since`]): a
+//! delivery sent while the registry is down (a hold that ends, a
 //! restart, a subscriber catching up) says so, so no delivery reads as
 //! fresh during an outage. [`SubscriptionAction::Health`] announces the
 //! start of an outage at once.
 //!
 //! Resync: every `reconcile_interval` (jittered by ±[`RECONCILE_JITTER`])
 //! and on every resume after an outage, the app is listed in full and any
-//! difference from the pushed state is delivered as a new snapshot and
+//! difference from the pushed state (at a newer version) is delivered and
 //! reported ([`SubscriptionAction::Reconciled`]). A list result is dropped
-//! when a pushed snapshot arrived while it was in flight, so a resync never
+//! when a pushed event arrived while it was in flight, so a resync never
 //! rolls back a newer pushed state; a dropped resume resync is retried on
 //! the recover schedule. The resume resync is skipped for a backend that
 //! re-reads in full on every resume by itself
@@ -40,7 +49,7 @@
 //! Mass expiry (no flap to empty): within [`MASS_REMOVAL_WINDOW`] after the
 //! stale mark cleared, once at least [`MASS_REMOVAL_MIN`] and more than half
 //! of the instances present at the recovery were removed (counted over
-//! every snapshot of the window, as etcd reports one removal per revision),
+//! every event of the window, as etcd reports one removal per revision),
 //! the removed instances are held for `mass_removal_grace` from their own
 //! removal while their providers re-register; each leaves at its own
 //! deadline, a re-registration (same id) replaces it at once, and every
@@ -64,12 +73,11 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::backend::Snapshot;
 use crate::error::RegistryError;
-use crate::model::ServiceInstance;
+use crate::event::{Listing, RegistryEvent};
 use crate::resolver::Token;
 
-pub use actions::{Delivery, SubscriptionAction, TimerKind, To};
+pub use actions::{Delivery, Feed, SubscriptionAction, TimerKind, To};
 pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
 pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
 use state::AppSub;
@@ -315,7 +323,7 @@ impl SubscriptionMachine {
     }
 
     /// Subscriber `id` of `app` added (idempotent). The first one opens the
-    /// watch; a later one gets the latest snapshot and health at once.
+    /// watch; a later one gets the whole state and health at once.
     pub fn subscribe(&mut self, app: &str, id: u64, now: Instant) -> Vec<SubscriptionAction> {
         if self.closed {
             return Vec::new();
@@ -367,7 +375,7 @@ impl SubscriptionMachine {
         &mut self,
         app: &str,
         token: Token,
-        item: Result<Snapshot, RegistryError>,
+        item: Result<RegistryEvent, RegistryError>,
         now: Instant,
     ) -> Vec<SubscriptionAction> {
         self.with_app(app, now, |sub, ctx| {
@@ -425,7 +433,7 @@ impl SubscriptionMachine {
         &mut self,
         app: &str,
         token: Token,
-        result: Result<Vec<ServiceInstance>, RegistryError>,
+        result: Result<Listing, RegistryError>,
         now: Instant,
     ) -> Vec<SubscriptionAction> {
         if self.closed || self.probe != Probe::InFlight(token) {

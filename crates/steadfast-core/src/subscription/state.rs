@@ -6,9 +6,12 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::hold::Hold;
-use super::{Ctx, Delivery, SubscriptionAction, TimerKind, To};
-use crate::backend::Snapshot;
+use super::{Ctx, Delivery, Feed, SubscriptionAction, TimerKind, To};
+use std::sync::Arc;
+
 use crate::error::RegistryError;
+use crate::event::{Changes, InstanceMap, RegistryEvent};
+use crate::instance::Instance;
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
 
@@ -61,9 +64,10 @@ pub(super) struct AppSub {
     /// the timer that re-opens it unless it heals first.
     heal: Option<Token>,
     /// The registry's latest state (held instances not included).
-    real: Option<Snapshot>,
-    /// The latest snapshot delivered, for subscribers that attach later.
-    delivered: Option<Delivery>,
+    real: InstanceMap,
+    /// Generation of the latest delivery to every subscriber (the base of
+    /// the next delta; subscribers that attach later get a Reset at it).
+    delivered: Option<u64>,
     resync: Resync,
     resync_recover: Recover,
     hold: Hold,
@@ -138,10 +142,15 @@ impl AppSub {
 
     /// A subscriber that attached to a running app gets its state at once.
     pub(super) fn catch_up(&mut self, id: u64, _now: Instant, ctx: &mut Ctx<'_>) {
-        if let Some(delivery) = &self.delivered {
-            let (app, mut delivery) = (ctx.app.to_string(), delivery.clone());
-            // Stale or not as of now, not as of when it was first sent.
-            delivery.stale_since = self.stale_since;
+        if let Some(generation) = self.delivered {
+            // The state at the latest delivery, stale or not as of now.
+            let delivery = Delivery {
+                generation,
+                feed: Feed::Reset(self.merged()),
+                held: self.hold.info(ctx.config.mass_removal_grace),
+                stale_since: self.stale_since,
+            };
+            let app = ctx.app.to_string();
             ctx.push(SubscriptionAction::Deliver {
                 app,
                 to: To::One(id),
@@ -185,7 +194,7 @@ impl AppSub {
     pub(super) fn on_stream_item(
         &mut self,
         token: Token,
-        item: Result<Snapshot, RegistryError>,
+        item: Result<RegistryEvent, RegistryError>,
         now: Instant,
         ctx: &mut Ctx<'_>,
     ) {
@@ -193,7 +202,7 @@ impl AppSub {
             return;
         }
         match item {
-            Ok(snapshot) => self.on_fresh(snapshot, now, ctx),
+            Ok(event) => self.on_fresh(event, now, ctx),
             // Unhealthy now, but the stream is kept: it may heal.
             Err(e) => {
                 self.mark_stale(now, ctx);
@@ -251,18 +260,20 @@ impl AppSub {
         }
     }
 
-    fn on_fresh(&mut self, snapshot: Snapshot, now: Instant, ctx: &mut Ctx<'_>) {
+    fn on_fresh(&mut self, event: RegistryEvent, now: Instant, ctx: &mut Ctx<'_>) {
         self.recover.on_success();
         ctx.cancel(self.heal.take());
         let was_stale = self.stale_since.take().is_some();
         if was_stale {
-            let present = self.real.as_deref().map(Vec::as_slice);
+            let present = self.real.version().is_some().then_some(&self.real);
             self.hold.open_window(present, now);
         }
         if let Resync::InFlight { valid, .. } = &mut self.resync {
             *valid = false;
         }
-        self.apply(snapshot, now, ctx);
+        // After an outage delivered even when it changes nothing: it
+        // carries the cleared stale mark.
+        self.apply(&event, was_stale, now, ctx);
         if was_stale && ctx.resume_resync {
             self.resume_resync(ctx);
         } else {
@@ -270,37 +281,109 @@ impl AppSub {
         }
     }
 
-    /// Takes `snapshot` as the registry's state, holds a mass expiry if the
-    /// rule says so, and delivers.
-    fn apply(&mut self, snapshot: Snapshot, now: Instant, ctx: &mut Ctx<'_>) {
-        self.hold.expire(now);
+    /// Applies `event` to the registry state and delivers what changed
+    /// (also an empty change when `always`). An event not newer than the
+    /// state is ignored and reported. Returns what changed.
+    pub(super) fn apply(
+        &mut self,
+        event: &RegistryEvent,
+        always: bool,
+        now: Instant,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Changes> {
+        let expired = self.hold.expire(now);
         let grace = ctx.config.mass_removal_grace;
-        let prev = self.real.as_deref().map(Vec::as_slice);
-        let newly = self.hold.on_snapshot(prev, &snapshot, grace, now);
-        self.real = Some(snapshot);
-        if let (true, Some(held)) = (newly > 0, self.hold.info(grace)) {
+        let Some(changes) = self.real.apply(event) else {
+            let app = ctx.app.to_string();
+            ctx.push(SubscriptionAction::IgnoredOlder {
+                app,
+                version: event.version(),
+                held: self.real.version().unwrap_or_default(),
+            });
+            if always || !expired.is_empty() {
+                self.deliver_change(&Changes::default(), Vec::new(), expired, ctx);
+            }
+            self.sync_hold_timer(now, ctx);
+            return None;
+        };
+        let step = self.hold.on_changes(&changes, &self.real, grace, now);
+        if let (false, Some(held)) = (step.newly_held.is_empty(), self.hold.info(grace)) {
             let app = ctx.app.to_string();
             ctx.push(SubscriptionAction::Holding {
                 app,
-                newly_held: newly,
+                newly_held: step.newly_held.len(),
                 held,
             });
         }
-        self.deliver(ctx);
+        if always || !changes.is_empty() || !step.newly_held.is_empty() || !expired.is_empty() {
+            self.deliver_change(&changes, step.newly_held, expired, ctx);
+        }
         self.sync_hold_timer(now, ctx);
+        Some(changes)
     }
 
-    fn deliver(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(real) = &self.real else {
+    /// Every instance subscribers see: the registry's plus the held ones.
+    fn merged(&self) -> Vec<Arc<Instance>> {
+        let mut all = Vec::with_capacity(self.real.len());
+        all.extend(self.real.iter().cloned());
+        all.extend(self.hold.held().cloned());
+        all
+    }
+
+    /// Delivers `changes` of the registry state, except that instances
+    /// newly held stay (or come back), and `expired` held ones leave.
+    fn deliver_change(
+        &mut self,
+        changes: &Changes,
+        newly_held: Vec<Arc<Instance>>,
+        expired: Vec<Arc<str>>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Some(base) = self.delivered else {
+            if self.real.version().is_some() {
+                let all = self.merged();
+                self.deliver(Feed::Reset(all), ctx);
+            }
             return;
         };
+        let mut upserts: Vec<Arc<Instance>> = changes
+            .added
+            .iter()
+            .chain(changes.replaced.iter().map(|(_, new)| new))
+            .cloned()
+            .collect();
+        let mut removals: Vec<Arc<str>> =
+            changes.removed.iter().map(|i| i.id_arc().clone()).collect();
+        for h in newly_held {
+            match removals.iter().position(|id| **id == *h.id()) {
+                // Removed now: it stays.
+                Some(pos) => {
+                    removals.swap_remove(pos);
+                }
+                // Removed earlier in the window: it comes back.
+                None => upserts.push(h),
+            }
+        }
+        removals.extend(expired);
+        self.deliver(
+            Feed::Delta {
+                base,
+                upserts,
+                removals,
+            },
+            ctx,
+        );
+    }
+
+    fn deliver(&mut self, feed: Feed, ctx: &mut Ctx<'_>) {
+        let generation = ctx.next_generation();
         let delivery = Delivery {
-            generation: ctx.next_generation(),
-            instances: self.hold.merged(real),
+            generation,
+            feed,
             held: self.hold.info(ctx.config.mass_removal_grace),
             stale_since: self.stale_since,
         };
-        self.delivered = Some(delivery.clone());
+        self.delivered = Some(generation);
         let app = ctx.app.to_string();
         ctx.push(SubscriptionAction::Deliver {
             app,
@@ -309,7 +392,6 @@ impl AppSub {
         });
     }
 
-    /// One timer, for the next held instance's deadline.
     fn sync_hold_timer(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         let due = self.hold.next_deadline();
         if self.hold_timer.map(|(_, at)| at) == due {
@@ -343,10 +425,7 @@ impl AppSub {
             }
         } else if self.hold_timer.is_some_and(|(t, _)| t == token) {
             self.hold_timer = None;
-            if self.hold.expire(now) {
-                self.deliver(ctx);
-            }
-            self.sync_hold_timer(now, ctx);
+            self.deliver_expired(now, ctx);
         }
     }
 
@@ -357,11 +436,23 @@ impl AppSub {
         self.hold_timer = None;
         self.heal = None;
         self.open_watch(ctx);
-        if self.stale_since.is_none() && self.real.is_some() {
+        if self.delivered.is_some() {
+            // A delivery the old actor computed may never have been sent:
+            // everyone gets the whole state again (rare, one pass).
+            let all = self.merged();
+            self.deliver(Feed::Reset(all), ctx);
+        }
+        if self.stale_since.is_none() && self.real.version().is_some() {
             self.ensure_periodic(ctx);
         }
-        if self.hold.expire(now) {
-            self.deliver(ctx);
+        self.deliver_expired(now, ctx);
+    }
+
+    /// Drops the held instances whose grace ended and delivers that.
+    fn deliver_expired(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let expired = self.hold.expire(now);
+        if !expired.is_empty() {
+            self.deliver_change(&Changes::default(), Vec::new(), expired, ctx);
         }
         self.sync_hold_timer(now, ctx);
     }

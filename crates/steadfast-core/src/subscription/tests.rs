@@ -8,7 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::backoff::BackoffPolicy;
+use crate::event::Version;
+use crate::instance::{Instance, RevisionInterner};
+use crate::model::ServiceInstance;
 use crate::recover::RecoverPolicy;
+use crate::update::HeldInstances;
 
 pub(super) const A: &str = "a";
 
@@ -17,6 +21,35 @@ pub(super) fn insts(ports: &[u16]) -> Vec<ServiceInstance> {
         .iter()
         .map(|p| ServiceInstance::new(A, "10.0.0.1", *p))
         .collect()
+}
+
+/// `state` decoded, as a registry hands it out.
+pub(super) fn decode(state: &[ServiceInstance]) -> Vec<Arc<Instance>> {
+    let mut revs = RevisionInterner::default();
+    state
+        .iter()
+        .map(|i| Arc::new(Instance::decode(i, &mut revs)))
+        .collect()
+}
+
+/// A Reset of `state` at `version`.
+pub(super) fn reset(state: &[ServiceInstance], version: u64) -> RegistryEvent {
+    RegistryEvent::Reset {
+        version: Version::at(version),
+        instances: decode(state),
+    }
+}
+
+/// A delivery as a subscriber sees it: the whole state its feeds built.
+#[derive(Clone, Debug)]
+pub(super) struct Seen {
+    pub(super) generation: u64,
+    /// Sorted by id.
+    pub(super) instances: Vec<ServiceInstance>,
+    pub(super) held: Option<HeldInstances>,
+    pub(super) stale_since: Option<Instant>,
+    /// Instances the feed itself carried.
+    pub(super) carried: usize,
 }
 
 pub(super) fn ports(s: &[ServiceInstance]) -> Vec<u16> {
@@ -44,8 +77,11 @@ pub(super) struct Sim {
     pub(super) timers: BTreeMap<Token, (String, Instant)>,
     pub(super) up: bool,
     pub(super) state: Vec<ServiceInstance>,
+    /// The registry's version and the state it was taken of.
+    pub(super) version: (u64, Vec<ServiceInstance>),
     pub(super) answer_lists: bool,
-    pub(super) pending_lists: Vec<Token>,
+    /// Lists held back, with what they listed.
+    pub(super) pending_lists: Vec<(Token, Listing)>,
     pub(super) stream: Option<Token>,
     pub(super) log: Vec<(Instant, SubscriptionAction)>,
     pub(super) opens: usize,
@@ -65,6 +101,7 @@ impl Sim {
             now: t0,
             timers: BTreeMap::new(),
             up: true,
+            version: (1, state.clone()),
             state,
             answer_lists: true,
             pending_lists: Vec::new(),
@@ -95,17 +132,19 @@ impl Sim {
                 }
                 SubscriptionAction::ReadStream { app, token } => {
                     self.stream = Some(token);
-                    let first = Arc::new(self.state.clone());
+                    let v = self.current_version();
+                    let first = reset(&self.state, v);
                     self.m.on_stream_item(&app, token, Ok(first), now)
                 }
                 SubscriptionAction::List { app, token, .. } => {
                     self.lists += 1;
+                    let listing = self.listing();
                     if !self.answer_lists {
-                        self.pending_lists.push(token);
+                        self.pending_lists.push((token, listing));
                         continue;
                     }
                     let r = if self.up {
-                        Ok(self.state.clone())
+                        Ok(listing)
                     } else {
                         Err(RegistryError::Timeout)
                     };
@@ -153,13 +192,50 @@ impl Sim {
         self.advance_to(self.now + d);
     }
 
-    /// The registry changes and notifies the watch.
+    /// The registry's version of its current state: a state changed since
+    /// the last version taken (silently or not) is a new version.
+    pub(super) fn current_version(&mut self) -> u64 {
+        if self.version.1 != self.state {
+            self.version = (self.version.0 + 1, self.state.clone());
+        }
+        self.version.0
+    }
+
+    /// What a list answers now.
+    pub(super) fn listing(&mut self) -> Listing {
+        Listing {
+            version: Version::at(self.current_version()),
+            instances: decode(&self.state),
+        }
+    }
+
+    /// The registry changes and notifies the watch with its whole state.
     pub(super) fn push(&mut self, state: Vec<ServiceInstance>) {
         self.state = state;
         if let Some(token) = self.stream {
-            let acts = self
-                .m
-                .on_stream_item(A, token, Ok(Arc::new(self.state.clone())), self.now);
+            let v = self.current_version();
+            let event = reset(&self.state, v);
+            let acts = self.m.on_stream_item(A, token, Ok(event), self.now);
+            self.perform(acts);
+        }
+    }
+
+    /// The registry changes and notifies the watch with a delta.
+    pub(super) fn push_delta(&mut self, add: &[u16], remove: &[u16]) {
+        self.state
+            .retain(|i| !remove.contains(&i.port) && !add.contains(&i.port));
+        self.state.extend(insts(add));
+        let version = self.current_version();
+        if let Some(token) = self.stream {
+            let event = RegistryEvent::Delta {
+                version: Version::at(version),
+                upserts: decode(&insts(add)),
+                removals: insts(remove)
+                    .iter()
+                    .map(|i| Arc::from(i.id.as_str()))
+                    .collect(),
+            };
+            let acts = self.m.on_stream_item(A, token, Ok(event), self.now);
             self.perform(acts);
         }
     }
@@ -178,25 +254,61 @@ impl Sim {
     }
 
     pub(super) fn answer_pending_lists(&mut self) {
-        for token in std::mem::take(&mut self.pending_lists) {
-            let acts = self
-                .m
-                .on_list_result(A, token, Ok(self.state.clone()), self.now);
+        for (token, listing) in std::mem::take(&mut self.pending_lists) {
+            let acts = self.m.on_list_result(A, token, Ok(listing), self.now);
             self.perform(acts);
         }
     }
 
-    pub(super) fn deliveries(&self) -> Vec<(Instant, Delivery)> {
-        self.log
-            .iter()
-            .filter_map(|(t, a)| match a {
-                SubscriptionAction::Deliver { delivery, .. } => Some((*t, delivery.clone())),
-                _ => None,
-            })
-            .collect()
+    /// Every delivery to subscriber 1, as the state it built.
+    pub(super) fn deliveries(&self) -> Vec<(Instant, Seen)> {
+        let mut view: BTreeMap<String, ServiceInstance> = BTreeMap::new();
+        let mut held_gen: Option<u64> = None;
+        let mut out = Vec::new();
+        for (t, a) in &self.log {
+            let SubscriptionAction::Deliver { delivery, to, .. } = a else {
+                continue;
+            };
+            if !matches!(to, To::All | To::One(1)) {
+                continue;
+            }
+            match &delivery.feed {
+                Feed::Reset(all) => {
+                    view = all
+                        .iter()
+                        .map(|i| (i.id().to_string(), i.to_record(A)))
+                        .collect();
+                }
+                Feed::Delta {
+                    base,
+                    upserts,
+                    removals,
+                } => {
+                    assert_eq!(held_gen, Some(*base), "a delta on top of what is held");
+                    for id in removals {
+                        view.remove(id.as_ref());
+                    }
+                    for i in upserts {
+                        view.insert(i.id().to_string(), i.to_record(A));
+                    }
+                }
+            }
+            held_gen = Some(delivery.generation);
+            out.push((
+                *t,
+                Seen {
+                    generation: delivery.generation,
+                    instances: view.values().cloned().collect(),
+                    held: delivery.held,
+                    stale_since: delivery.stale_since,
+                    carried: delivery.feed.len(),
+                },
+            ));
+        }
+        out
     }
 
-    pub(super) fn last(&self) -> Delivery {
+    pub(super) fn last(&self) -> Seen {
         self.deliveries().last().expect("a delivery").1.clone()
     }
 
@@ -353,14 +465,22 @@ fn late_results_with_old_tokens_are_dropped() {
     sim.end_stream();
     sim.advance(Duration::from_secs(1));
     let before = sim.log.len();
-    let late = Ok(Arc::new(insts(&[9])));
+    let late = Ok(reset(&insts(&[9]), 99));
     assert!(sim.m.on_stream_item(A, old, late, sim.now).is_empty());
     assert!(sim.m.on_stream_end(A, old, sim.now).is_empty());
     assert!(sim.m.on_watch_opened(A, old, Ok(()), sim.now).is_empty());
     assert!(sim.m.on_timer(A, old, sim.now).is_empty());
     assert!(sim
         .m
-        .on_list_result(A, old, Ok(insts(&[9])), sim.now)
+        .on_list_result(
+            A,
+            old,
+            Ok(Listing {
+                version: Version::at(99),
+                instances: decode(&insts(&[9])),
+            }),
+            sim.now,
+        )
         .is_empty());
     assert!(sim.m.on_timer("other", 1, sim.now).is_empty());
     assert_eq!(sim.log.len(), before);
@@ -378,7 +498,7 @@ fn periodic_resync_is_jittered_and_applies_missed_changes() {
             panic!("{open:?}")
         };
         m.on_watch_opened(A, token, Ok(()), t0);
-        let acts = m.on_stream_item(A, token, Ok(Arc::new(insts(&[1]))), t0);
+        let acts = m.on_stream_item(A, token, Ok(reset(&insts(&[1]), 1)), t0);
         let delay = acts.iter().find_map(|a| match a {
             SubscriptionAction::ArmTimer { delay, .. } => Some(*delay),
             _ => None,
@@ -443,7 +563,7 @@ fn a_failed_resync_is_retried_on_the_backoff() {
     let mut sim = Sim::new(config(), insts(&[1]));
     sim.answer_lists = false;
     sim.advance(Duration::from_secs(400));
-    let token = sim.pending_lists.pop().unwrap();
+    let (token, _) = sim.pending_lists.pop().unwrap();
     let acts = sim
         .m
         .on_list_result(A, token, Err(RegistryError::Timeout), sim.now);
@@ -478,4 +598,55 @@ fn restart_reopens_every_watch_and_close_silences_everything() {
     assert!(sim.m.on_timer(A, 1, sim.now).is_empty());
     assert!(sim.m.on_restart(sim.now).is_empty());
     let _ = sim.since_t0();
+}
+
+#[test]
+fn deltas_and_resets_are_delivered_as_what_changed_and_older_events_are_ignored() {
+    let mut sim = Sim::new(config(), insts(&[1, 2, 3]));
+    assert_eq!(
+        sim.last().carried,
+        3,
+        "the first delivery is the whole state"
+    );
+    sim.push_delta(&[4], &[1]);
+    let d = sim.last();
+    assert_eq!((ports(&d.instances), d.carried), (vec![2, 3, 4], 2));
+    // A Reset from the source that changes one instance: a delta of one.
+    let mut next = insts(&[2, 3, 4]);
+    next[0].weight = 7;
+    sim.push(next);
+    let d = sim.last();
+    assert_eq!(d.carried, 1, "only the changed instance travels");
+    assert_eq!(d.instances[0].weight, 7);
+    // A replay of an older state is never served.
+    let token = sim.stream.unwrap();
+    let delivered = sim.deliveries().len();
+    let acts = sim
+        .m
+        .on_stream_item(A, token, Ok(reset(&insts(&[1]), 1)), sim.now);
+    assert!(acts
+        .iter()
+        .any(|a| matches!(a, SubscriptionAction::IgnoredOlder { .. })));
+    sim.perform(acts);
+    assert_eq!(sim.deliveries().len(), delivered, "nothing delivered");
+    assert_eq!(ports(&sim.last().instances), [2, 3, 4]);
+}
+
+#[test]
+fn a_late_subscriber_gets_the_whole_state_at_the_current_generation() {
+    let mut sim = Sim::new(config(), insts(&[1, 2]));
+    sim.push_delta(&[3], &[]);
+    let gen = sim.last().generation;
+    let acts = sim.m.subscribe(A, 2, sim.now);
+    let reset = acts.iter().find_map(|a| match a {
+        SubscriptionAction::Deliver {
+            to: To::One(2),
+            delivery,
+            ..
+        } => Some(delivery.clone()),
+        _ => None,
+    });
+    let d = reset.expect("a catch-up delivery");
+    assert_eq!(d.generation, gen, "the next delta applies on top of it");
+    assert!(matches!(&d.feed, Feed::Reset(all) if all.len() == 3));
 }

@@ -47,7 +47,7 @@ pub(super) fn fail() -> Result<Arc<MetadataInfo>, FetchError> {
 
 /// `host:port` of every URL of the update.
 pub(super) fn addrs(u: &DirectoryUpdate) -> BTreeSet<String> {
-    u.urls.iter().map(|u| u.address()).collect()
+    super::views::urls(u).iter().map(|u| u.address()).collect()
 }
 
 pub(super) fn set(items: &[&str]) -> BTreeSet<String> {
@@ -118,6 +118,8 @@ pub(super) struct Harness {
     due: BTreeMap<String, Instant>,
     /// When each revision left the snapshot (cleared when it comes back).
     left: BTreeMap<String, Instant>,
+    /// What the updates built so far, per key.
+    pub(super) views: super::views::Views,
 }
 
 /// How long the machine remembers the schedule of a revision that left:
@@ -135,6 +137,7 @@ impl Harness {
             revisions: BTreeSet::new(),
             due: BTreeMap::new(),
             left: BTreeMap::new(),
+            views: Default::default(),
         }
     }
 
@@ -197,6 +200,7 @@ impl Harness {
                         "cancelled {token}: not armed"
                     );
                 }
+                ResolverAction::RequestReset => panic!("the harness delivers in order"),
             }
         }
         self.check();
@@ -347,6 +351,7 @@ impl Harness {
     pub(super) fn update(&mut self) -> DirectoryUpdate {
         let mut u = self.m.take_updates();
         assert_eq!(u.len(), 1, "expected one update, got {u:?}");
-        u.pop().unwrap()
+        let u = u.pop().unwrap();
+        self.views.absorb(u)
     }
 }

@@ -159,7 +159,8 @@ proptest! {
             issued.extend(h.fetches.iter().map(|(t, r)| (r.clone(), *t)));
             issued.extend(h.timers.iter().map(|(t, (r, _))| (r.clone(), *t)));
             for u in h.m.take_updates() {
-                for url in u.urls.iter() {
+                let u = h.views.absorb(u);
+                for url in crate::resolver::tests::views::urls(&u).iter() {
                     prop_assert!(live.contains(url.instance_id()), "{} left", url.instance_id());
                 }
             }

@@ -3,20 +3,20 @@
 //! overtakes it and then retried on the recover schedule, and applied only
 //! where it differs from the pushed state.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::{AppSub, Resync, Watch};
 use crate::error::{ErrorClass, RegistryError};
-use crate::model::ServiceInstance;
+use crate::event::{Listing, RegistryEvent};
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
 use crate::subscription::{Ctx, SubscriptionAction, TimerKind};
 
 impl AppSub {
     pub(super) fn can_resync(&self) -> bool {
-        self.stale_since.is_none() && self.real.is_some() && matches!(self.watch, Watch::Open(_))
+        self.stale_since.is_none()
+            && self.real.version().is_some()
+            && matches!(self.watch, Watch::Open(_))
     }
 
     pub(super) fn start_resync(&mut self, resume: bool, ctx: &mut Ctx<'_>) {
@@ -60,7 +60,7 @@ impl AppSub {
     pub(in crate::subscription) fn on_list_result(
         &mut self,
         token: Token,
-        result: Result<Vec<ServiceInstance>, RegistryError>,
+        result: Result<Listing, RegistryError>,
         now: Instant,
         ctx: &mut Ctx<'_>,
     ) {
@@ -131,35 +131,25 @@ impl AppSub {
     }
 
     /// Applies a listed state that differs from the pushed one.
-    pub(super) fn reconcile(
-        &mut self,
-        list: Vec<ServiceInstance>,
-        now: Instant,
-        ctx: &mut Ctx<'_>,
-    ) {
-        let Some(real) = &self.real else {
+    /// Applies a full listing where it is newer than the pushed state and
+    /// differs from it, and reports the difference.
+    pub(super) fn reconcile(&mut self, list: Listing, now: Instant, ctx: &mut Ctx<'_>) {
+        if self.real.version().is_none() || !self.real.is_newer(list.version) {
+            return;
+        }
+        let event = RegistryEvent::reset(list);
+        let Some(changes) = self.apply(&event, false, now, ctx) else {
             return;
         };
-        let pushed: BTreeMap<&str, &ServiceInstance> =
-            real.iter().map(|i| (i.id.as_str(), i)).collect();
-        let listed: BTreeMap<&str, &ServiceInstance> =
-            list.iter().map(|i| (i.id.as_str(), i)).collect();
-        let added = listed.keys().filter(|id| !pushed.contains_key(*id)).count();
-        let removed = pushed.keys().filter(|id| !listed.contains_key(*id)).count();
-        let changed = listed
-            .iter()
-            .filter(|(id, i)| pushed.get(*id).is_some_and(|p| p != *i))
-            .count();
-        if added == 0 && removed == 0 && changed == 0 {
+        if changes.is_empty() {
             return;
         }
         let app = ctx.app.to_string();
         ctx.push(SubscriptionAction::Reconciled {
             app,
-            added,
-            removed,
-            changed,
+            added: changes.added.len(),
+            removed: changes.removed.len(),
+            changed: changes.replaced.len(),
         });
-        self.apply(Arc::new(list), now, ctx);
     }
 }
