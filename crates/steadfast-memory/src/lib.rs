@@ -31,3 +31,4 @@ pub use registry::MemoryRegistry;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_events;
