@@ -198,7 +198,10 @@ impl MemoryRegistry {
     /// after `set_instances`, in version order. A watcher that falls the
     /// queue limit behind gets one Reset instead of its queued items.
     /// Subject to the watch faults and counted as a watch call.
-    pub fn watch_events(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+    pub fn watch_events(
+        &self,
+        app: &str,
+    ) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
         if self.inner.faults.watch_panics.take() {
             self.inner.faults.watch_calls.bump();
             let app = app.to_string();

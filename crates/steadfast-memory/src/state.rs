@@ -157,9 +157,7 @@ impl AppState {
 
     /// Removes the instance with `id`, returning its shared id.
     pub(crate) fn delete(&mut self, id: &str) -> Option<Arc<str>> {
-        self.instances
-            .take(id)
-            .map(|e| e.instance.id_arc().clone())
+        self.instances.take(id).map(|e| e.instance.id_arc().clone())
     }
 
     /// Replaces every instance by `records`; a later record with an id

@@ -223,7 +223,10 @@ fn a_burst_against_a_watcher_that_does_not_read_stays_bounded() {
     }
     assert!(items <= limit + 1, "{items} items read");
     assert_eq!(slow_map.version(), Some(truth.version));
-    assert!(same_state(&slow_map, &truth), "the slow watcher ends on the state");
+    assert!(
+        same_state(&slow_map, &truth),
+        "the slow watcher ends on the state"
+    );
     while let Some(Some(item)) = reader.next().now_or_never() {
         held.apply(&item.expect("ok"));
     }
@@ -241,7 +244,10 @@ fn the_default_queue_limit_holds_too() {
     }
     assert_eq!(reg.queued_events("a"), 1, "coalesced into one Reset");
     let (v, ids) = reset(next_ok(&mut s));
-    assert_eq!((v, ids.len()), (reg.version(), DEFAULT_EVENT_QUEUE_LIMIT + 10));
+    assert_eq!(
+        (v, ids.len()),
+        (reg.version(), DEFAULT_EVENT_QUEUE_LIMIT + 10)
+    );
     assert_quiet(&mut s);
     reg.put(inst("a", "z", 1));
     assert_eq!(delta(next_ok(&mut s)).1.len(), 1, "deltas again");
@@ -300,6 +306,11 @@ fn missed_notifications_change_state_and_version_but_send_nothing() {
     reg.put(inst("a", "h4", 1));
     map.apply(&next_ok(&mut s));
     assert_eq!(map.len(), 1, "h4 only: h3 was never notified");
+    // A listing now is at the version the watcher holds, yet differs: a
+    // resync must compare contents, not only versions.
+    let same_version = list(&reg, "a");
+    assert_eq!(Some(same_version.version), map.version());
+    assert!(!same_state(&map, &same_version));
     reg.put(inst("a", "h5", 1));
     let resync = list(&reg, "a");
     map.apply(&RegistryEvent::reset(resync.clone()));
@@ -316,13 +327,21 @@ fn an_unhealthy_event_stream_stays_open_and_heals_with_the_next_change() {
     // Not read yet: the first Reset is read now, before the error.
     reg.report_watch_errors("a");
     reg.report_watch_errors("a");
-    assert_eq!(reg.queued_events("a"), 2, "a repeated error is not queued twice");
+    assert_eq!(
+        reg.queued_events("a"),
+        2,
+        "a repeated error is not queued twice"
+    );
     reset(next_ok(&mut s));
     assert!(matches!(next(&mut s), Err(RegistryError::Unavailable(_))));
     assert_quiet(&mut s);
     assert_eq!(reg.watcher_count("a"), 1, "still open");
     reg.put(inst("a", "h", 1));
-    assert_eq!(delta(next_ok(&mut s)).1.len(), 1, "healed by the next delta");
+    assert_eq!(
+        delta(next_ok(&mut s)).1.len(),
+        1,
+        "healed by the next delta"
+    );
     reg.report_watch_errors("nobody");
 }
 
@@ -375,7 +394,11 @@ fn scripted_stream_panics_hit_live_event_streams_once() {
     let mut again = watch(&reg, "a");
     reset(next_ok(&mut again));
     reg.put(inst("a", "h", 1));
-    assert_eq!(delta(next_ok(&mut again)).1.len(), 1, "new watches are fine");
+    assert_eq!(
+        delta(next_ok(&mut again)).1.len(),
+        1,
+        "new watches are fine"
+    );
 }
 
 #[test]
