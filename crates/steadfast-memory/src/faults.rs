@@ -1,7 +1,15 @@
-//! Thread-safe counters behind the registry's scriptable faults: failure
-//! budgets ("fail the next n calls") and plain call counters.
+//! The registry's scriptable faults: thread-safe failure budgets ("fail
+//! the next n calls") and call counters, and the [`MemoryRegistry`] knobs
+//! that script them. Every fault shows on both watch paths: the legacy
+//! snapshot streams and the event streams of
+//! [`MemoryRegistry::watch_events`]; `list` and `list_events` answer under
+//! every watch fault.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use steadfast_core::RegistryError;
+
+use crate::MemoryRegistry;
 
 /// A number of upcoming calls that must fail.
 #[derive(Debug, Default)]
@@ -58,6 +66,131 @@ pub(crate) struct Faults {
     pub(crate) register_calls: Counter,
     /// `unregister` calls so far.
     pub(crate) unregister_calls: Counter,
+}
+
+impl MemoryRegistry {
+    /// Makes the next `n` `list` / `list_events` calls (one shared budget)
+    /// fail with [`RegistryError::Injected`] (replaces any remaining
+    /// budget; 0 cancels it).
+    pub fn fail_next_lists(&self, n: usize) {
+        self.inner.faults.lists.set(n);
+    }
+
+    /// Makes the next `n` `watch` / `watch_events` calls (one shared budget)
+    /// fail with [`RegistryError::Injected`] (replaces any remaining
+    /// budget; 0 cancels it).
+    pub fn fail_next_watches(&self, n: usize) {
+        self.inner.faults.watches.set(n);
+    }
+
+    /// Makes the next `n` `register` / `unregister` calls (one shared budget)
+    /// fail with [`RegistryError::Injected`] without changing state
+    /// (replaces any remaining budget; 0 cancels it).
+    pub fn fail_next_registers(&self, n: usize) {
+        self.inner.faults.registers.set(n);
+    }
+
+    /// Swallows the next `n` notifications of `app`: state and version still
+    /// change, but the watchers see nothing of those changes (event
+    /// watchers never: only a resync or a Reset brings them; snapshot
+    /// watchers until a later push). Replaces any remaining count.
+    pub fn drop_next_pushes(&self, app: &str, n: usize) {
+        self.state().app(app).drop_pushes = n;
+    }
+
+    /// Makes the next `n` `watch` / `watch_events` calls return a future
+    /// that panics when polled (replaces any remaining budget; 0 cancels it).
+    pub fn panic_next_watches(&self, n: usize) {
+        self.inner.faults.watch_panics.set(n);
+    }
+
+    /// Makes the next `n` `list` / `list_events` calls return a future that
+    /// panics when polled (replaces any remaining budget; 0 cancels it).
+    pub fn panic_next_lists(&self, n: usize) {
+        self.inner.faults.list_panics.set(n);
+    }
+
+    /// Makes every live watch stream of `app` (both kinds) panic while it is
+    /// polled for its next item (each panics once; new watches are not
+    /// affected).
+    pub fn panic_watch_streams(&self, app: &str) {
+        self.state().poison(app);
+    }
+
+    /// Sends `Err(RegistryError::Unavailable(..))` to every live watch
+    /// stream of `app` and keeps the streams open: the registry is unhealthy
+    /// for now, and the next notification heals them (see the stream
+    /// contract of [`steadfast_core::SnapshotStream`]).
+    pub fn report_watch_errors(&self, app: &str) {
+        let mut state = self.state();
+        if let Some((st, version)) = state.known(app) {
+            let err = RegistryError::Unavailable(format!("injected unhealthy watch for {app}"));
+            st.snapshot_watchers.retain(|w| w.send(Err(err.clone())));
+            let reset = || st.reset_at(version);
+            for w in &st.event_watchers {
+                w.push_err(err.clone(), &reset);
+            }
+        }
+    }
+
+    /// Ends every live watch stream of `app` cleanly: items already sent are
+    /// still delivered, then each stream yields `None`.
+    pub fn end_watches(&self, app: &str) {
+        let mut state = self.state();
+        if let Some((st, version)) = state.known(app) {
+            let watchers = st.snapshot_watchers.len() + st.event_watchers.len();
+            tracing::debug!(app, watchers, "ending watches");
+            st.snapshot_watchers.clear();
+            let events = std::mem::take(&mut st.event_watchers);
+            let reset = || st.reset_at(version);
+            for w in events {
+                w.end(&reset);
+            }
+        }
+    }
+
+    /// Sends `Err(RegistryError::WatchEnded(..))` to every live watch stream
+    /// of `app`, then ends it.
+    pub fn error_watches(&self, app: &str) {
+        let mut state = self.state();
+        if let Some((st, version)) = state.known(app) {
+            let watchers = st.snapshot_watchers.len() + st.event_watchers.len();
+            tracing::debug!(app, watchers, "erroring watches");
+            let err = RegistryError::WatchEnded(format!("injected watch error for {app}"));
+            for w in st.snapshot_watchers.drain(..) {
+                // A closed receiver has nothing left to tell.
+                let _ = w.send(Err(err.clone()));
+            }
+            let events = std::mem::take(&mut st.event_watchers);
+            let reset = || st.reset_at(version);
+            for w in events {
+                w.push_err(err.clone(), &reset);
+                w.end(&reset);
+            }
+        }
+    }
+
+    /// `list` / `list_events` calls so far, failed ones included.
+    pub fn list_calls(&self) -> usize {
+        self.inner.faults.list_calls.get()
+    }
+
+    /// `watch` / `watch_events` calls so far, failed ones included.
+    pub fn watch_calls(&self) -> usize {
+        self.inner.faults.watch_calls.get()
+    }
+
+    /// `register` calls made through the [`steadfast_core::Registry`]
+    /// trait, failed ones included.
+    pub fn register_calls(&self) -> usize {
+        self.inner.faults.register_calls.get()
+    }
+
+    /// `unregister` calls made through the [`steadfast_core::Registry`]
+    /// trait, failed ones included.
+    pub fn unregister_calls(&self) -> usize {
+        self.inner.faults.unregister_calls.get()
+    }
 }
 
 #[cfg(test)]

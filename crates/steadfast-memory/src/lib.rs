@@ -1,23 +1,34 @@
 //! Steadfast's embedded, in-process registry.
 //!
-//! [`MemoryRegistry`] implements [`steadfast_core::Registry`] over a map held
-//! in memory: app -> (instance id -> [`steadfast_core::ServiceInstance`]).
-//! Watches are fed full snapshots over unbounded channels, the first item of
-//! every watch being the current state of the app.
+//! [`MemoryRegistry`] keeps, per app, the instances decoded once into shared
+//! [`steadfast_core::Instance`]s, by id, and one version counter for the
+//! whole registry. [`MemoryRegistry::watch_events`] yields versioned
+//! [`steadfast_core::RegistryEvent`]s: a Reset of the current state first,
+//! then one Delta per put or remove (only the changed instance), a Reset
+//! after `set_instances`; each watcher's queue is bounded (a watcher that
+//! falls behind gets one Reset instead of its backlog).
+//! [`MemoryRegistry::list_events`] lists an app with its version. The
+//! legacy [`steadfast_core::Registry`] trait (full snapshots) is served from
+//! the same state.
 //!
-//! Besides the trait, the registry offers synchronous helpers for tests
+//! Besides that, the registry offers synchronous helpers for tests
 //! (`put`, `remove`, `set_instances`, ...) and scriptable faults (failing
-//! calls, dropped pushes, silent changes, unhealthy or ended or errored watch
-//! streams, panicking calls and streams) with call counters,
+//! calls, dropped notifications, silent changes, unhealthy or ended or
+//! errored watch streams, panicking calls and streams) with call counters,
 //! so engine behaviour under registry trouble can be tested deterministically.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod events;
 mod faults;
 mod registry;
+mod state;
 
+pub use events::{EventStream, DEFAULT_EVENT_QUEUE_LIMIT};
 pub use registry::MemoryRegistry;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_events;

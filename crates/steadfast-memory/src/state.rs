@@ -1,0 +1,287 @@
+//! The registry's state: per app, the decoded instances in an id-keyed set
+//! (each [`Instance`] decoded once, at put, and shared by `Arc` with every
+//! event and every consumer), the live watches, and one version counter for
+//! the whole registry.
+//!
+//! A change costs O(1) plus its notification: a delta carries only the
+//! changed instance, and nothing copies an app's set. Only the legacy
+//! snapshot watches and [`crate::MemoryRegistry::instances`] rebuild the
+//! owned records of a whole app, and only when they are used.
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use rustc_hash::FxHashSet;
+use steadfast_core::{
+    Instance, Listing, RegistryError, RegistryEvent, RevisionInterner, ServiceInstance, Version,
+};
+
+use crate::events::EventWatcher;
+
+/// One item of a snapshot watch stream.
+pub(crate) type SnapshotItem = Result<Arc<Vec<ServiceInstance>>, RegistryError>;
+
+/// The sending half of one legacy snapshot watch, with its panic flag.
+pub(crate) struct SnapshotWatcher {
+    pub(crate) tx: mpsc::UnboundedSender<SnapshotItem>,
+    /// Set: the stream panics when it yields its next item.
+    pub(crate) poison: Arc<AtomicBool>,
+}
+
+impl SnapshotWatcher {
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    pub(crate) fn send(&self, item: SnapshotItem) -> bool {
+        self.tx.unbounded_send(item).is_ok()
+    }
+}
+
+/// One stored instance: the shared record and its registration rank (for
+/// the registration order of the owned snapshots). Hashed and compared by
+/// instance id, so the set is keyed by id without storing the key twice.
+struct Entry {
+    seq: u64,
+    instance: Arc<Instance>,
+}
+
+impl Borrow<str> for Entry {
+    fn borrow(&self) -> &str {
+        self.instance.id()
+    }
+}
+
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Must hash like the `str` it borrows as.
+        self.instance.id().hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.instance.id() == other.instance.id()
+    }
+}
+
+impl Eq for Entry {}
+
+/// A change to notify the watchers of an app about.
+pub(crate) enum Change {
+    /// Only what changed.
+    Delta(RegistryEvent),
+    /// The whole state was replaced.
+    Reset,
+}
+
+/// Everything the registry knows about one app.
+#[derive(Default)]
+pub(crate) struct AppState {
+    /// The instances, by id.
+    instances: FxHashSet<Entry>,
+    /// Registration rank of the next new id.
+    next_seq: u64,
+    /// The app's revision strings, shared by its instances.
+    revisions: RevisionInterner,
+    /// Interned revisions above which the interner is next trimmed.
+    trim_at: usize,
+    /// Live legacy snapshot watches (closed ones are pruned lazily).
+    pub(crate) snapshot_watchers: Vec<SnapshotWatcher>,
+    /// Live event watches (closed ones are pruned lazily).
+    pub(crate) event_watchers: Vec<EventWatcher>,
+    /// Upcoming notifications that are swallowed instead of delivered.
+    pub(crate) drop_pushes: usize,
+}
+
+impl AppState {
+    /// Number of instances.
+    pub(crate) fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// Every instance, in no particular order.
+    pub(crate) fn shared_instances(&self) -> Vec<Arc<Instance>> {
+        self.instances.iter().map(|e| e.instance.clone()).collect()
+    }
+
+    /// A Reset of this app at `version`.
+    pub(crate) fn reset_at(&self, version: Version) -> RegistryEvent {
+        RegistryEvent::Reset {
+            version,
+            instances: self.shared_instances(),
+        }
+    }
+
+    /// The owned records under `app`, in registration order.
+    pub(crate) fn records(&self, app: &str) -> Vec<ServiceInstance> {
+        let mut entries: Vec<&Entry> = self.instances.iter().collect();
+        entries.sort_unstable_by_key(|e| e.seq);
+        entries.iter().map(|e| e.instance.to_record(app)).collect()
+    }
+
+    /// Decodes `record`, its revision interned in the app's interner.
+    fn decode(&mut self, record: &ServiceInstance) -> Arc<Instance> {
+        let instance = Arc::new(Instance::decode(record, &mut self.revisions));
+        // Amortised O(1): trim only when the interner doubled since.
+        if self.revisions.len() > self.trim_at {
+            self.revisions.trim();
+            self.trim_at = self.revisions.len().saturating_mul(2).max(16);
+        }
+        instance
+    }
+
+    fn insert(&mut self, instance: Arc<Instance>) {
+        let seq = match self.instances.get(instance.id()) {
+            Some(old) => old.seq,
+            None => {
+                let seq = self.next_seq;
+                self.next_seq = seq.saturating_add(1);
+                seq
+            }
+        };
+        self.instances.replace(Entry { seq, instance });
+    }
+
+    /// Inserts or replaces (keeping its rank) the instance with the id of
+    /// `record`; returns the shared instance stored.
+    pub(crate) fn upsert(&mut self, record: &ServiceInstance) -> Arc<Instance> {
+        let instance = self.decode(record);
+        self.insert(instance.clone());
+        instance
+    }
+
+    /// Removes the instance with `id`, returning its shared id.
+    pub(crate) fn delete(&mut self, id: &str) -> Option<Arc<str>> {
+        self.instances.take(id).map(|e| e.instance.id_arc().clone())
+    }
+
+    /// Replaces every instance by `records`; a later record with an id
+    /// already seen replaces the earlier one in its rank.
+    pub(crate) fn replace_all(&mut self, records: &[ServiceInstance]) {
+        self.instances = FxHashSet::default();
+        self.instances.reserve(records.len());
+        self.next_seq = 0;
+        for r in records {
+            let instance = self.decode(r);
+            self.insert(instance);
+        }
+        self.revisions.trim();
+        self.trim_at = self.revisions.len().saturating_mul(2).max(16);
+    }
+
+    /// Drops watchers whose stream is gone.
+    pub(crate) fn prune(&mut self) {
+        self.snapshot_watchers.retain(|w| !w.is_closed());
+        self.event_watchers.retain(|w| !w.is_closed());
+    }
+}
+
+/// The state of a whole registry, behind one lock.
+#[derive(Default)]
+pub(crate) struct State {
+    /// Per-app state.
+    pub(crate) apps: HashMap<String, AppState>,
+    /// The registry's version: bumped by every change of any app, notified
+    /// or not.
+    pub(crate) version: u64,
+}
+
+impl State {
+    /// The current version.
+    pub(crate) fn version(&self) -> Version {
+        Version::at(self.version)
+    }
+
+    /// The next version (the one of a change being made).
+    pub(crate) fn bump(&mut self) -> Version {
+        self.version = self.version.saturating_add(1);
+        self.version()
+    }
+
+    /// The state of a known `app` with the current version.
+    pub(crate) fn known(&mut self, app: &str) -> Option<(&mut AppState, Version)> {
+        let version = self.version();
+        self.apps.get_mut(app).map(|st| (st, version))
+    }
+
+    /// The state of `app`, created if needed.
+    pub(crate) fn app(&mut self, app: &str) -> &mut AppState {
+        if self.apps.contains_key(app) {
+            // Looked up twice so that a known app costs no key allocation.
+            self.apps.get_mut(app).expect("present: checked just above")
+        } else {
+            self.apps.entry(app.to_string()).or_default()
+        }
+    }
+
+    /// Every instance of `app` at the current version.
+    pub(crate) fn listing(&self, app: &str) -> Listing {
+        Listing {
+            version: self.version(),
+            instances: self
+                .apps
+                .get(app)
+                .map(AppState::shared_instances)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A Reset of `app` at the current version.
+    pub(crate) fn reset_event(&self, app: &str) -> RegistryEvent {
+        RegistryEvent::reset(self.listing(app))
+    }
+
+    /// Tells the watchers of `app` about `change`, unless a dropped
+    /// notification is scripted; prunes closed watchers either way.
+    pub(crate) fn notify(&mut self, app: &str, change: Change) {
+        let Some(st) = self.apps.get_mut(app) else {
+            return;
+        };
+        st.prune();
+        if st.drop_pushes > 0 {
+            st.drop_pushes -= 1;
+            tracing::debug!(app, remaining = st.drop_pushes, "dropping scripted push");
+            return;
+        }
+        if !st.snapshot_watchers.is_empty() {
+            let snapshot = Arc::new(st.records(app));
+            st.snapshot_watchers
+                .retain(|w| w.send(Ok(snapshot.clone())));
+        }
+        for w in &st.event_watchers {
+            match &change {
+                Change::Delta(delta) => w.push_delta(delta),
+                Change::Reset => w.push_reset(),
+            }
+        }
+        tracing::trace!(
+            app,
+            instances = st.len(),
+            watchers = st.event_watchers.len() + st.snapshot_watchers.len(),
+            "notified"
+        );
+    }
+
+    /// Makes every live watch stream of `app` panic when next polled.
+    pub(crate) fn poison(&mut self, app: &str) {
+        let Some(st) = self.apps.get_mut(app) else {
+            return;
+        };
+        let snapshot = (!st.snapshot_watchers.is_empty()).then(|| Arc::new(st.records(app)));
+        for w in &st.snapshot_watchers {
+            w.poison.store(true, Ordering::SeqCst);
+            // Wakes the stream so the panic happens now.
+            if let Some(s) = &snapshot {
+                w.send(Ok(s.clone()));
+            }
+        }
+        for w in &st.event_watchers {
+            w.poison();
+        }
+    }
+}
