@@ -8,20 +8,26 @@
 //! already complete. No lock is ever held across an `await` (there is none
 //! inside).
 
+#[cfg(test)]
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+#[cfg(test)]
 use futures::channel::mpsc;
 use futures::future::{self, BoxFuture, FutureExt};
+#[cfg(test)]
 use futures::stream::StreamExt;
+#[cfg(test)]
 use std::sync::atomic::Ordering;
 use steadfast_core::{
-    Listing, Registry, RegistryError, RegistryEvent, ServiceInstance, SnapshotStream, Version,
+    Listing, Registry, RegistryError, RegistryEvent, ServiceInstance, Version,
 };
 
 use crate::events::{EventStream, EventWatcher, DEFAULT_EVENT_QUEUE_LIMIT};
 use crate::faults::Faults;
-use crate::state::{AppState, Change, SnapshotWatcher, State};
+#[cfg(test)]
+use crate::state::{AppState, SnapshotWatcher};
+use crate::state::{Change, State};
 
 /// State shared by every clone of one registry.
 pub(crate) struct Inner {
@@ -248,7 +254,8 @@ impl MemoryRegistry {
 
     // ----- trait bodies (synchronous) --------------------------------------
 
-    fn list_now(&self, app: &str) -> Result<Vec<ServiceInstance>, RegistryError> {
+    #[cfg(test)]
+    pub(crate) fn list_now(&self, app: &str) -> Result<Vec<ServiceInstance>, RegistryError> {
         self.inner.faults.list_calls.bump();
         if self.inner.faults.lists.take() {
             return Err(RegistryError::Injected(format!("list of {app}")));
@@ -256,7 +263,8 @@ impl MemoryRegistry {
         Ok(self.instances(app))
     }
 
-    fn watch_now(&self, app: &str) -> Result<SnapshotStream, RegistryError> {
+    #[cfg(test)]
+    pub(crate) fn watch_now(&self, app: &str) -> Result<crate::state::SnapshotStream, RegistryError> {
         self.inner.faults.watch_calls.bump();
         if self.inner.faults.watches.take() {
             return Err(RegistryError::Injected(format!("watch of {app}")));
@@ -313,22 +321,12 @@ impl MemoryRegistry {
 }
 
 impl Registry for MemoryRegistry {
-    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
-        if self.inner.faults.list_panics.take() {
-            self.inner.faults.list_calls.bump();
-            let app = app.to_string();
-            return async move { panic!("injected panic in list of {app}") }.boxed();
-        }
-        future::ready(self.list_now(app)).boxed()
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
+        self.list_events(app)
     }
 
-    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
-        if self.inner.faults.watch_panics.take() {
-            self.inner.faults.watch_calls.bump();
-            let app = app.to_string();
-            return async move { panic!("injected panic in watch of {app}") }.boxed();
-        }
-        future::ready(self.watch_now(app)).boxed()
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        self.watch_events(app)
     }
 
     fn register(&self, instance: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {

@@ -22,6 +22,13 @@ use steadfast_core::{
 
 use crate::events::EventWatcher;
 
+/// A legacy stream of full snapshots (kept for the crate's snapshot tests).
+#[cfg(test)]
+pub(crate) type SnapshotStream = futures::stream::BoxStream<
+    'static,
+    Result<Arc<Vec<ServiceInstance>>, steadfast_core::RegistryError>,
+>;
+
 /// One item of a snapshot watch stream.
 pub(crate) type SnapshotItem = Result<Arc<Vec<ServiceInstance>>, RegistryError>;
 
