@@ -31,10 +31,11 @@ pub use steadfast_actors::{
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
-    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FallbackFetcher,
-    FetchError, HeldInstances, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher,
-    NotServing, PublishError, Reference, Registry, RegistryError, ServiceInfo, ServiceInstance,
-    ServiceUrl, SnapshotStream, Unresolved, UpdateState,
+    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint, ErrorClass,
+    EventStream, FallbackFetcher, FetchError, HeldInstances, Incarnation, Instance, Listing,
+    MetadataFetcher, MetadataInfo, MetadataPublisher, NotServing, PublishError, Reference,
+    Registry, RegistryError, RegistryEvent, ServiceInfo, ServiceInstance, ServiceUrl, Unresolved,
+    UpdateState, UrlChange, Version,
 };
 pub use steadfast_memory::MemoryRegistry;
 

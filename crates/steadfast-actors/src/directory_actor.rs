@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use steadfast_core::{DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
+use steadfast_core::{Applied, DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
 
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
@@ -81,6 +81,14 @@ impl Actor for DirectoryActor {
         }
         // On first start and after a restart alike: (re)attach, and each
         // resolver answers with the current update for our key.
+        self.attach(ctx);
+    }
+}
+
+impl DirectoryActor {
+    /// Attaches to every resolver of the reference (idempotent: a known
+    /// directory gets the full list again).
+    fn attach(&self, ctx: &mut Context<Self>) {
         for r in self.resolvers.iter().filter_map(WeakAddr::upgrade) {
             r.do_send(Attach {
                 key: self.machine.subscribe_key().to_string(),
@@ -111,11 +119,11 @@ impl Handler<ApplyUpdate> for DirectoryActor {
     fn handle(&mut self, msg: ApplyUpdate, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             act.containment.drill_point();
-            if !act.terminated {
-                if let (_, Some(old)) = act.machine.apply_retiring(msg.0) {
-                    act.graveyard.bury(old);
-                    Graveyard::arm(act, ctx);
-                }
+            if !act.terminated && act.machine.apply_update(msg.0) == Applied::NeedFull {
+                // A patch on top of an update this directory missed: ask
+                // for everything again (the resolvers answer a known
+                // directory's re-attach with their full list).
+                act.attach(ctx);
             }
         });
     }

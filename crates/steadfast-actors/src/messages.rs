@@ -6,31 +6,33 @@ use std::sync::Arc;
 use actix::prelude::*;
 use actix::WeakRecipient;
 use steadfast_core::{
-    CacheKey, DirectoryUpdate, FetchError, HeldInstances, MetadataInfo, ServiceInstance, Token,
+    CacheKey, DirectoryUpdate, Feed, FetchError, HeldInstances, MetadataInfo, ServiceInstance,
+    Token,
 };
 
-/// A full snapshot of one app's instances (registry -> resolver).
+/// A change of one app's instances (registry -> resolver): all of them, or
+/// what changed on top of the previous generation.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
-pub struct InstancesSnapshot {
+pub struct InstancesChanged {
     /// Provider app.
     pub app: String,
     /// Monotonic per app, across watch re-subscribes and actor restarts.
     pub generation: u64,
-    /// Every instance of the app (held ones included).
-    pub instances: Arc<Vec<ServiceInstance>>,
+    /// The instances (held ones included): a Reset or a delta.
+    pub feed: Feed,
     /// Set while instances of a mass expiry right after a registry recovery
-    /// are held (they are part of `instances`).
+    /// are held (they are part of the state).
     pub held: Option<HeldInstances>,
-    /// Since when the app's registry state is stale, as of this snapshot
-    /// (`None`: fresh). The receiver takes staleness from here: a snapshot
+    /// Since when the app's registry state is stale, as of this change
+    /// (`None`: fresh). The receiver takes staleness from here: a change
     /// sent during an outage (a hold ending, a restart) is not fresh.
     pub stale_since: Option<std::time::Instant>,
 }
 
 /// The registry watch of `app` went down (`stale_since: Some`) or is back
 /// (`None`) (registry -> resolver). Sent when an outage starts; every
-/// [`InstancesSnapshot`] carries the staleness as well.
+/// [`InstancesChanged`] carries the staleness as well.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
 pub struct RegistryHealth {
@@ -40,8 +42,9 @@ pub struct RegistryHealth {
     pub stale_since: Option<std::time::Instant>,
 }
 
-/// Subscribe `subscriber` to snapshots of `app`; idempotent per id. The
-/// registry actor answers at once with the latest snapshot when it has one
+/// Subscribe `subscriber` to the instance changes of `app`; idempotent per
+/// id. The registry actor answers at once with the whole state when it has
+/// one
 /// (this is how a restarted resolver resyncs).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -50,8 +53,8 @@ pub struct WatchApp {
     pub app: String,
     /// Subscriber id (one per resolver).
     pub id: u64,
-    /// Where snapshots go.
-    pub subscriber: WeakRecipient<InstancesSnapshot>,
+    /// Where instance changes go.
+    pub subscriber: WeakRecipient<InstancesChanged>,
     /// Where watch health changes go.
     pub health: WeakRecipient<RegistryHealth>,
 }

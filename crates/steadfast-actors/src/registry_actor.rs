@@ -20,19 +20,19 @@ use actix::WeakRecipient;
 use futures::StreamExt;
 use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
 use steadfast_core::{
-    panic_message, Registry, RegistryError, Snapshot, SnapshotStream, SubscriptionConfig,
+    panic_message, EventStream, Registry, RegistryError, RegistryEvent, SubscriptionConfig,
     SubscriptionMachine, Token,
 };
 
 use crate::contain::{registry_call, Contain};
 use crate::messages::{
-    ForceRestart, InstancesSnapshot, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
+    ForceRestart, InstancesChanged, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 
 type Recipients = (
-    WeakRecipient<InstancesSnapshot>,
+    WeakRecipient<InstancesChanged>,
     WeakRecipient<RegistryHealth>,
 );
 
@@ -43,7 +43,7 @@ type Recipients = (
 pub(crate) struct WatchItem {
     app: String,
     token: Token,
-    item: Option<Result<Snapshot, RegistryError>>,
+    item: Option<Result<RegistryEvent, RegistryError>>,
 }
 
 /// Owns the registry backend and the per-app watches.
@@ -56,7 +56,7 @@ pub struct RegistryActor {
     /// Open streams, counted in `watches_active`.
     watch_guards: HashMap<Token, LiveGuard>,
     /// A stream just opened, until the machine says to read it.
-    opened: Option<(Token, SnapshotStream)>,
+    opened: Option<(Token, EventStream)>,
     started_once: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
@@ -180,10 +180,10 @@ impl RegistryActor {
                     self.watch_guards.remove(&token);
                 }
                 SubscriptionAction::Deliver { app, to, delivery } => {
-                    let msg = InstancesSnapshot {
+                    let msg = InstancesChanged {
                         app: app.clone(),
                         generation: delivery.generation,
-                        instances: delivery.instances,
+                        feed: delivery.feed,
                         held: delivery.held,
                         stale_since: delivery.stale_since,
                     };
@@ -225,6 +225,15 @@ impl RegistryActor {
                         "resync found registry changes the watch did not report; applied them"
                     );
                 }
+                SubscriptionAction::IgnoredOlder { app, version, held } => {
+                    EngineStats::bump(&self.stats.older_events_ignored);
+                    tracing::debug!(
+                        app,
+                        %version,
+                        %held,
+                        "registry event not newer than the state held: ignored"
+                    );
+                }
                 SubscriptionAction::Holding {
                     app,
                     newly_held,
@@ -261,7 +270,7 @@ impl RegistryActor {
         &mut self,
         app: String,
         token: Token,
-        res: Result<SnapshotStream, RegistryError>,
+        res: Result<EventStream, RegistryError>,
         ctx: &mut Context<Self>,
     ) {
         self.handles.remove(&token);

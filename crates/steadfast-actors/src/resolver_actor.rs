@@ -1,5 +1,5 @@
 //! The resolver actor of one provider app: a thin shell around
-//! [`ResolverMachine`]. It feeds the machine snapshots, fetch results, timer
+//! [`ResolverMachine`]. It feeds the machine instance changes, fetch results, timer
 //! firings and subscriber changes, performs the actions it returns, and
 //! publishes the machine's updates once per burst of inputs. No handler
 //! awaits an RPC: fetches run in the cache actor and answer by message.
@@ -16,7 +16,7 @@ use crate::cache_actor::CacheActor;
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{
-    AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesSnapshot,
+    AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesChanged,
     MetadataFetched, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::registry_actor::RegistryActor;
@@ -41,9 +41,6 @@ pub struct ResolverActor {
     directories: HashMap<u64, (String, WeakRecipient<ApplyUpdate>)>,
     timers: HashMap<Token, SpawnHandle>,
     flush_scheduled: bool,
-    /// A second reference to the machine's snapshot, so replacing it never
-    /// frees it inside the handler (see [`Graveyard`]).
-    snapshot: Option<Arc<Vec<steadfast_core::ServiceInstance>>>,
     graveyard: Graveyard,
     started_once: bool,
     terminated: bool,
@@ -76,7 +73,6 @@ impl ResolverActor {
             directories: HashMap::new(),
             timers: HashMap::new(),
             flush_scheduled: false,
-            snapshot: None,
             graveyard: Graveyard::default(),
             started_once: false,
             terminated: false,
@@ -126,6 +122,12 @@ impl ResolverActor {
                             act.perform(actions, ctx);
                         });
                     });
+                }
+                ResolverAction::RequestReset => {
+                    // A delivery was lost: subscribing again (idempotent)
+                    // makes the registry actor send the whole state.
+                    EngineStats::bump(&self.stats.resets_requested);
+                    self.watch_app(ctx);
                 }
                 ResolverAction::AbandonFetch { revision, token } => {
                     if let Some(cache) = self.cache.upgrade() {
@@ -187,7 +189,15 @@ impl Actor for ResolverActor {
         }
         self.started_once = true;
         // First start: subscribe. After a restart: the registry actor answers
-        // with its latest snapshot, so the machine resyncs from the source.
+        // with the app's whole state, so the machine resyncs from the source.
+        self.watch_app(ctx);
+    }
+}
+
+impl ResolverActor {
+    /// Subscribes to the app's instance changes (idempotent; answered with
+    /// the whole state when the registry actor has one).
+    fn watch_app(&self, ctx: &mut Context<Self>) {
         if let Some(reg) = self.registry.upgrade() {
             reg.do_send(WatchApp {
                 app: self.machine.app().to_string(),
@@ -214,23 +224,18 @@ impl Supervised for ResolverActor {
     }
 }
 
-impl Handler<InstancesSnapshot> for ResolverActor {
+impl Handler<InstancesChanged> for ResolverActor {
     type Result = ();
-    fn handle(&mut self, msg: InstancesSnapshot, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: InstancesChanged, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
-            let previous = act.snapshot.replace(msg.instances.clone());
             let actions = act.machine.on_delivery(
                 msg.generation,
-                msg.instances,
+                msg.feed,
                 msg.stale_since,
                 msg.held,
                 timer::now(),
             );
             act.perform(actions, ctx);
-            if let Some(previous) = previous {
-                // Freed after the update built from the new one is published.
-                act.graveyard.bury(previous);
-            }
         });
     }
 }
@@ -275,6 +280,11 @@ impl Handler<Attach> for ResolverActor {
                 return;
             }
             let actions = act.machine.subscribe_at(&msg.key, timer::now());
+            // Everything so far, at the key's last generation; the key's
+            // next patch applies on top of it.
+            if let Some(r) = msg.recipient.upgrade() {
+                r.do_send(ApplyUpdate(act.machine.update_for(&msg.key)));
+            }
             act.perform(actions, ctx);
         });
     }

@@ -34,6 +34,8 @@ pub struct EngineStats {
     pub(crate) missed_notifications: AtomicU64,
     pub(crate) registry_panics: AtomicU64,
     pub(crate) instances_held: AtomicU64,
+    pub(crate) older_events_ignored: AtomicU64,
+    pub(crate) resets_requested: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -87,6 +89,12 @@ pub struct StatsSnapshot {
     pub missed_notifications: u64,
     /// Registry calls or watch streams that panicked (contained).
     pub registry_panics: u64,
+    /// Registry events (or listings) not newer than the state held, ignored
+    /// so that a replay of an older state is never served.
+    pub older_events_ignored: u64,
+    /// Times a resolver found a delivery it could not apply on top of its
+    /// state (one was lost) and asked for the whole state again.
+    pub resets_requested: u64,
     /// Instances held after a mass expiry right after a registry recovery.
     pub instances_held: u64,
 }
@@ -119,6 +127,8 @@ impl EngineStats {
             missed_notifications: u(&self.missed_notifications),
             registry_panics: u(&self.registry_panics),
             instances_held: u(&self.instances_held),
+            older_events_ignored: u(&self.older_events_ignored),
+            resets_requested: u(&self.resets_requested),
         }
     }
 

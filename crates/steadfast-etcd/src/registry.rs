@@ -26,7 +26,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use steadfast_core::{RecoverPolicy, Registry, RegistryError, ServiceInstance, SnapshotStream};
+use futures::StreamExt;
+use steadfast_core::{
+    EventStream, Instance, Listing, RecoverPolicy, Registry, RegistryError, RegistryEvent,
+    RevisionInterner, ServiceInstance, Version,
+};
 
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
@@ -220,6 +224,19 @@ impl Inner {
     }
 }
 
+/// Interim listing of owned records at the next process-wide version.
+fn interim_listing(list: &[ServiceInstance]) -> Listing {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let mut revs = RevisionInterner::default();
+    Listing {
+        version: Version::at(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        instances: list
+            .iter()
+            .map(|i| Arc::new(Instance::decode(i, &mut revs)))
+            .collect(),
+    }
+}
+
 impl Registry for EtcdRegistry {
     /// Every stale report (`Err` item) of an etcd watch is followed by a
     /// resume by full range diffed against the state held, and a new watch
@@ -228,13 +245,19 @@ impl Registry for EtcdRegistry {
         true
     }
 
-    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+    // Interim: snapshots mapped to Resets with process-wide versions, until
+    // the watch speaks deltas with etcd revisions.
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
         let inner = self.inner.clone();
         let app = app.to_string();
-        async move { inner.list(&app).await }.boxed()
+        async move {
+            let list = inner.list(&app).await?;
+            Ok(interim_listing(&list))
+        }
+        .boxed()
     }
 
-    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
         let client = self.inner.client.clone();
         let config = self.inner.config.clone();
         let layout = self.inner.layout.clone();
@@ -242,7 +265,10 @@ impl Registry for EtcdRegistry {
         let app = app.to_string();
         async move {
             check_segment("app", &app)?;
-            watch_stream::open(client, &config, layout, &app, stats).await
+            let snapshots = watch_stream::open(client, &config, layout, &app, stats).await?;
+            Ok(snapshots
+                .map(|item| item.map(|s| RegistryEvent::reset(interim_listing(&s))))
+                .boxed())
         }
         .boxed()
     }

@@ -32,7 +32,12 @@ use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use steadfast_core::{RegistryError, ServiceInstance, SnapshotStream};
+use steadfast_core::{RegistryError, ServiceInstance};
+
+/// A stream of full snapshots of one app (the driver's own output; the
+/// registry maps it to events).
+pub(crate) type SnapshotStream =
+    futures::stream::BoxStream<'static, Result<std::sync::Arc<Vec<ServiceInstance>>, RegistryError>>;
 
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
