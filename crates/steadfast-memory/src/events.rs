@@ -23,14 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 
-use futures::stream::{BoxStream, Stream};
-use steadfast_core::{RegistryError, RegistryEvent};
+use futures::stream::Stream;
+use steadfast_core::{EventStream, RegistryError, RegistryEvent};
 
 use crate::registry::Inner;
-
-/// A stream of versioned registry events (the coming `Registry::watch`
-/// item type; the same alias is added to `steadfast-core`).
-pub type EventStream = BoxStream<'static, Result<RegistryEvent, RegistryError>>;
 
 /// Items a watcher may fall behind by before its queue is coalesced into
 /// one Reset (see [`crate::MemoryRegistry::with_event_queue_limit`]).

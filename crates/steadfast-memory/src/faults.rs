@@ -1,9 +1,27 @@
 //! The registry's scriptable faults: thread-safe failure budgets ("fail
 //! the next n calls") and call counters, and the [`MemoryRegistry`] knobs
-//! that script them. Every fault shows on both watch paths: the legacy
-//! snapshot streams and the event streams of
-//! [`MemoryRegistry::watch_events`]; `list` and `list_events` answer under
-//! every watch fault.
+//! that script them. Every fault shows on the event streams of
+//! [`MemoryRegistry::watch_events`] (the [`steadfast_core::Registry::watch`]
+//! streams); `list` / `list_events` answer under every watch fault.
+//!
+//! # Missed notifications and versions
+//!
+//! [`MemoryRegistry::drop_next_pushes`] and
+//! [`MemoryRegistry::set_instances_silently`] change the state and bump the
+//! registry's version without telling the live watches. A Delta carries
+//! the version of its own change only, not a proof that its reader saw
+//! every earlier one: after a missed change at `v1`, the next notified
+//! change at `v2` brings a watcher to `v2` without the change of `v1`. A
+//! listing taken then is at `v2` too, the very version the watcher holds,
+//! yet its contents differ. So, with these faults, an equal version does
+//! NOT mean equal contents: a resync that skips a listing "not newer than
+//! held" keeps the wrong state (until the next Reset); one that compares
+//! contents at an equal version corrects it. Before any later notified
+//! change, the listing is strictly newer than the watcher's version. The
+//! version is registry-wide, so a listing can also be newer with no change
+//! of its app at all. Without these two faults every change of an app is
+//! notified to its watches in version order, and a watcher at `v` holds
+//! exactly the app's state at `v`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -91,9 +109,11 @@ impl MemoryRegistry {
     }
 
     /// Swallows the next `n` notifications of `app`: state and version still
-    /// change, but the watchers see nothing of those changes (event
-    /// watchers never: only a resync or a Reset brings them; snapshot
-    /// watchers until a later push). Replaces any remaining count.
+    /// change, but the watchers never see those changes (later Deltas carry
+    /// only their own change; only a resync or a later Reset brings them).
+    /// A later notified change then brings a watcher to the version a
+    /// listing has, with different contents: see the module docs
+    /// ("Missed notifications and versions"). Replaces any remaining count.
     pub fn drop_next_pushes(&self, app: &str, n: usize) {
         self.state().app(app).drop_pushes = n;
     }
@@ -110,7 +130,7 @@ impl MemoryRegistry {
         self.inner.faults.list_panics.set(n);
     }
 
-    /// Makes every live watch stream of `app` (both kinds) panic while it is
+    /// Makes every live watch stream of `app` panic while it is
     /// polled for its next item (each panics once; new watches are not
     /// affected).
     pub fn panic_watch_streams(&self, app: &str) {
@@ -120,12 +140,12 @@ impl MemoryRegistry {
     /// Sends `Err(RegistryError::Unavailable(..))` to every live watch
     /// stream of `app` and keeps the streams open: the registry is unhealthy
     /// for now, and the next notification heals them (see the stream
-    /// contract of [`steadfast_core::SnapshotStream`]).
+    /// contract of [`steadfast_core::EventStream`]). A watch whose first
+    /// Reset is still pending reads it now, before the error.
     pub fn report_watch_errors(&self, app: &str) {
         let mut state = self.state();
         if let Some((st, version)) = state.known(app) {
             let err = RegistryError::Unavailable(format!("injected unhealthy watch for {app}"));
-            st.snapshot_watchers.retain(|w| w.send(Err(err.clone())));
             let reset = || st.reset_at(version);
             for w in &st.event_watchers {
                 w.push_err(err.clone(), &reset);
@@ -138,9 +158,8 @@ impl MemoryRegistry {
     pub fn end_watches(&self, app: &str) {
         let mut state = self.state();
         if let Some((st, version)) = state.known(app) {
-            let watchers = st.snapshot_watchers.len() + st.event_watchers.len();
+            let watchers = st.event_watchers.len();
             tracing::debug!(app, watchers, "ending watches");
-            st.snapshot_watchers.clear();
             let events = std::mem::take(&mut st.event_watchers);
             let reset = || st.reset_at(version);
             for w in events {
@@ -154,13 +173,9 @@ impl MemoryRegistry {
     pub fn error_watches(&self, app: &str) {
         let mut state = self.state();
         if let Some((st, version)) = state.known(app) {
-            let watchers = st.snapshot_watchers.len() + st.event_watchers.len();
+            let watchers = st.event_watchers.len();
             tracing::debug!(app, watchers, "erroring watches");
             let err = RegistryError::WatchEnded(format!("injected watch error for {app}"));
-            for w in st.snapshot_watchers.drain(..) {
-                // A closed receiver has nothing left to tell.
-                let _ = w.send(Err(err.clone()));
-            }
             let events = std::mem::take(&mut st.event_watchers);
             let reset = || st.reset_at(version);
             for w in events {

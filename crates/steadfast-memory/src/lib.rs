@@ -8,8 +8,7 @@
 //! after `set_instances`; each watcher's queue is bounded (a watcher that
 //! falls behind gets one Reset instead of its backlog).
 //! [`MemoryRegistry::list_events`] lists an app with its version. The
-//! legacy [`steadfast_core::Registry`] trait (full snapshots) is served from
-//! the same state.
+//! [`steadfast_core::Registry`] trait's `watch` and `list` are these two.
 //!
 //! Besides that, the registry offers synchronous helpers for tests
 //! (`put`, `remove`, `set_instances`, ...) and scriptable faults (failing
@@ -25,9 +24,12 @@ mod faults;
 mod registry;
 mod state;
 
-pub use events::{EventStream, DEFAULT_EVENT_QUEUE_LIMIT};
+pub use events::DEFAULT_EVENT_QUEUE_LIMIT;
 pub use registry::MemoryRegistry;
+pub use steadfast_core::EventStream;
 
+#[cfg(test)]
+mod test_support;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -8,25 +8,15 @@
 //! already complete. No lock is ever held across an `await` (there is none
 //! inside).
 
-#[cfg(test)]
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-#[cfg(test)]
-use futures::channel::mpsc;
 use futures::future::{self, BoxFuture, FutureExt};
-#[cfg(test)]
-use futures::stream::StreamExt;
-#[cfg(test)]
-use std::sync::atomic::Ordering;
 use steadfast_core::{
-    Listing, Registry, RegistryError, RegistryEvent, ServiceInstance, Version,
+    EventStream, Listing, Registry, RegistryError, RegistryEvent, ServiceInstance, Version,
 };
 
-use crate::events::{EventStream, EventWatcher, DEFAULT_EVENT_QUEUE_LIMIT};
+use crate::events::{EventWatcher, DEFAULT_EVENT_QUEUE_LIMIT};
 use crate::faults::Faults;
-#[cfg(test)]
-use crate::state::{AppState, SnapshotWatcher};
 use crate::state::{Change, State};
 
 /// State shared by every clone of one registry.
@@ -52,9 +42,9 @@ impl Inner {
 /// Cheap to clone: all clones share the same state. Each app's instances
 /// are decoded once, at put, into shared [`steadfast_core::Instance`]s kept
 /// by id; the registry has one version counter that every change bumps.
-/// Event watches ([`MemoryRegistry::watch_events`]) get a Reset and then
-/// one Delta per put or remove; legacy snapshot watches (the [`Registry`]
-/// trait) get the full app after every change.
+/// Watches ([`Registry::watch`], the same as
+/// [`MemoryRegistry::watch_events`]) get a Reset and then one Delta per put
+/// or remove, a Reset after `set_instances`.
 #[derive(Clone)]
 pub struct MemoryRegistry {
     pub(crate) inner: Arc<Inner>,
@@ -151,8 +141,11 @@ impl MemoryRegistry {
     /// Replaces every instance of `app` like [`MemoryRegistry::set_instances`]
     /// but notifies no watcher: a lost notification. The state and the
     /// version change (so `list`, `list_events` and any new watch see it);
-    /// live watches see nothing of it, until a later snapshot push or a
-    /// resync by the consumer.
+    /// live watches never see it: later Deltas carry only their own change,
+    /// so only a resync (a listing applied as a Reset) or a later Reset
+    /// (`set_instances`, a coalesced queue) brings it. See
+    /// [`MemoryRegistry::drop_next_pushes`] for the version a watcher then
+    /// holds.
     pub fn set_instances_silently(&self, app: &str, instances: Vec<ServiceInstance>) {
         let mut state = self.state();
         state.app(app).replace_all(&instances);
@@ -175,12 +168,11 @@ impl MemoryRegistry {
         self.state().version()
     }
 
-    /// The number of live watch streams of `app`, snapshot and event ones
-    /// (closed ones are pruned).
+    /// The number of live watch streams of `app` (closed ones are pruned).
     pub fn watcher_count(&self, app: &str) -> usize {
         self.state().apps.get_mut(app).map_or(0, |st| {
             st.prune();
-            st.snapshot_watchers.len() + st.event_watchers.len()
+            st.event_watchers.len()
         })
     }
 
@@ -253,47 +245,6 @@ impl MemoryRegistry {
     }
 
     // ----- trait bodies (synchronous) --------------------------------------
-
-    #[cfg(test)]
-    pub(crate) fn list_now(&self, app: &str) -> Result<Vec<ServiceInstance>, RegistryError> {
-        self.inner.faults.list_calls.bump();
-        if self.inner.faults.lists.take() {
-            return Err(RegistryError::Injected(format!("list of {app}")));
-        }
-        Ok(self.instances(app))
-    }
-
-    #[cfg(test)]
-    pub(crate) fn watch_now(&self, app: &str) -> Result<crate::state::SnapshotStream, RegistryError> {
-        self.inner.faults.watch_calls.bump();
-        if self.inner.faults.watches.take() {
-            return Err(RegistryError::Injected(format!("watch of {app}")));
-        }
-        let (tx, rx) = mpsc::unbounded();
-        let poison = Arc::new(AtomicBool::new(false));
-        // Snapshot and subscription happen under one lock: no change can
-        // slip between the first item and the first push.
-        {
-            let mut state = self.state();
-            let st: &mut AppState = state.app(app);
-            st.prune();
-            // Cannot fail: the receiver is alive right here.
-            let _ = tx.unbounded_send(Ok(Arc::new(st.records(app))));
-            st.snapshot_watchers.push(SnapshotWatcher {
-                tx,
-                poison: poison.clone(),
-            });
-        }
-        let name = app.to_string();
-        Ok(rx
-            .map(move |item| {
-                if poison.swap(false, Ordering::SeqCst) {
-                    panic!("injected panic in the watch stream of {name}");
-                }
-                item
-            })
-            .boxed())
-    }
 
     fn register_now(&self, instance: ServiceInstance) -> Result<(), RegistryError> {
         self.inner.faults.register_calls.bump();

@@ -4,54 +4,26 @@
 //! the whole registry.
 //!
 //! A change costs O(1) plus its notification: a delta carries only the
-//! changed instance, and nothing copies an app's set. Only the legacy
-//! snapshot watches and [`crate::MemoryRegistry::instances`] rebuild the
-//! owned records of a whole app, and only when they are used.
+//! changed instance, and nothing copies an app's set. Only
+//! [`crate::MemoryRegistry::instances`] rebuilds the owned records of a
+//! whole app, on demand.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use futures::channel::mpsc;
 use rustc_hash::FxHashSet;
 use steadfast_core::{
-    Instance, Listing, RegistryError, RegistryEvent, RevisionInterner, ServiceInstance, Version,
+    Instance, Listing, RegistryEvent, RevisionInterner, ServiceInstance, Version,
 };
 
 use crate::events::EventWatcher;
 
-/// A legacy stream of full snapshots (kept for the crate's snapshot tests).
-#[cfg(test)]
-pub(crate) type SnapshotStream = futures::stream::BoxStream<
-    'static,
-    Result<Arc<Vec<ServiceInstance>>, steadfast_core::RegistryError>,
->;
-
-/// One item of a snapshot watch stream.
-pub(crate) type SnapshotItem = Result<Arc<Vec<ServiceInstance>>, RegistryError>;
-
-/// The sending half of one legacy snapshot watch, with its panic flag.
-pub(crate) struct SnapshotWatcher {
-    pub(crate) tx: mpsc::UnboundedSender<SnapshotItem>,
-    /// Set: the stream panics when it yields its next item.
-    pub(crate) poison: Arc<AtomicBool>,
-}
-
-impl SnapshotWatcher {
-    fn is_closed(&self) -> bool {
-        self.tx.is_closed()
-    }
-
-    pub(crate) fn send(&self, item: SnapshotItem) -> bool {
-        self.tx.unbounded_send(item).is_ok()
-    }
-}
-
 /// One stored instance: the shared record and its registration rank (for
-/// the registration order of the owned snapshots). Hashed and compared by
-/// instance id, so the set is keyed by id without storing the key twice.
+/// the registration order of [`crate::MemoryRegistry::instances`]). Hashed
+/// and compared by instance id, so the set is keyed by id without storing
+/// the key twice.
 struct Entry {
     seq: u64,
     instance: Arc<Instance>,
@@ -97,8 +69,6 @@ pub(crate) struct AppState {
     revisions: RevisionInterner,
     /// Interned revisions above which the interner is next trimmed.
     trim_at: usize,
-    /// Live legacy snapshot watches (closed ones are pruned lazily).
-    pub(crate) snapshot_watchers: Vec<SnapshotWatcher>,
     /// Live event watches (closed ones are pruned lazily).
     pub(crate) event_watchers: Vec<EventWatcher>,
     /// Upcoming notifications that are swallowed instead of delivered.
@@ -183,7 +153,6 @@ impl AppState {
 
     /// Drops watchers whose stream is gone.
     pub(crate) fn prune(&mut self) {
-        self.snapshot_watchers.retain(|w| !w.is_closed());
         self.event_watchers.retain(|w| !w.is_closed());
     }
 }
@@ -255,11 +224,6 @@ impl State {
             tracing::debug!(app, remaining = st.drop_pushes, "dropping scripted push");
             return;
         }
-        if !st.snapshot_watchers.is_empty() {
-            let snapshot = Arc::new(st.records(app));
-            st.snapshot_watchers
-                .retain(|w| w.send(Ok(snapshot.clone())));
-        }
         for w in &st.event_watchers {
             match &change {
                 Change::Delta(delta) => w.push_delta(delta),
@@ -269,7 +233,7 @@ impl State {
         tracing::trace!(
             app,
             instances = st.len(),
-            watchers = st.event_watchers.len() + st.snapshot_watchers.len(),
+            watchers = st.event_watchers.len(),
             "notified"
         );
     }
@@ -279,14 +243,6 @@ impl State {
         let Some(st) = self.apps.get_mut(app) else {
             return;
         };
-        let snapshot = (!st.snapshot_watchers.is_empty()).then(|| Arc::new(st.records(app)));
-        for w in &st.snapshot_watchers {
-            w.poison.store(true, Ordering::SeqCst);
-            // Wakes the stream so the panic happens now.
-            if let Some(s) = &snapshot {
-                w.send(Ok(s.clone()));
-            }
-        }
         for w in &st.event_watchers {
             w.poison();
         }

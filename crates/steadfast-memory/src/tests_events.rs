@@ -1,83 +1,22 @@
 //! Unit tests of the event path: [`MemoryRegistry::watch_events`] and
-//! [`MemoryRegistry::list_events`]: Resets and Deltas, versions, the bounded
-//! queue under a burst, and every scripted fault on the event streams.
-//! Synchronous: streams are polled with `now_or_never`.
+//! [`MemoryRegistry::list_events`], called through the
+//! [`steadfast_core::Registry`] trait that forwards to them: Resets and
+//! Deltas, versions, the bounded queue under a burst, and every scripted
+//! fault on the event streams and calls. Synchronous: streams are polled
+//! with `now_or_never`.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::executor::block_on;
 use futures::{FutureExt, StreamExt};
-use steadfast_core::{
-    Instance, InstanceMap, Listing, RegistryError, RegistryEvent, ServiceInstance, Version,
+use steadfast_core::{InstanceMap, Registry, RegistryError, RegistryEvent, Version};
+
+use crate::test_support::{
+    assert_ended, assert_quiet, delta, inst, list, next, next_ok, record_ids, reset, same_state,
+    sorted_ids, watch,
 };
-
-use crate::{EventStream, MemoryRegistry, DEFAULT_EVENT_QUEUE_LIMIT};
-
-fn inst(app: &str, host: &str, port: u16) -> ServiceInstance {
-    let mut i = ServiceInstance::new(app, host, port);
-    i.set_revision("r1");
-    i
-}
-
-fn watch(reg: &MemoryRegistry, app: &str) -> EventStream {
-    block_on(reg.watch_events(app)).expect("watch")
-}
-
-fn list(reg: &MemoryRegistry, app: &str) -> Listing {
-    block_on(reg.list_events(app)).expect("list")
-}
-
-/// The next item, which must already be there.
-fn next(s: &mut EventStream) -> Result<RegistryEvent, RegistryError> {
-    s.next()
-        .now_or_never()
-        .expect("an item is ready")
-        .expect("stream still open")
-}
-
-fn next_ok(s: &mut EventStream) -> RegistryEvent {
-    next(s).expect("an Ok item")
-}
-
-fn assert_quiet(s: &mut EventStream) {
-    assert!(s.next().now_or_never().is_none(), "unexpected item");
-}
-
-fn sorted_ids(instances: &[Arc<Instance>]) -> Vec<String> {
-    let mut ids: Vec<String> = instances.iter().map(|i| i.id().to_string()).collect();
-    ids.sort();
-    ids
-}
-
-/// The Reset's version and sorted ids (panics on a Delta).
-fn reset(ev: RegistryEvent) -> (Version, Vec<String>) {
-    match ev {
-        RegistryEvent::Reset { version, instances } => (version, sorted_ids(&instances)),
-        other => panic!("expected a Reset, got {other:?}"),
-    }
-}
-
-/// The Delta's parts (panics on a Reset).
-fn delta(ev: RegistryEvent) -> (Version, Vec<Arc<Instance>>, Vec<Arc<str>>) {
-    match ev {
-        RegistryEvent::Delta {
-            version,
-            upserts,
-            removals,
-        } => (version, upserts, removals),
-        other => panic!("expected a Delta, got {other:?}"),
-    }
-}
-
-/// Listing instances by id, for comparing with an [`InstanceMap`].
-fn same_state(map: &InstanceMap, listing: &Listing) -> bool {
-    map.len() == listing.instances.len()
-        && listing
-            .instances
-            .iter()
-            .all(|i| map.get(i.id()).is_some_and(|m| m == i))
-}
+use crate::{MemoryRegistry, DEFAULT_EVENT_QUEUE_LIMIT};
 
 #[test]
 fn a_late_watcher_gets_the_current_state_as_a_reset() {
@@ -176,10 +115,19 @@ fn set_instances_sends_a_reset_of_the_new_state() {
     let n1 = instances.iter().find(|i| i.id() == "n1:1").unwrap();
     assert_eq!(n1.weight(), 5, "the later duplicate wins");
     assert_quiet(&mut s);
-    // The legacy records keep registration order and the app.
+    // The owned records keep registration order (a duplicate keeps the
+    // rank of the first) and are stored under the app.
     let records = reg.instances("a");
-    assert_eq!(records[0].id, "n1:1");
-    assert!(records.iter().all(|r| r.app == "a"));
+    assert_eq!(record_ids(&records), ["n1:1", "n2:1"], "registration order");
+    assert_eq!(records[0].weight, 5);
+    assert!(records.iter().all(|r| r.app == "a"), "stored under the app");
+
+    reg.set_instances("a", Vec::new());
+    let (v2, ids) = reset(next_ok(&mut s));
+    assert!(v2 > *version);
+    assert!(ids.is_empty(), "an empty app is a Reset too");
+    assert_quiet(&mut s);
+    assert!(reg.instances("a").is_empty());
 }
 
 #[test]
@@ -259,7 +207,7 @@ fn watch_and_list_faults_hit_the_event_calls() {
     reg.put(inst("a", "h", 1));
     reg.fail_next_watches(1);
     assert!(matches!(
-        block_on(reg.watch_events("a")),
+        block_on(reg.watch("a")),
         Err(RegistryError::Injected(_))
     ));
     assert_eq!(reg.watcher_count("a"), 0);
@@ -268,21 +216,22 @@ fn watch_and_list_faults_hit_the_event_calls() {
     reg.fail_next_watches(0);
     reg.fail_next_lists(1);
     assert!(matches!(
-        block_on(reg.list_events("a")),
+        block_on(reg.list("a")),
         Err(RegistryError::Injected(_))
     ));
     let mut s = watch(&reg, "a");
     assert_eq!(reset(next_ok(&mut s)).1, ["h:1"], "watches answer");
+    assert_eq!(reg.watcher_count("a"), 1);
     assert_eq!((reg.watch_calls(), reg.list_calls()), (2, 2));
 
     reg.panic_next_watches(1);
     reg.panic_next_lists(1);
-    let w = block_on(AssertUnwindSafe(reg.watch_events("a")).catch_unwind());
+    let w = block_on(AssertUnwindSafe(reg.watch("a")).catch_unwind());
     assert!(w.is_err(), "the watch future panicked");
-    let l = block_on(AssertUnwindSafe(reg.list_events("a")).catch_unwind());
+    let l = block_on(AssertUnwindSafe(reg.list("a")).catch_unwind());
     assert!(l.is_err(), "the list future panicked");
     assert_eq!((reg.watch_calls(), reg.list_calls()), (3, 3), "counted");
-    assert!(block_on(reg.list_events("a")).is_ok(), "once");
+    assert!(block_on(reg.list("a")).is_ok(), "once");
 }
 
 #[test]
@@ -357,7 +306,7 @@ fn end_watches_delivers_what_was_sent_then_ends() {
     assert_eq!(reg.watcher_count("b"), 1);
     // The first Reset was pending when the watch ended: read at the end.
     assert_eq!(reset(next_ok(&mut s)).1, ["h:1"]);
-    assert!(s.next().now_or_never() == Some(None), "ended");
+    assert_ended(&mut s);
     next_ok(&mut b);
     assert_quiet(&mut b);
     let mut again = watch(&reg, "a");
@@ -377,7 +326,7 @@ fn error_watches_sends_an_error_then_ends() {
     assert_eq!(reset(next_ok(&mut s2)).1, ["h:1"]);
     for s in [&mut s1, &mut s2] {
         assert!(matches!(next(s), Err(RegistryError::WatchEnded(_))));
-        assert!(s.next().now_or_never() == Some(None));
+        assert_ended(s);
     }
     reg.error_watches("nobody");
     reg.end_watches("nobody");
@@ -404,21 +353,26 @@ fn scripted_stream_panics_hit_live_event_streams_once() {
 #[test]
 fn closed_event_watchers_are_pruned_and_a_dropped_registry_ends_streams() {
     let reg = MemoryRegistry::new();
-    let fut = reg.watch_events("a");
+    let fut = reg.watch("a");
     assert_eq!(reg.watcher_count("a"), 1, "subscribed before polled");
     drop(fut);
     assert_eq!(reg.watcher_count("a"), 0);
     let keep = watch(&reg, "a");
     let gone = watch(&reg, "a");
+    assert_eq!(reg.watcher_count("a"), 2);
     drop(gone);
+    assert_eq!(reg.watcher_count("a"), 1, "pruned when counted");
     reg.put(inst("a", "h", 1));
     assert_eq!(reg.watcher_count("a"), 1);
     drop(keep);
+    reg.put(inst("a", "h1", 1));
+    assert_eq!(reg.watcher_count("a"), 0);
+    assert_eq!(reg.watcher_count("never-seen"), 0);
 
     let mut s = watch(&reg, "a");
     reset(next_ok(&mut s));
     reg.put(inst("a", "h2", 1));
     drop(reg);
     assert_eq!(delta(next_ok(&mut s)).1.len(), 1, "sent items are kept");
-    assert!(s.next().now_or_never() == Some(None), "then it ends");
+    assert_ended(&mut s);
 }
