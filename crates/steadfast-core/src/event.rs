@@ -194,6 +194,18 @@ impl InstanceMap {
         })
     }
 
+    /// Applies a full listing at a version not older than the map (equal
+    /// included: a source that lost a notification lists a different
+    /// state at the version the map holds, and the listing is the truth).
+    /// Returns what changed, `None` when the listing is older.
+    pub fn reconcile(&mut self, listing: &Listing) -> Option<Changes> {
+        if self.version.is_some_and(|v| listing.version < v) {
+            return None;
+        }
+        self.version = Some(listing.version);
+        Some(self.replace_all(&listing.instances))
+    }
+
     /// Replaces the whole state by `instances` (later duplicates of an id
     /// win), returning what changed; one pass.
     fn replace_all(&mut self, instances: &[Arc<Instance>]) -> Changes {

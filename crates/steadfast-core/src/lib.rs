@@ -46,6 +46,8 @@ pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
-pub use subscription::{Delivery, Feed, SubscriptionAction, SubscriptionConfig, SubscriptionMachine};
+pub use subscription::{
+    Delivery, Feed, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,
+};
 pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange};
 pub use url::{Endpoint, ServiceEndpoint, ServiceUrl};

@@ -36,8 +36,10 @@ use steadfast_core::{RegistryError, ServiceInstance};
 
 /// A stream of full snapshots of one app (the driver's own output; the
 /// registry maps it to events).
-pub(crate) type SnapshotStream =
-    futures::stream::BoxStream<'static, Result<std::sync::Arc<Vec<ServiceInstance>>, RegistryError>>;
+pub(crate) type SnapshotStream = futures::stream::BoxStream<
+    'static,
+    Result<std::sync::Arc<Vec<ServiceInstance>>, RegistryError>,
+>;
 
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;

@@ -10,7 +10,7 @@ use super::{Ctx, Delivery, Feed, SubscriptionAction, TimerKind, To};
 use std::sync::Arc;
 
 use crate::error::RegistryError;
-use crate::event::{Changes, InstanceMap, RegistryEvent};
+use crate::event::{Changes, InstanceMap, Listing, RegistryEvent};
 use crate::instance::Instance;
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
@@ -273,7 +273,7 @@ impl AppSub {
         }
         // After an outage delivered even when it changes nothing: it
         // carries the cleared stale mark.
-        self.apply(&event, was_stale, now, ctx);
+        self.apply(&event, was_stale, false, now, ctx);
         if was_stale && ctx.resume_resync {
             self.resume_resync(ctx);
         } else {
@@ -283,17 +283,26 @@ impl AppSub {
 
     /// Applies `event` to the registry state and delivers what changed
     /// (also an empty change when `always`). An event not newer than the
-    /// state is ignored and reported. Returns what changed.
+    /// state is ignored and reported, except that a resync's listing
+    /// (`reconcile`) also applies at the version held. Returns what changed.
     pub(super) fn apply(
         &mut self,
         event: &RegistryEvent,
         always: bool,
+        reconcile: bool,
         now: Instant,
         ctx: &mut Ctx<'_>,
     ) -> Option<Changes> {
         let expired = self.hold.expire(now);
         let grace = ctx.config.mass_removal_grace;
-        let Some(changes) = self.real.apply(event) else {
+        let applied = match (event, reconcile) {
+            (RegistryEvent::Reset { version, instances }, true) => self.real.reconcile(&Listing {
+                version: *version,
+                instances: instances.clone(),
+            }),
+            _ => self.real.apply(event),
+        };
+        let Some(changes) = applied else {
             let app = ctx.app.to_string();
             ctx.push(SubscriptionAction::IgnoredOlder {
                 app,

@@ -650,3 +650,25 @@ fn a_late_subscriber_gets_the_whole_state_at_the_current_generation() {
     assert_eq!(d.generation, gen, "the next delta applies on top of it");
     assert!(matches!(&d.feed, Feed::Reset(all) if all.len() == 3));
 }
+
+#[test]
+fn a_resync_repairs_a_lost_notification_even_at_the_version_held() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    // The registry changes and loses the notification...
+    sim.state = insts(&[1, 3]);
+    sim.current_version();
+    // ...then notifies a later change: the watch is at the registry's
+    // version without the lost change.
+    sim.push_delta(&[4], &[]);
+    assert_eq!(ports(&sim.last().instances), [1, 4]);
+    sim.advance(Duration::from_secs(400));
+    assert_eq!(
+        ports(&sim.last().instances),
+        [1, 3, 4],
+        "a listing at the version held that differs is the truth"
+    );
+    assert_eq!(
+        sim.count(|a| matches!(a, SubscriptionAction::Reconciled { added: 1, .. })),
+        1
+    );
+}

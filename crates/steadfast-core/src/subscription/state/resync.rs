@@ -131,14 +131,15 @@ impl AppSub {
     }
 
     /// Applies a listed state that differs from the pushed one.
-    /// Applies a full listing where it is newer than the pushed state and
-    /// differs from it, and reports the difference.
+    /// Applies a full listing where it is not older than the pushed state
+    /// and differs from it, and reports the difference (a listing at the
+    /// version held that differs means the source lost a notification).
     pub(super) fn reconcile(&mut self, list: Listing, now: Instant, ctx: &mut Ctx<'_>) {
-        if self.real.version().is_none() || !self.real.is_newer(list.version) {
+        if self.real.version().is_none_or(|v| list.version < v) {
             return;
         }
         let event = RegistryEvent::reset(list);
-        let Some(changes) = self.apply(&event, false, now, ctx) else {
+        let Some(changes) = self.apply(&event, false, true, now, ctx) else {
             return;
         };
         if changes.is_empty() {
