@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::{BoxFuture, FutureExt};
-use steadfast::{Engine, MemoryRegistry, Registry, RegistryError, ServiceInstance, SnapshotStream};
+use steadfast::{
+    Engine, EventStream, Listing, MemoryRegistry, Registry, RegistryError, ServiceInstance,
+};
 use tokio::time::Instant;
 
 /// The embedded registry, except that once `hang` is set its register and
@@ -22,10 +24,10 @@ struct Freezable {
 }
 
 impl Registry for Freezable {
-    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
         self.inner.list(app)
     }
-    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
         self.inner.watch(app)
     }
     fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
@@ -119,10 +121,10 @@ struct Panicky {
 }
 
 impl Registry for Panicky {
-    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
         self.inner.list(app)
     }
-    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
         self.inner.watch(app)
     }
     fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {

@@ -170,7 +170,10 @@ fn pipeline(instances: Vec<ServiceInstance>, info: Option<MetadataInfo>, now: In
         }
     }
     for u in m.take_updates() {
-        for url in u.urls.iter() {
+        let steadfast::UrlChange::Full(urls) = &u.change else {
+            panic!("the first update of a key is full");
+        };
+        for url in urls.iter() {
             let _ = url.to_string();
             let _ = url.address();
         }

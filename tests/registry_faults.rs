@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use futures::future::BoxFuture;
 use steadfast::{
-    DirectoryStatus, DirectoryView, MemoryRegistry, Reference, Registry, RegistryError,
-    ServiceInstance, SnapshotStream,
+    DirectoryStatus, DirectoryView, EventStream, Listing, MemoryRegistry, Reference, Registry,
+    RegistryError, ServiceInstance,
 };
 
 /// One backoff step of the default registry schedule: 1 s + 25 % jitter.
@@ -266,10 +266,10 @@ async fn after_a_long_outage_the_watch_resumes_promptly_once_the_registry_answer
 struct Rereads(MemoryRegistry);
 
 impl Registry for Rereads {
-    fn list(&self, app: &str) -> BoxFuture<'static, Result<Vec<ServiceInstance>, RegistryError>> {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
         self.0.list(app)
     }
-    fn watch(&self, app: &str) -> BoxFuture<'static, Result<SnapshotStream, RegistryError>> {
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
         self.0.watch(app)
     }
     fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
