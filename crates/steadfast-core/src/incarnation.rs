@@ -12,14 +12,59 @@ pub const EXPORT_MS_KEY: &str = "steadfast.export-ms";
 /// Metadata key holding the random boot id.
 pub const BOOT_ID_KEY: &str = "steadfast.boot-id";
 
+/// A random id chosen once per process boot. The form Steadfast stamps (16
+/// lowercase hex digits) is held as its number; any other text as a shared
+/// string. Compare and show it as the text it was read from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BootId {
+    /// 16 lowercase hex digits, as a number.
+    Hex(u64),
+    /// Any other text (shared, not copied, by every URL of the instance).
+    Text(Arc<str>),
+}
+
+impl BootId {
+    /// The boot id read from `text`.
+    pub fn parse(text: &str) -> Self {
+        let canonical = text.len() == 16
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        match u64::from_str_radix(text, 16) {
+            Ok(n) if canonical => BootId::Hex(n),
+            _ => BootId::Text(Arc::from(text)),
+        }
+    }
+}
+
+impl From<&str> for BootId {
+    fn from(text: &str) -> Self {
+        Self::parse(text)
+    }
+}
+
+impl From<String> for BootId {
+    fn from(text: String) -> Self {
+        Self::parse(&text)
+    }
+}
+
+impl std::fmt::Display for BootId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootId::Hex(n) => write!(f, "{n:016x}"),
+            BootId::Text(t) => f.write_str(t),
+        }
+    }
+}
+
 /// When and in which boot an instance was exported.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Incarnation {
     /// Export time, milliseconds since the Unix epoch.
     pub export_ms: u64,
-    /// Random id chosen once per process boot (shared, not copied, by every
-    /// URL of the instance).
-    pub boot_id: Arc<str>,
+    /// Random id chosen once per process boot.
+    pub boot_id: BootId,
 }
 
 impl Incarnation {
@@ -27,7 +72,7 @@ impl Incarnation {
     pub fn new(export_ms: u64, rng: &mut impl Rng) -> Self {
         Self {
             export_ms,
-            boot_id: Arc::from(format!("{:016x}", rng.gen::<u64>())),
+            boot_id: BootId::Hex(rng.gen::<u64>()),
         }
     }
 
@@ -35,7 +80,7 @@ impl Incarnation {
     pub fn from_metadata(meta: &BTreeMap<String, String>) -> Option<Self> {
         Some(Self {
             export_ms: meta.get(EXPORT_MS_KEY)?.parse().ok()?,
-            boot_id: Arc::from(meta.get(BOOT_ID_KEY)?.as_str()),
+            boot_id: BootId::parse(meta.get(BOOT_ID_KEY)?),
         })
     }
 
@@ -43,5 +88,27 @@ impl Incarnation {
     pub fn stamp(&self, meta: &mut BTreeMap<String, String>) {
         meta.insert(EXPORT_MS_KEY.into(), self.export_ms.to_string());
         meta.insert(BOOT_ID_KEY.into(), self.boot_id.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_ids_read_back_as_written() {
+        for text in [
+            "00000000000000ff",
+            "deadbeefdeadbeef",
+            "DEADBEEFDEADBEEF",
+            "b1",
+            "",
+            "é",
+            "+000000000000001",
+        ] {
+            assert_eq!(BootId::parse(text).to_string(), text);
+        }
+        assert_eq!(BootId::parse("00000000000000ff"), BootId::Hex(255));
+        assert!(matches!(BootId::parse("+000000000000001"), BootId::Text(_)));
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! [`ServiceInstance`] stays the owned, editable record users register and
 //! fetchers receive; [`Instance`] is what the watch path carries:
-//! - id and host are shared strings ([`Arc<str>`]);
+//! - id and host are shared strings ([`Arc<str>`]); the host is a prefix of
+//!   the id's string when the id is the usual `host:port`;
 //! - the revision is interned per app ([`RevisionInterner`]): every
 //!   instance of one revision points at the same string, and the resolver
 //!   maps it to a small per-app id;
@@ -25,7 +26,10 @@ use crate::model::{ServiceInstance, CLOSING_KEY, EMPTY_REVISION, METADATA_PORT_K
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Instance {
     id: Arc<str>,
-    host: Arc<str>,
+    /// The host: its own string, or (the usual `host:port` id) the first
+    /// `host_len` bytes of the id, so it costs no allocation.
+    host: Option<Arc<str>>,
+    host_len: u32,
     port: u16,
     /// The MetadataService port when the record names one.
     metadata_port: Option<u16>,
@@ -45,7 +49,7 @@ impl fmt::Debug for Instance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Instance")
             .field("id", &self.id)
-            .field("host", &self.host)
+            .field("host", &self.host())
             .field("port", &self.port)
             .field("weight", &self.weight)
             .field("healthy", &self.healthy)
@@ -93,12 +97,7 @@ impl RevisionInterner {
 impl Instance {
     /// Decodes `record` (its revision interned in `revisions`).
     pub fn decode(record: &ServiceInstance, revisions: &mut RevisionInterner) -> Self {
-        Self::decode_parts(
-            Arc::from(record.id.as_str()),
-            Arc::from(record.host.as_str()),
-            record,
-            revisions,
-        )
+        Self::decode_parts(record, revisions)
     }
 
     /// Decodes `record`, consuming it.
@@ -106,12 +105,13 @@ impl Instance {
         Self::decode(&record, revisions)
     }
 
-    fn decode_parts(
-        id: Arc<str>,
-        host: Arc<str>,
-        record: &ServiceInstance,
-        revisions: &mut RevisionInterner,
-    ) -> Self {
+    fn decode_parts(record: &ServiceInstance, revisions: &mut RevisionInterner) -> Self {
+        let id: Arc<str> = Arc::from(record.id.as_str());
+        let prefix = record.id.starts_with(record.host.as_str());
+        let (host, host_len) = match u32::try_from(record.host.len()) {
+            Ok(len) if prefix => (None, len),
+            _ => (Some(Arc::from(record.host.as_str())), 0),
+        };
         let revision = record.revision().map(|r| revisions.intern(r));
         let mut extra: Vec<(Box<str>, Box<str>)> = Vec::new();
         for (k, v) in &record.metadata {
@@ -151,6 +151,7 @@ impl Instance {
         Self {
             id,
             host,
+            host_len,
             port: record.port,
             metadata_port: record
                 .metadata
@@ -186,7 +187,7 @@ impl Instance {
         ServiceInstance {
             id: self.id.to_string(),
             app: app.to_string(),
-            host: self.host.to_string(),
+            host: self.host().to_string(),
             port: self.port,
             weight: self.weight,
             healthy: self.healthy,
@@ -206,12 +207,10 @@ impl Instance {
 
     /// Host the instance is reachable on (from the registry record).
     pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The shared host string.
-    pub fn host_arc(&self) -> &Arc<str> {
-        &self.host
+        match &self.host {
+            Some(host) => host,
+            None => self.id.get(..self.host_len as usize).unwrap_or_default(),
+        }
     }
 
     /// Main port.
@@ -277,10 +276,8 @@ impl Instance {
                 .map(|(k, v)| k.len().saturating_add(v.len()).saturating_add(32))
                 .sum()
         });
-        self.id
-            .len()
-            .saturating_add(self.host.len())
-            .saturating_add(extra)
+        let host = self.host.as_ref().map_or(0, |h| h.len());
+        self.id.len().saturating_add(host).saturating_add(extra)
     }
 }
 
@@ -310,6 +307,13 @@ mod tests {
         let a = Instance::decode(&r, &mut revs);
         assert_eq!(a.id(), "10.0.0.1:20880");
         assert_eq!(a.host(), "10.0.0.1");
+        let mut odd = ServiceInstance::new("app", "é1", 1);
+        odd.id = "é".into();
+        assert_eq!(
+            Instance::decode(&odd, &mut revs).host(),
+            "é1",
+            "not a prefix: its own"
+        );
         assert_eq!(a.revision(), Some("abc"));
         assert!(a.is_closing() && !a.is_serving());
         assert_eq!(a.metadata_port(), 9);

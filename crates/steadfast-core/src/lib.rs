@@ -39,7 +39,7 @@ pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
 pub use fallback::{FallbackFetcher, DEFAULT_FALLBACK_TIMEOUT, DEFAULT_PRIMARY_TIMEOUT};
 pub use fetch_plan::{fetch_contained, FetchAction, FetchMemory, FetchPlan, FetchPolicy};
-pub use incarnation::Incarnation;
+pub use incarnation::{BootId, Incarnation};
 pub use instance::{Instance, RevisionInterner};
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};

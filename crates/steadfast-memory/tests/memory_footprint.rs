@@ -76,7 +76,10 @@ fn record(n: usize) -> ServiceInstance {
     r.set_revision(format!("{:032x}", n % 10));
     Incarnation {
         export_ms: 1_700_000_000_000 + n as u64,
-        boot_id: Arc::from(format!("{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15))),
+        boot_id: steadfast_core::BootId::parse(&format!(
+            "{:016x}",
+            n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        )),
     }
     .stamp(&mut r.metadata);
     r
