@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHashSet;
 
 use crate::instance::Instance;
 
@@ -130,11 +130,37 @@ impl Changes {
     }
 }
 
+/// An instance in a set keyed by its id (the set stores one pointer per
+/// instance, not a key beside it).
+#[derive(Clone, Debug)]
+pub struct ById(pub Arc<Instance>);
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id() == other.0.id()
+    }
+}
+
+impl Eq for ById {}
+
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that lookups by `&str` find it.
+        self.0.id().hash(state)
+    }
+}
+
+impl std::borrow::Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        self.0.id()
+    }
+}
+
 /// The instances of one app by id, at a version.
 #[derive(Clone, Debug, Default)]
 pub struct InstanceMap {
     version: Option<Version>,
-    by_id: FxHashMap<Arc<str>, Arc<Instance>>,
+    by_id: FxHashSet<ById>,
 }
 
 impl InstanceMap {
@@ -155,12 +181,12 @@ impl InstanceMap {
 
     /// The instance with `id`.
     pub fn get(&self, id: &str) -> Option<&Arc<Instance>> {
-        self.by_id.get(id)
+        self.by_id.get(id).map(|b| &b.0)
     }
 
     /// Every instance, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Instance>> {
-        self.by_id.values()
+        self.by_id.iter().map(|b| &b.0)
     }
 
     /// Whether `version` is newer than what the map holds.
@@ -182,8 +208,8 @@ impl InstanceMap {
             } => {
                 let mut changes = Changes::default();
                 for id in removals {
-                    if let Some(old) = self.by_id.remove(id) {
-                        changes.removed.push(old);
+                    if let Some(old) = self.by_id.take(id.as_ref()) {
+                        changes.removed.push(old.0);
                     }
                 }
                 for inst in upserts {
@@ -210,21 +236,23 @@ impl InstanceMap {
     /// win), returning what changed; one pass.
     fn replace_all(&mut self, instances: &[Arc<Instance>]) -> Changes {
         let mut changes = Changes::default();
-        let mut next: FxHashMap<Arc<str>, Arc<Instance>> = FxHashMap::default();
+        let mut next: FxHashSet<ById> = FxHashSet::default();
         next.reserve(instances.len());
         for inst in instances {
-            next.insert(inst.id_arc().clone(), inst.clone());
+            next.replace(ById(inst.clone()));
         }
-        for (id, new) in &next {
-            match self.by_id.get(id) {
-                None => changes.added.push(new.clone()),
-                Some(old) if !same(old, new) => changes.replaced.push((old.clone(), new.clone())),
+        for new in &next {
+            match self.by_id.get(new.0.id()) {
+                None => changes.added.push(new.0.clone()),
+                Some(old) if !same(&old.0, &new.0) => {
+                    changes.replaced.push((old.0.clone(), new.0.clone()))
+                }
                 Some(_) => {}
             }
         }
-        for (id, old) in &self.by_id {
-            if !next.contains_key(id) {
-                changes.removed.push(old.clone());
+        for old in &self.by_id {
+            if !next.contains(old.0.id()) {
+                changes.removed.push(old.0.clone());
             }
         }
         self.by_id = next;
@@ -232,7 +260,7 @@ impl InstanceMap {
     }
 
     fn upsert(&mut self, inst: &Arc<Instance>, changes: &mut Changes) {
-        match self.by_id.insert(inst.id_arc().clone(), inst.clone()) {
+        match self.by_id.replace(ById(inst.clone())).map(|b| b.0) {
             None => {
                 // Re-added after its removal in the same delta: a replacement.
                 if let Some(pos) = changes.removed.iter().position(|r| r.id() == inst.id()) {
@@ -263,7 +291,7 @@ impl InstanceMap {
     pub fn to_listing(&self) -> Listing {
         Listing {
             version: self.version.unwrap_or_default(),
-            instances: self.by_id.values().cloned().collect(),
+            instances: self.iter().cloned().collect(),
         }
     }
 }

@@ -4,9 +4,11 @@
 //! whose current revision is unresolved, and running counts of instances
 //! that do not serve. Every edit is O(1); nothing here walks the app.
 
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::instance::Instance;
 use crate::update::NotServing;
@@ -25,13 +27,19 @@ pub(super) struct Slot {
 pub(super) struct Table {
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
-    index: FxHashMap<Arc<str>, u32>,
+    /// Slot numbers, found by the id of the instance in the slot (one
+    /// `u32` per instance, no key beside it).
+    index: HashTable<u32>,
     /// Instances advertising each revision.
     rev_count: FxHashMap<Arc<str>, usize>,
     /// Slots whose last-known-good is each revision.
     good_refs: FxHashMap<Arc<str>, usize>,
     serving: usize,
     not_serving: NotServing,
+}
+
+fn hash_id(id: &str) -> u64 {
+    FxBuildHasher.hash_one(id)
 }
 
 fn bump(map: &mut FxHashMap<Arc<str>, usize>, key: &Arc<str>, up: bool) {
@@ -68,7 +76,17 @@ impl Table {
 
     /// The slot of instance `id`.
     pub(super) fn slot_of(&self, id: &str) -> Option<u32> {
-        self.index.get(id).copied()
+        let slots = &self.slots;
+        self.index
+            .find(hash_id(id), |&k| Self::id_at(slots, k) == Some(id))
+            .copied()
+    }
+
+    fn id_at(slots: &[Option<Slot>], k: u32) -> Option<&str> {
+        slots
+            .get(k as usize)
+            .and_then(Option::as_ref)
+            .map(|s| s.instance.id())
     }
 
     /// Every live slot with its instance, in slot order.
@@ -119,7 +137,12 @@ impl Table {
 
     /// Removes instance `id`; returns its slot and record.
     pub(super) fn remove(&mut self, id: &str) -> Option<(u32, Slot)> {
-        let k = self.index.remove(id)?;
+        let slots = &self.slots;
+        let entry = self
+            .index
+            .find_entry(hash_id(id), |&k| Self::id_at(slots, k) == Some(id))
+            .ok()?;
+        let (k, _) = entry.remove();
         let old = self.slots.get_mut(k as usize)?.take()?;
         self.track(&old, false);
         self.free.push(k);
@@ -129,9 +152,9 @@ impl Table {
     /// Adds or replaces the instance with `slot.instance`'s id; returns its
     /// slot and the record it replaced.
     pub(super) fn upsert(&mut self, slot: Slot) -> (u32, Option<Slot>) {
-        let id = slot.instance.id_arc().clone();
+        let hash = hash_id(slot.instance.id());
         self.track(&slot, true);
-        if let Some(&k) = self.index.get(&id) {
+        if let Some(k) = self.slot_of(slot.instance.id()) {
             let old = self.slots.get_mut(k as usize).and_then(|s| s.replace(slot));
             if let Some(old) = &old {
                 self.track(old, false);
@@ -150,7 +173,10 @@ impl Table {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.index.insert(id, k);
+        let slots = &self.slots;
+        self.index.insert_unique(hash, k, |&j| {
+            hash_id(Self::id_at(slots, j).unwrap_or_default())
+        });
         (k, None)
     }
 
