@@ -324,7 +324,14 @@ impl AppSub {
                 held,
             });
         }
-        if always || !changes.is_empty() || !step.newly_held.is_empty() || !expired.is_empty() {
+        // The first state is delivered even when empty: "the registry holds
+        // no instance" is news too.
+        if always
+            || self.delivered.is_none()
+            || !changes.is_empty()
+            || !step.newly_held.is_empty()
+            || !expired.is_empty()
+        {
             self.deliver_change(&changes, step.newly_held, expired, ctx);
         }
         self.sync_hold_timer(now, ctx);

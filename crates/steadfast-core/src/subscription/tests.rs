@@ -672,3 +672,11 @@ fn a_resync_repairs_a_lost_notification_even_at_the_version_held() {
         1
     );
 }
+
+#[test]
+fn an_empty_first_state_is_delivered() {
+    let sim = Sim::new(config(), Vec::new());
+    let d = sim.last();
+    assert!(d.instances.is_empty());
+    assert_eq!(d.carried, 0);
+}
