@@ -41,6 +41,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod epoch;
 pub mod error;
 pub mod framing;
 pub mod gateway;
@@ -51,6 +52,7 @@ mod prober;
 pub mod prober_machine;
 pub mod records;
 pub mod registry;
+mod snapshots;
 pub mod stats;
 pub mod watch_body;
 pub mod watch_machine;
@@ -66,11 +68,12 @@ pub mod harness;
 mod fuzz_tests;
 
 pub use config::{EtcdConfig, EtcdConfigError};
+pub use epoch::Epochs;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
-pub use registry::EtcdRegistry;
+pub use registry::{EtcdRegistry, EventStream};
 pub use stats::{EtcdStats, StatsSnapshot};
 /// Moved to core; re-exported here for convenience.
 pub use steadfast_core::FallbackFetcher;

@@ -8,16 +8,26 @@
 //! to report, a probe to start.
 //!
 //! Data rules:
-//! * range result: replace all state, yield a snapshot, watch from
-//!   `revision + 1`. A range that is not the first one (a re-read after an
-//!   outage, a resync) is diffed against the state held: every instance
-//!   added, removed or changed counts as a missed notification;
+//! * every record is decoded once, into an [`Instance`] shared by `Arc`
+//!   (revisions interned per app), held by instance id;
+//! * range result: replace all state, yield a [`RegistryEvent::Reset`],
+//!   watch from `revision + 1`. A range that is not the first one (a
+//!   re-read after an outage, a resync) is diffed against the state held:
+//!   every instance added, removed or changed counts as a missed
+//!   notification; an instance that did not change keeps its `Arc`;
 //! * watch created: if the cluster id changed, the store revision is behind
 //!   the last one seen, or the raft term went backwards (a wiped data dir
 //!   restarts all three), demand a full resync; otherwise keep reading;
 //! * events: apply PUT/DELETE in order (events at or below the last revision
 //!   are duplicates and skipped), advance to the last event's
-//!   `mod_revision`, yield a snapshot;
+//!   `mod_revision`, yield one [`RegistryEvent::Delta`] per message with
+//!   what changed (upserts decoded once, removals by id), never a copy of
+//!   the whole set;
+//! * versions: `(epoch, revision)`; the epoch is the client's
+//!   ([`Epochs`]), bumped when a range proves the history restarted (a
+//!   revision below one seen before it was sent, another cluster id), and
+//!   adopted by every Reset, so a consumer never ignores a wiped store's
+//!   state as older;
 //! * progress notification: advance the last revision to its header
 //!   revision (etcd only notifies watchers that are in sync), yield nothing;
 //! * cancel (compaction or otherwise): full resync;
@@ -52,8 +62,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rand::rngs::StdRng;
-use steadfast_core::{ErrorClass, RegistryError, ServiceInstance};
+use steadfast_core::{
+    ErrorClass, Instance, RegistryError, RegistryEvent, RevisionInterner, ServiceInstance, Version,
+};
 
+use crate::epoch::{Epochs, Ticket};
 use crate::error::GatewayError;
 use crate::gateway::WatchError;
 use crate::records::KeyLayout;
@@ -68,7 +81,16 @@ use crate::wire::{EventType, KeyValue, RangeResponse, ResponseHeader, WatchRespo
 pub struct WatchMachine {
     layout: KeyLayout,
     app: String,
-    instances: BTreeMap<Vec<u8>, ServiceInstance>,
+    /// The app's instances by id, each decoded once.
+    instances: BTreeMap<Arc<str>, Arc<Instance>>,
+    revisions: RevisionInterner,
+    /// Interned revisions at the last trim.
+    trimmed_at: usize,
+    epochs: Epochs,
+    /// The epoch of the state held.
+    epoch: u64,
+    /// What was known when the range in flight was asked for.
+    ticket: Option<Ticket>,
     last_revision: i64,
     cluster_id: Option<u64>,
     raft_term: u64,
@@ -100,6 +122,11 @@ impl WatchMachine {
             layout,
             app: app.to_string(),
             instances: BTreeMap::new(),
+            revisions: RevisionInterner::default(),
+            trimmed_at: 0,
+            epochs: Epochs::default(),
+            epoch: 0,
+            ticket: None,
             last_revision: 0,
             cluster_id: None,
             raft_term: 0,
@@ -112,8 +139,22 @@ impl WatchMachine {
         }
     }
 
+    /// This machine with the client's shared epochs (a machine alone has
+    /// its own).
+    pub fn with_epochs(mut self, epochs: Epochs) -> Self {
+        self.epoch = epochs.current();
+        self.epochs = epochs;
+        self
+    }
+
     /// The first action: range the app prefix.
     pub fn start(&mut self) -> Step {
+        self.ranging()
+    }
+
+    /// A range is asked for: note what is known before it is sent.
+    fn ranging(&mut self) -> Step {
+        self.ticket = Some(self.epochs.ticket());
         self.live.attempting(Phase::Ranging);
         Step::next(Next::Range)
     }
@@ -133,9 +174,38 @@ impl WatchMachine {
         self.last_revision
     }
 
-    /// The current instance set, ordered by key.
+    /// The current instance set as owned records, ordered by id (for
+    /// tests and diagnostics; the watch path yields events).
     pub fn snapshot(&self) -> Vec<ServiceInstance> {
+        self.instances
+            .values()
+            .map(|i| i.to_record(&self.app))
+            .collect()
+    }
+
+    /// The current instances, shared, ordered by id.
+    pub fn instances(&self) -> Vec<Arc<Instance>> {
         self.instances.values().cloned().collect()
+    }
+
+    /// The version of the state held (`None` before the first range).
+    pub fn version(&self) -> Option<Version> {
+        (self.cluster_id.is_some()).then(|| self.version_at(self.last_revision))
+    }
+
+    /// The state held as a Reset (`None` before the first range).
+    pub fn reset(&self) -> Option<RegistryEvent> {
+        self.version().map(|version| RegistryEvent::Reset {
+            version,
+            instances: self.instances(),
+        })
+    }
+
+    fn version_at(&self, rev: i64) -> Version {
+        Version {
+            epoch: self.epoch,
+            revision: u64::try_from(rev).unwrap_or(0),
+        }
     }
 
     /// Consecutive failures since the last success.
@@ -171,14 +241,24 @@ impl WatchMachine {
             let e = GatewayError::Decode(format!("range answered impossible revision {rev}"));
             return self.on_range_failed(&e, now);
         }
+        let fresh = self.decode_all(r);
+        // The epoch: restarted if this range proves it against what was
+        // known before it was sent, or against this watch's own history.
+        let ticket = self.ticket.take().unwrap_or_else(|| self.epochs.ticket());
+        let (mut epoch, _) = self.epochs.answered(ticket, &r.header);
+        let own_restart = self.cluster_id.is_some_and(|c| c != r.header.cluster_id)
+            || (self.cluster_id.is_some() && rev < self.last_revision);
+        if own_restart && epoch <= self.epoch {
+            epoch = self.epochs.restarted(self.epoch, &r.header);
+        }
+        self.epoch = self.epoch.max(epoch);
         if self.cluster_id.is_some() {
-            self.count_reread(r);
+            self.count_reread(&r.header, &fresh);
         }
-        self.instances.clear();
-        for kv in &r.kvs {
-            self.apply_put(kv);
-        }
+        self.instances = fresh;
+        self.trim_revisions(true);
         self.last_revision = rev;
+        self.epochs.observe(self.epoch, rev);
         self.cluster_id = Some(r.header.cluster_id);
         self.raft_term = r.header.raft_term;
         self.resync_pending = false;
@@ -189,8 +269,33 @@ impl WatchMachine {
         let from = rev.saturating_add(1);
         self.resume = Resume::Watch { from };
         Step {
-            snapshot: Some(self.snapshot()),
+            event: self.reset(),
             ..Step::next(Next::Watch { from })
+        }
+    }
+
+    /// Decodes every valid record of `r` once, keeping the `Arc` of an
+    /// instance held unchanged; invalid ones are counted and skipped.
+    fn decode_all(&mut self, r: &RangeResponse) -> BTreeMap<Arc<str>, Arc<Instance>> {
+        let mut fresh = BTreeMap::new();
+        for kv in &r.kvs {
+            if let Some(i) = self.decode(kv) {
+                let i = match self.instances.get(i.id()) {
+                    Some(old) if **old == *i => old.clone(),
+                    _ => i,
+                };
+                fresh.insert(i.id_arc().clone(), i);
+            }
+        }
+        fresh
+    }
+
+    /// Forgets interned revisions nobody holds: always on a Reset, else
+    /// once their number doubled (so a delta costs no pass over them).
+    fn trim_revisions(&mut self, reset: bool) {
+        if reset || self.revisions.len() > self.trimmed_at.saturating_mul(2).saturating_add(16) {
+            self.revisions.trim();
+            self.trimmed_at = self.revisions.len();
         }
     }
 
@@ -237,8 +342,7 @@ impl WatchMachine {
             }
             if self.live.needs_reread() {
                 // Reported unhealthy while the open was pending: re-read.
-                self.live.attempting(Phase::Ranging);
-                return Step::next(Next::Range);
+                return self.ranging();
             }
             self.live.created_ok(now);
             self.raft_term = self.raft_term.max(m.header.raft_term);
@@ -251,7 +355,8 @@ impl WatchMachine {
             self.last_revision = self.last_revision.max(m.header.revision);
             return Step::next(Next::Continue);
         }
-        let mut applied = false;
+        let mut upserts: Vec<Arc<Instance>> = Vec::new();
+        let mut removals: Vec<Arc<str>> = Vec::new();
         // Several events can share one revision (a prefix delete, a txn, a
         // lease expiring with several keys): compare with the revision seen
         // before this message, not with the one the loop advances.
@@ -260,20 +365,42 @@ impl WatchMachine {
             if ev.kv.mod_revision <= seen {
                 continue;
             }
-            match ev.kind {
-                EventType::Put => self.apply_put(&ev.kv),
-                EventType::Delete => {
-                    self.instances.remove(&ev.kv.key);
+            let put = match ev.kind {
+                EventType::Put => self.decode(&ev.kv),
+                EventType::Delete => None,
+            };
+            match put {
+                Some(inst) => {
+                    removals.retain(|id| **id != *inst.id());
+                    upserts.retain(|u| u.id() != inst.id());
+                    self.instances.insert(inst.id_arc().clone(), inst.clone());
+                    upserts.push(inst);
+                }
+                // A delete, or a record turned invalid: the instance goes.
+                None => {
+                    let id = self.layout.instance_id(&self.app, &ev.kv.key).ok();
+                    if let Some((id, _)) = id.and_then(|id| self.instances.remove_entry(id)) {
+                        upserts.retain(|u| u.id() != &*id);
+                        removals.push(id);
+                    }
                 }
             }
             self.last_revision = self.last_revision.max(ev.kv.mod_revision);
-            applied = true;
         }
         if let Some(from) = self.last_revision.checked_add(1) {
             self.resume = Resume::Watch { from };
         }
+        if self.last_revision == seen || (upserts.is_empty() && removals.is_empty()) {
+            return Step::next(Next::Continue);
+        }
+        self.epochs.observe(self.epoch, self.last_revision);
+        self.trim_revisions(false);
         Step {
-            snapshot: applied.then(|| self.snapshot()),
+            event: Some(RegistryEvent::Delta {
+                version: self.version_at(self.last_revision),
+                upserts,
+                removals,
+            }),
             ..Step::next(Next::Continue)
         }
     }
@@ -405,12 +532,13 @@ impl WatchMachine {
         } else {
             self.resume
         };
-        let phase = match resume {
-            Resume::Range => Phase::Ranging,
-            Resume::Watch { .. } => Phase::Opening,
-        };
-        self.live.attempting(phase);
-        Step::next(resume.into())
+        match resume {
+            Resume::Range => self.ranging(),
+            Resume::Watch { .. } => {
+                self.live.attempting(Phase::Opening);
+                Step::next(resume.into())
+            }
+        }
     }
 
     fn fail(&mut self, f: Failure, now: Instant) -> Step {
@@ -448,15 +576,14 @@ impl WatchMachine {
         )
     }
 
-    fn apply_put(&mut self, kv: &KeyValue) {
+    /// Decodes one record once; an invalid one is counted and skipped.
+    fn decode(&mut self, kv: &KeyValue) -> Option<Arc<Instance>> {
         match self.layout.decode_instance(&self.app, &kv.key, &kv.value) {
-            Ok(inst) => {
-                self.instances.insert(kv.key.clone(), inst);
-            }
+            Ok(rec) => Some(Arc::new(Instance::from_record(rec, &mut self.revisions))),
             Err(e) => {
                 EtcdStats::bump(&self.stats.invalid_records);
                 tracing::warn!(app = %self.app, error = %e, "skipping invalid etcd record");
-                self.instances.remove(&kv.key);
+                None
             }
         }
     }
