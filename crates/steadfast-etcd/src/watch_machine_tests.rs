@@ -6,7 +6,9 @@ use std::time::Duration;
 use rand::SeedableRng;
 
 use super::*;
+use crate::wire::KeyValue;
 use crate::wire::{Event, StreamError};
+use steadfast_core::{ServiceInstance, Version};
 
 pub(crate) const CLUSTER: u64 = 42;
 
