@@ -18,10 +18,24 @@
 //! * [`keeper_machine`]: the sans-IO keepalive of one registration;
 //! * [`registry`]: [`EtcdRegistry`], registrations serialised per key, each
 //!   operation under a deadline, updates in place under the live lease;
+//!   [`EtcdRegistry::watch_events`] / [`EtcdRegistry::list_events`] yield
+//!   versioned events (a Reset on every full read, one Delta per watch
+//!   message, records decoded once into shared `Instance`s); the core's
+//!   snapshot `Registry::watch` is a thin adapter over them;
+//! * [`epoch`]: the version epoch shared by every watch and list of one
+//!   registry, bumped once when a range proves the store's history
+//!   restarted (wiped data dir, another cluster);
 //! * [`metadata`]: [`EtcdMetadataReport`], each publication under a lease
 //!   of its publisher (pair it with core's [`FallbackFetcher`] to read the
 //!   report first);
 //! * `harness` (feature `harness`): real etcd processes for tests.
+//!
+//! One watch stream per app, for now: etcd 3.4's JSON gateway (Go
+//! net/http, HTTP/1.1) answers a watch only once its request body is
+//! complete (`tests/gateway_duplex.rs`), so creates and cancels cannot be
+//! added to a live gateway stream. A complete body can carry many creates
+//! with client-chosen watch ids, which is what a shared stream must be
+//! built from (re-created with the whole set of apps when it changes).
 //!
 //! Fault containment, on by default (see [`EtcdConfig`] for the knobs):
 //!
@@ -41,6 +55,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod epoch;
 pub mod error;
 pub mod framing;
 pub mod gateway;
@@ -66,11 +81,12 @@ pub mod harness;
 mod fuzz_tests;
 
 pub use config::{EtcdConfig, EtcdConfigError};
+pub use epoch::Epochs;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
-pub use registry::EtcdRegistry;
+pub use registry::{EtcdRegistry, EventStream};
 pub use stats::{EtcdStats, StatsSnapshot};
 /// Moved to core; re-exported here for convenience.
 pub use steadfast_core::FallbackFetcher;

@@ -26,13 +26,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
-use futures::StreamExt;
 use steadfast_core::{
-    EventStream, Instance, Listing, RecoverPolicy, Registry, RegistryError, RegistryEvent,
-    RevisionInterner, ServiceInstance, Version,
+    Instance, Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance,
+    Version,
 };
 
 use crate::config::EtcdConfig;
+use crate::epoch::Epochs;
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
 use crate::keepalive::{KeeperCtx, Registrations, Removal};
@@ -42,6 +42,7 @@ use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, StatsSnapshot};
 use crate::watch_stream;
+pub use crate::watch_stream::EventStream;
 
 /// An etcd-backed service registry. Cheap to clone; clones share the client,
 /// the counters and the registrations.
@@ -58,6 +59,8 @@ struct Inner {
     stats: Arc<EtcdStats>,
     registrations: Registrations,
     report: EtcdMetadataReport,
+    /// The version epoch every watch and list of this registry shares.
+    epochs: Epochs,
 }
 
 /// The keeper context every registration (and metadata publication) of a
@@ -114,6 +117,7 @@ impl EtcdRegistry {
                 stats,
                 registrations: Registrations::new(ctx),
                 report,
+                epochs: Epochs::default(),
             }),
         })
     }
@@ -162,6 +166,37 @@ impl EtcdRegistry {
         self.inner.list(app).await
     }
 
+    /// Watches `app` as versioned events: a Reset of the initial range
+    /// (done before the stream is returned: an unreachable etcd fails
+    /// here), a Delta per watch message that changed something (records
+    /// decoded once), a Reset after every full re-read (resync, compaction,
+    /// resume after an outage, wiped store), an `Err` item while etcd is
+    /// unhealthy. Versions are `(epoch, etcd revision)`; the epoch is this
+    /// registry's and moves up when a read proves the store's history
+    /// restarted.
+    pub fn watch_events(
+        &self,
+        app: &str,
+    ) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        let inner = self.inner.clone();
+        let app = app.to_string();
+        async move { inner.watch_events(&app).await }.boxed()
+    }
+
+    /// Lists `app` once, decoded, at its version (same epoch as
+    /// [`Self::watch_events`]); invalid records are skipped and counted.
+    pub fn list_events(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
+        let inner = self.inner.clone();
+        let app = app.to_string();
+        async move { inner.list_events(&app).await }.boxed()
+    }
+
+    /// The version epoch of this registry (0 until a read proves that the
+    /// store's history restarted).
+    pub fn epoch(&self) -> u64 {
+        self.inner.epochs.current()
+    }
+
     /// Registers `instance` now (see [`Registry::register`]).
     pub async fn register_now(&self, instance: &ServiceInstance) -> Result<(), RegistryError> {
         self.inner.register(instance).await
@@ -189,6 +224,45 @@ impl Inner {
             }
         }
         Ok(out)
+    }
+
+    async fn watch_events(&self, app: &str) -> Result<EventStream, RegistryError> {
+        check_segment("app", app)?;
+        watch_stream::open(
+            self.client.clone(),
+            &self.config,
+            self.layout.clone(),
+            app,
+            self.stats.clone(),
+            self.epochs.clone(),
+        )
+        .await
+    }
+
+    async fn list_events(&self, app: &str) -> Result<Listing, RegistryError> {
+        check_segment("app", app)?;
+        let prefix = self.layout.app_prefix(app);
+        let ticket = self.epochs.ticket();
+        let r = self.client.range_prefix(prefix.as_bytes()).await?;
+        let (epoch, _) = self.epochs.answered(ticket, &r.header);
+        let mut revisions = RevisionInterner::default();
+        let mut instances = Vec::with_capacity(r.kvs.len());
+        for kv in &r.kvs {
+            match self.layout.decode_instance(app, &kv.key, &kv.value) {
+                Ok(i) => instances.push(Arc::new(Instance::from_record(i, &mut revisions))),
+                Err(e) => {
+                    EtcdStats::bump(&self.stats.invalid_records);
+                    tracing::warn!(app, error = %e, "skipping invalid etcd record");
+                }
+            }
+        }
+        Ok(Listing {
+            version: Version {
+                epoch,
+                revision: u64::try_from(r.header.revision).unwrap_or(0),
+            },
+            instances,
+        })
     }
 
     /// Runs `op` under the whole-operation deadline.
@@ -224,19 +298,6 @@ impl Inner {
     }
 }
 
-/// Interim listing of owned records at the next process-wide version.
-fn interim_listing(list: &[ServiceInstance]) -> Listing {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let mut revs = RevisionInterner::default();
-    Listing {
-        version: Version::at(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
-        instances: list
-            .iter()
-            .map(|i| Arc::new(Instance::decode(i, &mut revs)))
-            .collect(),
-    }
-}
-
 impl Registry for EtcdRegistry {
     /// Every stale report (`Err` item) of an etcd watch is followed by a
     /// resume by full range diffed against the state held, and a new watch
@@ -245,32 +306,12 @@ impl Registry for EtcdRegistry {
         true
     }
 
-    // Interim: snapshots mapped to Resets with process-wide versions, until
-    // the watch speaks deltas with etcd revisions.
     fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
-        let inner = self.inner.clone();
-        let app = app.to_string();
-        async move {
-            let list = inner.list(&app).await?;
-            Ok(interim_listing(&list))
-        }
-        .boxed()
+        self.list_events(app)
     }
 
     fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
-        let client = self.inner.client.clone();
-        let config = self.inner.config.clone();
-        let layout = self.inner.layout.clone();
-        let stats = self.inner.stats.clone();
-        let app = app.to_string();
-        async move {
-            check_segment("app", &app)?;
-            let snapshots = watch_stream::open(client, &config, layout, &app, stats).await?;
-            Ok(snapshots
-                .map(|item| item.map(|s| RegistryEvent::reset(interim_listing(&s))))
-                .boxed())
-        }
-        .boxed()
+        self.watch_events(app)
     }
 
     fn register(&self, instance: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {

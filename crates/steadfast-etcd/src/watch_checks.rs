@@ -3,32 +3,35 @@
 //! another store than the one the state came from.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
+
+use steadfast_core::event::same;
+use steadfast_core::Instance;
 
 use super::{plausible, WatchMachine};
 use crate::stats::EtcdStats;
-use crate::wire::{RangeResponse, ResponseHeader, WatchResponse};
+use crate::wire::{ResponseHeader, WatchResponse};
 
 impl WatchMachine {
-    /// Counts and logs how a non-initial range differs from the state held.
-    pub(super) fn count_reread(&mut self, r: &RangeResponse) {
+    /// Counts and logs how a non-initial range (decoded as `fresh`)
+    /// differs from the state held.
+    pub(super) fn count_reread(
+        &mut self,
+        h: &ResponseHeader,
+        fresh: &BTreeMap<Arc<str>, Arc<Instance>>,
+    ) {
         if self.resync_pending {
             // Counted as a resync already.
-        } else if let Some(why) = self.store_changed(&r.header) {
+        } else if let Some(why) = self.store_changed(h) {
             EtcdStats::bump(&self.stats.resyncs);
             tracing::warn!(app = %self.app, why, "etcd store changed during the outage");
         } else {
             EtcdStats::bump(&self.stats.rereads);
         }
-        let mut fresh = BTreeMap::new();
-        for kv in &r.kvs {
-            if let Ok(i) = self.layout.decode_instance(&self.app, &kv.key, &kv.value) {
-                fresh.insert(kv.key.clone(), i);
-            }
-        }
         let changed = fresh
             .iter()
-            .filter(|(k, v)| self.instances.get(*k) != Some(*v))
+            .filter(|(k, v)| self.instances.get(*k).is_none_or(|old| !same(old, v)))
             .count();
         let removed = self
             .instances

@@ -8,16 +8,26 @@
 //! to report, a probe to start.
 //!
 //! Data rules:
-//! * range result: replace all state, yield a snapshot, watch from
-//!   `revision + 1`. A range that is not the first one (a re-read after an
-//!   outage, a resync) is diffed against the state held: every instance
-//!   added, removed or changed counts as a missed notification;
+//! * every record is decoded once, into an [`Instance`] shared by `Arc`
+//!   (revisions interned per app), held by instance id;
+//! * range result: replace all state, yield a [`RegistryEvent::Reset`],
+//!   watch from `revision + 1`. A range that is not the first one (a
+//!   re-read after an outage, a resync) is diffed against the state held:
+//!   every instance added, removed or changed counts as a missed
+//!   notification; an instance that did not change keeps its `Arc`;
 //! * watch created: if the cluster id changed, the store revision is behind
 //!   the last one seen, or the raft term went backwards (a wiped data dir
 //!   restarts all three), demand a full resync; otherwise keep reading;
 //! * events: apply PUT/DELETE in order (events at or below the last revision
 //!   are duplicates and skipped), advance to the last event's
-//!   `mod_revision`, yield a snapshot;
+//!   `mod_revision`, yield one [`RegistryEvent::Delta`] per message with
+//!   what changed (upserts decoded once, removals by id), never a copy of
+//!   the whole set;
+//! * versions: `(epoch, revision)`; the epoch is the client's
+//!   ([`Epochs`]), bumped when a range proves the history restarted (a
+//!   revision below one seen before it was sent, another cluster id), and
+//!   adopted by every Reset, so a consumer never ignores a wiped store's
+//!   state as older;
 //! * progress notification: advance the last revision to its header
 //!   revision (etcd only notifies watchers that are in sync), yield nothing;
 //! * cancel (compaction or otherwise): full resync;
@@ -52,8 +62,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rand::rngs::StdRng;
-use steadfast_core::{ErrorClass, RegistryError, ServiceInstance};
+use steadfast_core::{ErrorClass, Instance, RegistryError, RegistryEvent, RevisionInterner};
 
+use crate::epoch::{Epochs, Ticket};
 use crate::error::GatewayError;
 use crate::gateway::WatchError;
 use crate::records::KeyLayout;
@@ -61,14 +72,23 @@ use crate::stats::EtcdStats;
 pub use crate::watch_step::{Interruption, Next, ProbeNeed, Resume, Step};
 use crate::watch_timing::{Failure, Liveness};
 pub use crate::watch_timing::{Phase, WatchTiming};
-use crate::wire::{EventType, KeyValue, RangeResponse, ResponseHeader, WatchResponse};
+use crate::wire::{EventType, RangeResponse, ResponseHeader, WatchResponse};
 
 /// The sans-IO watch state of one app.
 #[derive(Debug)]
 pub struct WatchMachine {
     layout: KeyLayout,
     app: String,
-    instances: BTreeMap<Vec<u8>, ServiceInstance>,
+    /// The app's instances by id, each decoded once.
+    instances: BTreeMap<Arc<str>, Arc<Instance>>,
+    revisions: RevisionInterner,
+    /// Interned revisions at the last trim.
+    trimmed_at: usize,
+    epochs: Epochs,
+    /// The epoch of the state held.
+    epoch: u64,
+    /// What was known when the range in flight was asked for.
+    ticket: Option<Ticket>,
     last_revision: i64,
     cluster_id: Option<u64>,
     raft_term: u64,
@@ -100,6 +120,11 @@ impl WatchMachine {
             layout,
             app: app.to_string(),
             instances: BTreeMap::new(),
+            revisions: RevisionInterner::default(),
+            trimmed_at: 0,
+            epochs: Epochs::default(),
+            epoch: 0,
+            ticket: None,
             last_revision: 0,
             cluster_id: None,
             raft_term: 0,
@@ -112,8 +137,22 @@ impl WatchMachine {
         }
     }
 
+    /// This machine with the client's shared epochs (a machine alone has
+    /// its own).
+    pub fn with_epochs(mut self, epochs: Epochs) -> Self {
+        self.epoch = epochs.current();
+        self.epochs = epochs;
+        self
+    }
+
     /// The first action: range the app prefix.
     pub fn start(&mut self) -> Step {
+        self.ranging()
+    }
+
+    /// A range is asked for: note what is known before it is sent.
+    fn ranging(&mut self) -> Step {
+        self.ticket = Some(self.epochs.ticket());
         self.live.attempting(Phase::Ranging);
         Step::next(Next::Range)
     }
@@ -131,11 +170,6 @@ impl WatchMachine {
     /// The last revision applied (0 before the first range).
     pub fn last_revision(&self) -> i64 {
         self.last_revision
-    }
-
-    /// The current instance set, ordered by key.
-    pub fn snapshot(&self) -> Vec<ServiceInstance> {
-        self.instances.values().cloned().collect()
     }
 
     /// Consecutive failures since the last success.
@@ -171,14 +205,24 @@ impl WatchMachine {
             let e = GatewayError::Decode(format!("range answered impossible revision {rev}"));
             return self.on_range_failed(&e, now);
         }
+        let fresh = self.decode_all(r);
+        // The epoch: restarted if this range proves it against what was
+        // known before it was sent, or against this watch's own history.
+        let ticket = self.ticket.take().unwrap_or_else(|| self.epochs.ticket());
+        let (mut epoch, _) = self.epochs.answered(ticket, &r.header);
+        let own_restart = self.cluster_id.is_some_and(|c| c != r.header.cluster_id)
+            || (self.cluster_id.is_some() && rev < self.last_revision);
+        if own_restart && epoch <= self.epoch {
+            epoch = self.epochs.restarted(self.epoch, &r.header);
+        }
+        self.epoch = self.epoch.max(epoch);
         if self.cluster_id.is_some() {
-            self.count_reread(r);
+            self.count_reread(&r.header, &fresh);
         }
-        self.instances.clear();
-        for kv in &r.kvs {
-            self.apply_put(kv);
-        }
+        self.instances = fresh;
+        self.trim_revisions(true);
         self.last_revision = rev;
+        self.epochs.observe(self.epoch, rev);
         self.cluster_id = Some(r.header.cluster_id);
         self.raft_term = r.header.raft_term;
         self.resync_pending = false;
@@ -189,7 +233,7 @@ impl WatchMachine {
         let from = rev.saturating_add(1);
         self.resume = Resume::Watch { from };
         Step {
-            snapshot: Some(self.snapshot()),
+            event: self.reset(),
             ..Step::next(Next::Watch { from })
         }
     }
@@ -237,8 +281,7 @@ impl WatchMachine {
             }
             if self.live.needs_reread() {
                 // Reported unhealthy while the open was pending: re-read.
-                self.live.attempting(Phase::Ranging);
-                return Step::next(Next::Range);
+                return self.ranging();
             }
             self.live.created_ok(now);
             self.raft_term = self.raft_term.max(m.header.raft_term);
@@ -251,7 +294,8 @@ impl WatchMachine {
             self.last_revision = self.last_revision.max(m.header.revision);
             return Step::next(Next::Continue);
         }
-        let mut applied = false;
+        let mut upserts: Vec<Arc<Instance>> = Vec::new();
+        let mut removals: Vec<Arc<str>> = Vec::new();
         // Several events can share one revision (a prefix delete, a txn, a
         // lease expiring with several keys): compare with the revision seen
         // before this message, not with the one the loop advances.
@@ -260,20 +304,42 @@ impl WatchMachine {
             if ev.kv.mod_revision <= seen {
                 continue;
             }
-            match ev.kind {
-                EventType::Put => self.apply_put(&ev.kv),
-                EventType::Delete => {
-                    self.instances.remove(&ev.kv.key);
+            let put = match ev.kind {
+                EventType::Put => self.decode(&ev.kv),
+                EventType::Delete => None,
+            };
+            match put {
+                Some(inst) => {
+                    removals.retain(|id| **id != *inst.id());
+                    upserts.retain(|u| u.id() != inst.id());
+                    self.instances.insert(inst.id_arc().clone(), inst.clone());
+                    upserts.push(inst);
+                }
+                // A delete, or a record turned invalid: the instance goes.
+                None => {
+                    let id = self.layout.instance_id(&self.app, &ev.kv.key).ok();
+                    if let Some((id, _)) = id.and_then(|id| self.instances.remove_entry(id)) {
+                        upserts.retain(|u| u.id() != &*id);
+                        removals.push(id);
+                    }
                 }
             }
             self.last_revision = self.last_revision.max(ev.kv.mod_revision);
-            applied = true;
         }
         if let Some(from) = self.last_revision.checked_add(1) {
             self.resume = Resume::Watch { from };
         }
+        if self.last_revision == seen || (upserts.is_empty() && removals.is_empty()) {
+            return Step::next(Next::Continue);
+        }
+        self.epochs.observe(self.epoch, self.last_revision);
+        self.trim_revisions(false);
         Step {
-            snapshot: applied.then(|| self.snapshot()),
+            event: Some(RegistryEvent::Delta {
+                version: self.version_at(self.last_revision),
+                upserts,
+                removals,
+            }),
             ..Step::next(Next::Continue)
         }
     }
@@ -405,12 +471,13 @@ impl WatchMachine {
         } else {
             self.resume
         };
-        let phase = match resume {
-            Resume::Range => Phase::Ranging,
-            Resume::Watch { .. } => Phase::Opening,
-        };
-        self.live.attempting(phase);
-        Step::next(resume.into())
+        match resume {
+            Resume::Range => self.ranging(),
+            Resume::Watch { .. } => {
+                self.live.attempting(Phase::Opening);
+                Step::next(resume.into())
+            }
+        }
     }
 
     fn fail(&mut self, f: Failure, now: Instant) -> Step {
@@ -447,23 +514,13 @@ impl WatchMachine {
             now,
         )
     }
-
-    fn apply_put(&mut self, kv: &KeyValue) {
-        match self.layout.decode_instance(&self.app, &kv.key, &kv.value) {
-            Ok(inst) => {
-                self.instances.insert(kv.key.clone(), inst);
-            }
-            Err(e) => {
-                EtcdStats::bump(&self.stats.invalid_records);
-                tracing::warn!(app = %self.app, error = %e, "skipping invalid etcd record");
-                self.instances.remove(&kv.key);
-            }
-        }
-    }
 }
 
 #[path = "watch_checks.rs"]
 mod checks;
+
+#[path = "watch_state.rs"]
+mod state;
 
 #[cfg(test)]
 #[path = "watch_machine_tests.rs"]

@@ -6,7 +6,9 @@ use std::time::Duration;
 use rand::SeedableRng;
 
 use super::*;
+use crate::wire::KeyValue;
 use crate::wire::{Event, StreamError};
+use steadfast_core::{ServiceInstance, Version};
 
 pub(crate) const CLUSTER: u64 = 42;
 
@@ -99,13 +101,34 @@ pub(crate) fn events(rev: i64, evs: Vec<(EventType, KeyValue)>) -> WatchResponse
     }
 }
 
-pub(crate) fn ids(s: &Step) -> Vec<String> {
-    s.snapshot
-        .as_ref()
-        .expect("a snapshot")
-        .iter()
-        .map(|i| i.id.clone())
-        .collect()
+/// The ids `m` holds after step `s`, which must carry an event; a Reset
+/// must carry exactly those instances.
+pub(crate) fn ids(s: &Step, m: &WatchMachine) -> Vec<String> {
+    let held: Vec<String> = m.snapshot().iter().map(|i| i.id.clone()).collect();
+    match s.event.as_ref().expect("an event") {
+        RegistryEvent::Reset { instances, .. } => {
+            let reset: Vec<String> = instances.iter().map(|i| i.id().to_string()).collect();
+            assert_eq!(reset, held, "the Reset is the state held");
+        }
+        RegistryEvent::Delta { .. } => {}
+    }
+    held
+}
+
+/// The upserted and removed ids of a Delta step, and its revision.
+pub(crate) fn delta(s: &Step) -> (Vec<String>, Vec<String>, u64) {
+    match s.event.as_ref().expect("an event") {
+        RegistryEvent::Delta {
+            version,
+            upserts,
+            removals,
+        } => (
+            upserts.iter().map(|i| i.id().to_string()).collect(),
+            removals.iter().map(|i| i.to_string()).collect(),
+            version.revision,
+        ),
+        other => panic!("not a delta: {other:?}"),
+    }
 }
 
 pub(crate) fn refused() -> GatewayError {
@@ -138,9 +161,9 @@ fn range_replaces_state_and_watches_from_the_next_revision() {
     let (a, b) = (inst("a"), inst("b"));
     let s = m.on_range(&range(7, vec![kv(&a, 3), kv(&b, 5)]), t);
     assert_eq!(s.next, Next::Watch { from: 8 });
-    assert_eq!(ids(&s), vec!["a:80", "b:80"]);
+    assert_eq!(ids(&s, &m), vec!["a:80", "b:80"]);
     let s = m.on_range(&range(9, vec![kv(&b, 5)]), t);
-    assert_eq!(ids(&s), vec!["b:80"]);
+    assert_eq!(ids(&s, &m), vec!["b:80"]);
     assert_eq!(m.last_revision(), 9);
     // The second range is a re-read: `a` gone is one missed notification.
     let st = stats.snapshot();
@@ -165,11 +188,13 @@ fn events_apply_in_order_advance_the_revision_and_skip_duplicates() {
         t,
     );
     assert_eq!(s.next, Next::Continue);
-    assert_eq!(ids(&s), vec!["b:80"]);
+    assert_eq!(ids(&s, &m), vec!["b:80"]);
+    // One delta with only what changed, at the last event's revision.
+    assert_eq!(delta(&s), (vec!["b:80".into()], vec!["a:80".into()], 9));
     assert_eq!(m.last_revision(), 9);
     // A replay of revision 8 changes nothing and yields nothing.
     let s = m.on_message(&events(20, vec![(EventType::Put, kv(&a, 8))]), t);
-    assert_eq!(s.snapshot, None);
+    assert_eq!(s.event, None);
     assert_eq!(m.snapshot().len(), 1);
 }
 
@@ -208,7 +233,11 @@ fn compaction_cancel_demands_a_full_resync() {
     resyncs_after(&mut m, t, Duration::from_millis(250));
     let s = m.on_range(&range(31, vec![]), t);
     assert_eq!(s.next, Next::Watch { from: 32 });
-    assert_eq!(s.snapshot, Some(vec![]));
+    assert!(
+        matches!(&s.event, Some(RegistryEvent::Reset { version, instances })
+            if instances.is_empty() && version.revision == 31),
+        "{s:?}"
+    );
     let st = stats.snapshot();
     assert_eq!((st.resyncs, st.rereads, st.missed_notifications), (1, 0, 1));
 }
@@ -263,7 +292,7 @@ fn a_wiped_store_found_by_a_re_read_counts_as_a_resync_with_its_missed_notificat
     m.on_interrupted(&Interruption::Ended, t);
     // The new store holds only c, at a lower revision: resync, 3 missed.
     let s = m.on_range(&range(12, vec![kv(&c, 2)]), t);
-    assert_eq!(ids(&s), vec!["c:80"]);
+    assert_eq!(ids(&s, &m), vec!["c:80"]);
     let st = stats.snapshot();
     assert_eq!((st.resyncs, st.missed_notifications), (1, 3));
     // Written past the old revision: the same-cluster re-read still fixes
@@ -272,7 +301,7 @@ fn a_wiped_store_found_by_a_re_read_counts_as_a_resync_with_its_missed_notificat
     live_at(&mut m, 40, vec![kv(&a, 3), kv(&b, 4)], t);
     m.on_interrupted(&Interruption::Ended, t);
     let s = m.on_range(&range(60, vec![kv(&c, 2)]), t);
-    assert_eq!(ids(&s), vec!["c:80"]);
+    assert_eq!(ids(&s, &m), vec!["c:80"]);
     let st = stats.snapshot();
     assert_eq!((st.rereads, st.missed_notifications), (1, 3));
 }
@@ -305,7 +334,7 @@ fn invalid_records_are_skipped_counted_and_evict_a_previously_good_instance() {
         ),
         t,
     );
-    assert_eq!(ids(&s), vec!["a:80", "b:80"]);
+    assert_eq!(ids(&s, &m), vec!["a:80", "b:80"]);
     assert_eq!(stats.snapshot().invalid_records, 4);
     m.on_opened(t);
     // The good record of `a` is overwritten with garbage: `a` goes away.
@@ -316,7 +345,7 @@ fn invalid_records_are_skipped_counted_and_evict_a_previously_good_instance() {
         ),
         t,
     );
-    assert_eq!(ids(&s), vec!["b:80"]);
+    assert_eq!(ids(&s, &m), vec!["b:80"]);
     assert_eq!(stats.snapshot().invalid_records, 5);
     assert_eq!(m.last_revision(), 10);
 }
@@ -338,7 +367,7 @@ fn events_sharing_one_revision_all_apply() {
         t,
     );
     assert_eq!(
-        ids(&s),
+        ids(&s, &m),
         Vec::<String>::new(),
         "both deletes of revision 8 apply"
     );
@@ -353,7 +382,7 @@ fn impossible_revisions_never_overflow_and_force_a_re_read() {
     m.start();
     let s = m.on_range(&range(i64::MAX, vec![kv(&inst("a"), 3)]), t);
     assert_eq!(s.next, Next::Wait);
-    assert_eq!(s.snapshot, None);
+    assert_eq!(s.event, None);
     // Persistent: the next range waits for the cap (a probe may come first).
     assert_eq!(m.on_timer(t + secs(9)).next, Next::Continue);
     assert_eq!(m.on_timer(t + secs(10)).next, Next::Range);
@@ -389,7 +418,7 @@ fn impossible_revisions_never_overflow_and_force_a_re_read() {
     live_at(&mut m, 7, vec![], t);
     let top = i64::MAX - 1;
     let s = m.on_message(&events(top, vec![(EventType::Put, kv(&inst("b"), top))]), t);
-    assert_eq!(ids(&s), vec!["b:80"]);
+    assert_eq!(ids(&s, &m), vec!["b:80"]);
     m.on_interrupted(&Interruption::Ended, t);
     let s = m.on_timer(t + Duration::from_millis(250));
     assert_eq!(s.next, Next::Watch { from: i64::MAX });
@@ -412,6 +441,9 @@ fn a_stream_error_is_an_interruption_like_any_other() {
     let s = m.on_timer(t + Duration::from_millis(250));
     assert_eq!(s.next, Next::Range);
 }
+
+#[path = "watch_event_tests.rs"]
+mod event_tests;
 
 #[path = "watch_timing_tests.rs"]
 mod timing_tests;

@@ -243,7 +243,7 @@ impl<F: Fn(Duration) -> Etcd> Sim<F> {
         if step.report.is_some() {
             w.reports.push(t - t0);
         }
-        if step.snapshot.is_some() {
+        if step.event.is_some() {
             w.snapshots.push(t - t0);
         }
         self.sync_want(i, t);

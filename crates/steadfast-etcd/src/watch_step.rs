@@ -1,9 +1,9 @@
 //! The vocabulary between the watch machine and its IO driver: what the
 //! driver reports ([`Interruption`]), what the machine asks for ([`Step`]:
-//! the [`Next`] IO action, a snapshot or an error to yield) and what it
+//! the [`Next`] IO action, an event or an error to yield) and what it
 //! needs from the client's shared prober ([`ProbeNeed`]).
 
-use steadfast_core::{RegistryError, ServiceInstance};
+use steadfast_core::{RegistryError, RegistryEvent};
 
 use crate::error::GatewayError;
 use crate::gateway::WatchError;
@@ -74,8 +74,9 @@ pub enum Interruption {
 pub struct Step {
     /// What the driver does next.
     pub next: Next,
-    /// The full instance set, when it was (re)computed.
-    pub snapshot: Option<Vec<ServiceInstance>>,
+    /// The event to yield: a Reset after a range, a Delta after a watch
+    /// message that changed something.
+    pub event: Option<RegistryEvent>,
     /// The source is unhealthy: the error to yield (once per outage).
     pub report: Option<RegistryError>,
 }
@@ -85,7 +86,7 @@ impl Step {
     pub fn next(next: Next) -> Self {
         Self {
             next,
-            snapshot: None,
+            event: None,
             report: None,
         }
     }

@@ -1,11 +1,11 @@
 //! The IO driver of one app's watch: runs a [`WatchMachine`] against an
-//! [`EtcdClient`] and exposes it as the core's [`SnapshotStream`].
+//! [`EtcdClient`] and exposes it as a stream of versioned [`RegistryEvent`]s.
 //!
 //! The driver decides nothing. It waits for whichever comes first (the IO
 //! in progress: a range, a watch open or the next stream message; a new
 //! verdict of the client's shared prober; the machine's next wake-up),
 //! feeds it to the machine with the time, and performs the [`Step`] it gets
-//! back: start a range, open a watch, drop the stream, yield a snapshot or
+//! back: start a range, open a watch, drop the stream, yield an event or
 //! an error. After each step it tells the prober what the machine needs
 //! ([`ProbeNeed`]): its live endpoint watched, or an answer while down.
 //! Probing itself is the prober's: one probe per endpoint and cadence for
@@ -16,12 +16,13 @@
 //! stream, its prober subscription and any pending sleep, so nothing
 //! leaks.
 //!
-//! Contract with the engine: the first item is the snapshot of the initial
+//! Contract with the engine: the first item is the Reset of the initial
 //! range (done before the stream is returned, so a `watch()` on an
-//! unreachable etcd fails at once). Afterwards an `Err` item means etcd is
-//! unhealthy now (a frozen or leaderless member, or a watch that could not
-//! resume within `stale_after`); the stream keeps going and its next `Ok`
-//! item is a fresh, authoritative snapshot. The stream never ends by itself.
+//! unreachable etcd fails at once), then one Delta per watch message that
+//! changed something, and a Reset after every full re-read. An `Err` item
+//! means etcd is unhealthy now (a frozen or leaderless member, or a watch
+//! that could not resume within `stale_after`); the stream keeps going and
+//! its next `Ok` item is a Reset. The stream never ends by itself.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,16 +33,10 @@ use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use steadfast_core::{RegistryError, ServiceInstance};
-
-/// A stream of full snapshots of one app (the driver's own output; the
-/// registry maps it to events).
-pub(crate) type SnapshotStream = futures::stream::BoxStream<
-    'static,
-    Result<std::sync::Arc<Vec<ServiceInstance>>, RegistryError>,
->;
+use steadfast_core::{RegistryError, RegistryEvent};
 
 use crate::config::EtcdConfig;
+use crate::epoch::Epochs;
 use crate::error::GatewayError;
 use crate::gateway::{EtcdClient, WatchError, WatchStream};
 use crate::prober::{ProbeSub, Want};
@@ -51,7 +46,9 @@ use crate::stats::EtcdStats;
 use crate::watch_machine::{Interruption, Next, Phase, ProbeNeed, Step, WatchMachine, WatchTiming};
 use crate::wire::{RangeResponse, WatchResponse};
 
-type Item = Result<Vec<ServiceInstance>, RegistryError>;
+type Item = Result<RegistryEvent, RegistryError>;
+
+pub use steadfast_core::EventStream;
 type Opened = Result<(WatchStream, usize), GatewayError>;
 
 /// The IO in progress.
@@ -91,7 +88,7 @@ fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// Ranges `app` once and returns the snapshot stream that continues from
+/// Ranges `app` once and returns the event stream that continues from
 /// there. Fails with the range's error.
 pub(crate) async fn open(
     client: Arc<EtcdClient>,
@@ -99,9 +96,11 @@ pub(crate) async fn open(
     layout: KeyLayout,
     app: &str,
     stats: Arc<EtcdStats>,
-) -> Result<SnapshotStream, RegistryError> {
+    epochs: Epochs,
+) -> Result<EventStream, RegistryError> {
     let timing = WatchTiming::from_config(config);
-    let mut machine = WatchMachine::new(layout, app, timing, stats.clone(), StdRng::from_entropy());
+    let mut machine = WatchMachine::new(layout, app, timing, stats.clone(), StdRng::from_entropy())
+        .with_epochs(epochs);
     machine.start();
     let range = client
         .range_prefix(machine.key_prefix().as_bytes())
@@ -127,7 +126,7 @@ pub(crate) async fn open(
     driver.perform(step);
     Ok(stream::unfold(driver, |mut d| async move {
         let item = d.next_item().await;
-        Some((item.map(Arc::new), d))
+        Some((item, d))
     })
     .boxed())
 }
@@ -257,8 +256,8 @@ impl Driver {
             tracing::warn!(app = %self.machine.app(), error = %e, "etcd watch unhealthy");
             self.queue.push_back(Err(e));
         }
-        if let Some(snapshot) = step.snapshot {
-            self.queue.push_back(Ok(snapshot));
+        if let Some(event) = step.event {
+            self.queue.push_back(Ok(event));
         }
         let want = match self.machine.probe_need() {
             ProbeNeed::Nothing => Want::Nothing,

@@ -41,10 +41,7 @@ fn a_dead_endpoint_verdict_is_a_liveness_loss_reported_at_once_and_re_read() {
         "an attempt is in flight"
     );
     let s = m.on_range(&range(9, vec![kv(&inst("a"), 3)]), t0 + SECS(7));
-    assert!(
-        s.snapshot.is_some(),
-        "the fresh snapshot clears the stale mark"
-    );
+    assert!(s.event.is_some(), "the fresh Reset clears the stale mark");
     assert_eq!(stats.snapshot().rereads, 1);
 }
 
@@ -66,7 +63,7 @@ fn a_clean_reconnect_resumes_from_the_last_revision_without_report_or_re_read() 
         &events(9, vec![(EventType::Put, kv(&inst("b"), 9))]),
         t0 + SECS(2),
     );
-    assert!(s.snapshot.is_some());
+    assert!(s.event.is_some());
     assert_eq!(m.failures(), 0);
     let st = stats.snapshot();
     assert_eq!((st.resumes, st.rereads, st.unavailable_reports), (1, 0, 0));
@@ -104,7 +101,7 @@ fn a_failed_reconnect_owes_a_re_read_and_stale_is_reported_once_after_stale_afte
     }
     assert_eq!(reports, 1);
     let s = m.on_range(&range(9, vec![]), t);
-    assert!(s.snapshot.is_some());
+    assert!(s.event.is_some());
     // A new outage reports again.
     m.on_opened(t);
     m.on_interrupted(&Interruption::Ended, t);

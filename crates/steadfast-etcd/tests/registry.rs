@@ -33,7 +33,7 @@ async fn register_is_watched_listed_replaced_and_unregistered() {
         wait_snapshot(&mut w, WAIT, "a+b", |s| s.len() == 2).await;
         // A same-prefix app must not leak in (`web/` vs `webx/`).
         reg.register(inst("webx", "10.0.0.9")).await.unwrap();
-        assert_eq!(ids(&reg.list("web").await.unwrap()), ids_of(&[&a, &b]));
+        assert_eq!(ids(&listed(&reg, "web").await), ids_of(&[&a, &b]));
 
         // Re-registering updates the record in place, under the same lease.
         let lease_a = reg.lease_of(&a).unwrap();
@@ -171,7 +171,7 @@ async fn invalid_records_are_skipped_and_counted_while_valid_ones_are_delivered(
             raw.put(k.as_bytes(), v, 0).await.unwrap();
         }
 
-        assert_eq!(reg.list("web").await.unwrap(), vec![a.clone()]);
+        assert_eq!(listed(&reg, "web").await, vec![a.clone()]);
         assert_eq!(reg.stats().invalid_records, 4);
         let mut w = watch(&reg, "web").await;
         assert_eq!(

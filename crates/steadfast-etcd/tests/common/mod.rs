@@ -8,7 +8,9 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use steadfast_core::{BackoffPolicy, Registry, RegistryError, ServiceInstance, SnapshotStream};
+use steadfast_core::{
+    BackoffPolicy, EventStream, InstanceMap, Registry, RegistryError, ServiceInstance,
+};
 use steadfast_etcd::harness::unique_prefix;
 use steadfast_etcd::{EtcdClient, EtcdConfig};
 use tokio::sync::mpsc;
@@ -79,8 +81,9 @@ pub fn ids_of(insts: &[&ServiceInstance]) -> Vec<String> {
 
 type Item = Result<Vec<ServiceInstance>, RegistryError>;
 
-/// A snapshot stream polled continuously by a task (as the engine does), so
-/// the watch stays open between reads. Dropping it drops the stream.
+/// An event stream polled continuously by a task (as the engine does), so
+/// the watch stays open between reads; each `Ok` item is the whole state a
+/// subscriber holds after the event. Dropping it drops the stream.
 pub struct Watch {
     rx: mpsc::UnboundedReceiver<(Instant, Item)>,
     task: JoinHandle<()>,
@@ -107,12 +110,21 @@ impl Watch {
     }
 }
 
-/// Pumps `stream` into a [`Watch`].
-pub fn pump(mut stream: SnapshotStream) -> Watch {
+/// Pumps the events of `app`'s `stream` into a [`Watch`], applying each
+/// to the state held as the engine does (one not newer changes nothing).
+pub fn pump(app: &str, mut stream: EventStream) -> Watch {
     let (tx, rx) = mpsc::unbounded_channel();
+    let app = app.to_string();
     let task = tokio::spawn(async move {
+        let mut state = InstanceMap::default();
         while let Some(item) = stream.next().await {
-            let item = item.map(std::sync::Arc::unwrap_or_clone);
+            let item = item.map(|event| {
+                let _ = state.apply(&event);
+                let mut all: Vec<ServiceInstance> =
+                    state.iter().map(|i| i.to_record(&app)).collect();
+                all.sort_by(|a, b| a.id.cmp(&b.id));
+                all
+            });
             if tx.send((Instant::now(), item)).is_err() {
                 return;
             }
@@ -121,9 +133,18 @@ pub fn pump(mut stream: SnapshotStream) -> Watch {
     Watch { rx, task }
 }
 
+/// The instances `reg` lists for `app`, as records sorted by id.
+pub async fn listed(reg: &impl Registry, app: &str) -> Vec<ServiceInstance> {
+    let listing = reg.list(app).await.expect("list");
+    let mut all: Vec<ServiceInstance> =
+        listing.instances.iter().map(|i| i.to_record(app)).collect();
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    all
+}
+
 /// Watches `app` on `reg` and pumps the stream.
 pub async fn watch(reg: &impl Registry, app: &str) -> Watch {
-    pump(reg.watch(app).await.expect("watch"))
+    pump(app, reg.watch(app).await.expect("watch"))
 }
 
 /// The next item of `w` (`None` = the stream ended), within `limit`.
