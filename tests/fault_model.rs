@@ -4,9 +4,13 @@
 //! plan, metadata cache, directory) run under a simulator that plays their
 //! actor shells on a virtual clock: timers in an ordered event queue keyed
 //! by token, fetches answered by simulated providers (ok, fail fast, hang,
-//! panic, wrong answer), a registry that goes down (refusing, panicking,
-//! rejecting or hanging), whose streams yield errors, end, panic or miss
-//! notifications, subscriber changes, supervised restarts and shutdown.
+//! panic, wrong answer), a registry with one growing version whose streams
+//! carry Resets and Deltas, that goes down (refusing, panicking, rejecting
+//! or hanging), whose streams yield errors, end, panic, miss notifications
+//! or re-send a state that is not newer, subscriber changes, supervised
+//! restarts, deliveries and directory updates lost to handler panics (the
+//! resolver asks for a Reset, the directory for the full list), and
+//! shutdown.
 //! Each schedule is seeded; the invariants (see `fault_model/invariants.rs`)
 //! are checked whenever no message is in flight (after every event and every
 //! step that leaves none), and after the last fault heals the state must
@@ -37,6 +41,8 @@ mod registry;
 mod sim;
 #[path = "fault_model/steps.rs"]
 mod steps;
+#[path = "fault_model/views.rs"]
+mod views;
 #[path = "fault_model/world.rs"]
 mod world;
 
@@ -255,7 +261,9 @@ fn fault_model() {
         "fault model: {} schedules in {:.1}s on {workers} thread(s): {} events; {} resolver \
          fetches, {} flights, {} provider calls ({} failed, {} hedged), {} flights ended by \
          the deadline; {} watch opens, {} probes, {} holds, {} resyncs that found missed \
-         changes; {} restarts; {} shut down mid-schedule",
+         changes; {} deltas pushed, {} events ignored as not newer, {} messages lost, {} resets \
+         asked by resolvers, {} full lists asked by directories; {} restarts; {} shut down \
+         mid-schedule",
         totals.schedules,
         elapsed.as_secs_f64(),
         st.events,
@@ -269,6 +277,11 @@ fn fault_model() {
         st.probes,
         st.holds,
         st.reconciled,
+        st.deltas,
+        st.ignored_older,
+        st.lost,
+        st.resets_requested,
+        st.need_full,
         st.restarts,
         totals.shut_down_early
     );

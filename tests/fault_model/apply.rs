@@ -4,10 +4,11 @@
 //! shutdown.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use steadfast_core::{RegistryError, Token};
+use steadfast_core::{RegistryError, RegistryEvent, ServiceInstance, Token};
 
 use super::sim::{Event, Item, Sim};
 use super::steps::Step;
@@ -29,29 +30,43 @@ impl Sim {
                 silent,
             } => {
                 let inst = instance(APPS[app % APPS.len()], host, rev);
-                self.world.app_mut(app).insert(inst.id.clone(), inst);
-                self.changed(app, silent);
+                self.world
+                    .app_mut(app)
+                    .insert(inst.id.clone(), inst.clone());
+                self.changed(app, silent, vec![inst], Vec::new());
             }
             Step::Deregister { app, pick, silent } => {
                 let m = self.world.app_mut(app);
                 if let Some(id) = pick_key(m, pick) {
                     m.remove(&id);
-                    self.changed(app, silent);
+                    self.changed(app, silent, Vec::new(), vec![id]);
                 }
             }
             Step::MassExpiry(app) => {
                 let m = self.world.app_mut(app);
                 let keep = m.keys().next().cloned();
+                let gone: Vec<String> = m
+                    .keys()
+                    .filter(|id| Some(*id) != keep.as_ref())
+                    .cloned()
+                    .collect();
                 m.retain(|id, _| Some(id) == keep.as_ref());
-                self.changed(app, false);
+                if gone.is_empty() {
+                    // Nothing expired: the source re-sends its state at the
+                    // version it is at (not newer than what was pushed).
+                    self.resend(app);
+                } else {
+                    self.changed(app, false, Vec::new(), gone);
+                }
             }
             Step::Flip { app, pick, what } => {
                 let m = self.world.app_mut(app);
                 if let Some(id) = pick_key(m, pick) {
                     if let Some(inst) = m.get_mut(&id) {
                         World::flip(inst, what);
+                        let inst = inst.clone();
+                        self.changed(app, false, vec![inst], Vec::new());
                     }
-                    self.changed(app, false);
                 }
             }
             Step::RegistryDown(kind) => {
@@ -76,8 +91,9 @@ impl Sim {
                     let err = RegistryError::Unavailable("glitch".into());
                     self.push(token, Item::Err(err), Duration::ZERO);
                     let heal = Duration::from_millis(self.rng.gen_range(50..=2_000));
-                    let snap = Item::Snap(self.world.snapshot(APPS[app % APPS.len()]));
-                    self.push(token, snap, heal);
+                    // It heals with a re-read of the app at its version now.
+                    let reset = Item::Event(self.world.reset(APPS[app % APPS.len()]));
+                    self.push(token, reset, heal);
                 }
             }
             Step::StreamEnd(app) | Step::StreamPanic(app) => {
@@ -101,6 +117,7 @@ impl Sim {
             Step::Subscribe(n) => self.subscribe(n),
             Step::Unsubscribe(n) => self.unsubscribe(n),
             Step::Restart(t) => self.restart(t),
+            Step::Lose(t) => self.lose_next(t),
             Step::Shutdown => self.shutdown(),
         }
         let now = self.now;
@@ -122,24 +139,58 @@ impl Sim {
             };
             if s.silent {
                 s.silent = false;
-                let snap = Item::Snap(self.world.snapshot(&s.app.clone()));
-                self.push(token, snap, Duration::ZERO);
+                let app = s.app.clone();
+                let reset = Item::Event(self.world.reset(&app));
+                self.push(token, reset, Duration::ZERO);
             }
         }
     }
 
-    /// The registry state of app index `app` changed: push it to every
-    /// stream that is listening (unless the change is never notified).
-    fn changed(&mut self, app: usize, silent: bool) {
+    /// The registry state of app index `app` changed (`upserts` put,
+    /// `removals` deleted): its version grows, and every stream that is
+    /// listening gets the change as a Delta at that version, or now and then
+    /// a Reset of the whole state (a source that re-read the app), unless the
+    /// change is never notified.
+    fn changed(
+        &mut self,
+        app: usize,
+        silent: bool,
+        upserts: Vec<ServiceInstance>,
+        removals: Vec<String>,
+    ) {
         let name = APPS[app % APPS.len()];
+        let version = self.world.bump();
         if silent {
             self.track.missed = true;
             return;
         }
+        let upserts: Vec<_> = upserts.iter().map(|i| self.world.decode(i)).collect();
+        let removals: Vec<Arc<str>> = removals.iter().map(|id| Arc::from(id.as_str())).collect();
         for token in self.streams_of(Some(name)) {
             if self.reg.streams.get(&token).is_some_and(|s| !s.silent) {
-                let snap = Item::Snap(self.world.snapshot(name));
-                self.push(token, snap, Duration::ZERO);
+                let event = if self.rng.gen_bool(0.2) {
+                    self.world.reset(name)
+                } else {
+                    self.stats.deltas += 1;
+                    RegistryEvent::Delta {
+                        version,
+                        upserts: upserts.clone(),
+                        removals: removals.clone(),
+                    }
+                };
+                self.push(token, Item::Event(event), Duration::ZERO);
+            }
+        }
+    }
+
+    /// The streams of app index `app` get its state again at the current
+    /// version (nothing changed).
+    fn resend(&mut self, app: usize) {
+        let name = APPS[app % APPS.len()];
+        for token in self.streams_of(Some(name)) {
+            if self.reg.streams.get(&token).is_some_and(|s| !s.silent) {
+                let reset = Item::Event(self.world.reset(name));
+                self.push(token, reset, Duration::ZERO);
             }
         }
     }

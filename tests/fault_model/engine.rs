@@ -6,10 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use steadfast_core::subscription::Delivery;
 use steadfast_core::{
-    DirectoryMachine, FetchError, MetadataInfo, ResolverAction, ResolverMachine, ServiceUrl,
-    Snapshot, Token,
+    DirectoryMachine, FetchError, Instance, MetadataInfo, ResolverAction, ResolverMachine,
+    ServiceUrl, Token,
 };
 
 use super::sim::{Event, Msg, Sim};
@@ -32,9 +31,10 @@ pub struct ResShell {
     pub flush_scheduled: bool,
     /// Shut down.
     pub terminated: bool,
-    /// The latest snapshot the machine applied.
-    pub snapshot: Option<Snapshot>,
-    /// The revisions of that snapshot.
+    /// The instances the machine holds, reassembled from the deliveries it
+    /// applied (`None` before the first).
+    pub instances: Option<BTreeMap<String, Arc<Instance>>>,
+    /// The revisions of those instances.
     pub revs: BTreeSet<String>,
     /// Had an input since the invariants last looked.
     pub dirty: bool,
@@ -51,6 +51,10 @@ pub struct DirShell {
     pub resolvers: BTreeMap<String, u64>,
     /// Its endpoints, as of its latest update.
     pub urls: Vec<ServiceUrl>,
+    /// Generation of the latest update it applied, per app.
+    pub gens: BTreeMap<String, u64>,
+    /// A directory rebuilt from its resolvers' full lists only (`[full]`).
+    pub rebuilt: DirectoryMachine,
 }
 
 /// The coordinator's bookkeeping.
@@ -91,6 +95,7 @@ impl Sim {
         let id = self.next_id();
         let apps: Vec<String> = spec.apps.iter().map(|a| a.to_string()).collect();
         let m = DirectoryMachine::new(spec.key, &apps, self.seed_for(id));
+        let rebuilt = DirectoryMachine::new(spec.key, &apps, 0);
         for rid in resolvers.values() {
             self.send(Msg::Attach {
                 to: *rid,
@@ -106,6 +111,8 @@ impl Sim {
                 m,
                 resolvers,
                 urls,
+                gens: BTreeMap::new(),
+                rebuilt,
             },
         );
         self.coord.refs[n] = 1;
@@ -128,7 +135,7 @@ impl Sim {
                 fetches: BTreeMap::new(),
                 flush_scheduled: false,
                 terminated: false,
-                snapshot: None,
+                instances: None,
                 revs: BTreeSet::new(),
                 dirty: true,
             },
@@ -212,39 +219,65 @@ impl Sim {
             }
             Target::Resolver(a) => {
                 let app = APPS[a % APPS.len()];
-                let Some((id, _)) = self.coord.apps.get(app).copied() else {
-                    return;
-                };
-                let now = self.at();
-                let Some(r) = self.resolvers.get_mut(&id) else {
-                    return;
-                };
-                r.timers.clear();
-                r.flush_scheduled = false;
-                let actions = r.m.on_restart(now);
-                self.stats.restarts += 1;
-                self.res_perform(id, actions);
-                let app = app.to_string();
-                self.send(Msg::WatchApp { app, id });
-            }
-            Target::Directory(n) => {
-                let Some(d) = self.dirs.get(&(n % REFS.len())) else {
-                    return;
-                };
-                let attach: Vec<Msg> = d
-                    .resolvers
-                    .values()
-                    .map(|rid| Msg::Attach {
-                        to: *rid,
-                        key: d.m.subscribe_key().into(),
-                        directory: d.id,
-                    })
-                    .collect();
-                self.stats.restarts += 1;
-                for msg in attach {
-                    self.send(msg);
+                if let Some((id, _)) = self.coord.apps.get(app).copied() {
+                    self.restart_resolver(id);
                 }
             }
+            Target::Directory(n) => {
+                if let Some(id) = self.dirs.get(&(n % REFS.len())).map(|d| d.id) {
+                    self.restart_directory(id);
+                }
+            }
+        }
+    }
+
+    /// The next delivery to the resolver (or update to the directory) that
+    /// `target` names is lost to a handler panic.
+    pub fn lose_next(&mut self, target: Target) {
+        if self.coord.shut_down {
+            return;
+        }
+        let id = match target {
+            Target::Resolver(a) => self.coord.apps.get(APPS[a % APPS.len()]).map(|(id, _)| *id),
+            Target::Directory(n) => self.dirs.get(&(n % REFS.len())).map(|d| d.id),
+            Target::Registry | Target::Cache => None,
+        };
+        self.lose.extend(id);
+    }
+
+    /// A supervised restart of resolver `id`: its timers and queued flush
+    /// are gone; the machine re-issues its work and it subscribes again.
+    pub fn restart_resolver(&mut self, id: u64) {
+        let now = self.at();
+        let Some(r) = self.resolvers.get_mut(&id).filter(|r| !r.terminated) else {
+            return;
+        };
+        r.timers.clear();
+        r.flush_scheduled = false;
+        let app = r.app.clone();
+        let actions = r.m.on_restart(now);
+        self.stats.restarts += 1;
+        self.res_perform(id, actions);
+        self.send(Msg::WatchApp { app, id });
+    }
+
+    /// A supervised restart of directory `id`: it attaches again.
+    pub fn restart_directory(&mut self, id: u64) {
+        let Some(d) = self.dirs.values().find(|d| d.id == id) else {
+            return;
+        };
+        let attach: Vec<Msg> = d
+            .resolvers
+            .values()
+            .map(|rid| Msg::Attach {
+                to: *rid,
+                key: d.m.subscribe_key().into(),
+                directory: d.id,
+            })
+            .collect();
+        self.stats.restarts += 1;
+        for msg in attach {
+            self.send(msg);
         }
     }
 
@@ -311,6 +344,13 @@ impl Sim {
                         r.timers.remove(&token);
                     }
                 }
+                ResolverAction::RequestReset => {
+                    // As the actor does: subscribing again (idempotent)
+                    // makes the registry actor send the whole state.
+                    self.stats.resets_requested += 1;
+                    let app = app.clone();
+                    self.send(Msg::WatchApp { app, id });
+                }
             }
         }
         if let Some(r) = self.resolvers.get_mut(&id) {
@@ -319,34 +359,6 @@ impl Sim {
                 self.send(Msg::Flush { to: id });
             }
         }
-    }
-
-    /// `InstancesSnapshot` to resolver `to`.
-    pub fn res_snapshot(&mut self, to: u64, delivery: Delivery) {
-        let now = self.at();
-        let Some(r) = self.resolvers.get_mut(&to) else {
-            return;
-        };
-        let (generation, snap) = (delivery.generation, delivery.instances);
-        // As the resolver actor does: staleness and hold travel with it.
-        let actions = r.m.on_delivery(
-            generation,
-            snap.clone(),
-            delivery.stale_since,
-            delivery.held,
-            now,
-        );
-        let applied = r.m.generation() == generation && !r.m.is_closed();
-        if applied {
-            r.revs = snap
-                .iter()
-                .filter_map(|i| i.revision().map(String::from))
-                .collect();
-            r.snapshot = Some(snap.clone());
-            self.track.urls_dirty = true;
-            self.track_snapshot_applied(to, &snap);
-        }
-        self.res_perform(to, actions);
     }
 
     /// `RegistryHealth` to resolver `to`.
@@ -429,6 +441,13 @@ impl Sim {
             return;
         }
         let actions = r.m.subscribe_at(&key, now);
+        // As the actor does: everything so far, at the key's last
+        // generation (its next patch applies on top of it).
+        let update = r.m.update_for(&key);
+        self.send(Msg::Update {
+            to: directory,
+            update,
+        });
         self.res_perform(to, actions);
     }
 

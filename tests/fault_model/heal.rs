@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use steadfast_core::subscription::RECONCILE_JITTER;
-use steadfast_core::{DirectoryStatus, EmptyReason, ServiceUrl};
+use steadfast_core::{DirectoryStatus, EmptyReason, Instance, RevisionInterner, ServiceUrl};
 
 use super::registry::Handle;
 use super::sim::Sim;
@@ -85,6 +85,7 @@ impl Sim {
         let from = self.now;
         self.note(|| "heal: every fault cleared".into());
         self.world.heal();
+        self.lose.clear();
         self.registry_up();
         if self.dirs.is_empty() {
             let n = self.rng.gen_range(0..REFS.len());
@@ -247,8 +248,19 @@ impl Sim {
             if self.reg.m.stale_since(app).is_some() {
                 return Err(format!("{app} still stale"));
             }
-            let received = self.track.received.get(app).map(|s| s.to_vec());
-            if received.as_deref() != Some(self.world.snapshot(app).as_slice()) {
+            let received: Option<Vec<Instance>> = self
+                .track
+                .received
+                .get(app)
+                .map(|r| r.by_id.values().map(|i| Instance::clone(i)).collect());
+            let mut revs = RevisionInterner::default();
+            let want: Vec<Instance> = self
+                .world
+                .snapshot(app)
+                .iter()
+                .map(|i| Instance::decode(i, &mut revs))
+                .collect();
+            if received.as_ref() != Some(&want) {
                 return Err(format!("the registry view of {app} is not the registry's"));
             }
         }

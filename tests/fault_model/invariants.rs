@@ -1,14 +1,15 @@
 //! The invariants checked after every event and every step, and what the
 //! model remembers to check them. Each violation message starts with its
 //! kind: `[urls]`, `[timers]`, `[rate]`, `[liveness]`, `[after-shutdown]`,
-//! `[converge]`, `[storm]`.
+//! `[converge]`, `[storm]`, and `[older]` and `[full]` (see `views.rs`).
 //!
 //! - `[urls]` no directory serves a URL of an instance absent from the
 //!   latest registry state the registry actor received (the last `Ok` item
 //!   of the current watch, or a resync's list that it applied), except an
 //!   instance removed in a mass expiry at most `mass_removal_grace` ago
 //!   while the directory's status says it holds that app's instances; and
-//!   every URL names a serving instance of its resolver's latest snapshot.
+//!   every URL names a serving instance of the state its resolver holds
+//!   (reassembled from the Resets and Deltas it applied).
 //! - `[timers]` at most one pending timer per revision, and never a timer
 //!   and a fetch at once; none for a revision outside the snapshot, none
 //!   while no subscriber is attached; the machine's own counts agree with
@@ -31,14 +32,15 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use steadfast_core::subscription::TimerKind;
+use steadfast_core::subscription::{Feed, TimerKind};
 use steadfast_core::{
-    BackoffPolicy, CacheKey, ErrorClass, FetchError, ResolverMachine, Snapshot, Token,
+    BackoffPolicy, CacheKey, ErrorClass, FetchError, RegistryEvent, ResolverMachine, Token, Version,
 };
 
 use super::heal::HealWatch;
 use super::registry::Handle;
 use super::sim::Sim;
+use super::views::Received;
 use super::world::{app_of, REFS};
 
 /// Float rounding allowance of the schedule check.
@@ -56,7 +58,9 @@ pub struct Sched {
 #[derive(Default)]
 pub struct Track {
     /// Latest registry state received per app.
-    pub received: BTreeMap<String, Snapshot>,
+    pub received: BTreeMap<String, Received>,
+    /// The registry version behind each delivery generation.
+    pub gen_version: BTreeMap<u64, Version>,
     /// When each instance left the received state.
     pub removed_at: BTreeMap<String, Duration>,
     /// Retry schedules per (resolver, revision).
@@ -120,28 +124,13 @@ fn min_delay(p: &BackoffPolicy, s: &Sched) -> Duration {
 }
 
 impl Sim {
-    /// The registry actor received `snap` as the state of `app`.
-    pub fn track_received(&mut self, app: &str, snap: Snapshot) {
-        let now = self.now;
-        let ids: BTreeSet<&str> = snap.iter().map(|i| i.id.as_str()).collect();
-        if let Some(old) = self.track.received.get(app) {
-            for i in old.iter().filter(|i| !ids.contains(i.id.as_str())) {
-                self.track.removed_at.insert(i.id.clone(), now);
-            }
-        }
-        for id in ids {
-            self.track.removed_at.remove(id);
-        }
-        self.track.received.insert(app.to_string(), snap);
-        self.track.urls_dirty = true;
-    }
-
-    /// Resolver `id` applied `snap`: schedules of revisions that left are
-    /// parked, those that came back within the window resume.
-    pub fn track_snapshot_applied(&mut self, id: u64, snap: &Snapshot) {
+    /// Resolver `id` applied a delivery and now holds revisions `revs`:
+    /// schedules of revisions that left are parked, those that came back
+    /// within the window resume.
+    pub fn track_snapshot_applied(&mut self, id: u64, revs: &BTreeSet<String>) {
         let now = self.now;
         let window = self.cfg.backoff.cap().saturating_mul(2);
-        let revs: BTreeSet<&str> = snap.iter().filter_map(|i| i.revision()).collect();
+        let revs: BTreeSet<&str> = revs.iter().map(String::as_str).collect();
         let gone: Vec<(u64, String)> = self
             .track
             .sched
@@ -215,17 +204,21 @@ impl Sim {
             return;
         }
         let mut found = None;
+        let full_due = self.track.urls_dirty || self.resolvers.values().any(|r| r.dirty);
         if self.track.urls_dirty || self.track.held_seen {
             let (v, held) = self.check_urls();
             self.track.held_seen = held;
             found = v;
         }
-        let found = found.or_else(|| self.check_pending()).or_else(|| {
-            self.track
-                .reg_dirty
-                .then(|| self.check_registry())
-                .flatten()
-        });
+        let found = found
+            .or_else(|| full_due.then(|| self.check_full()).flatten())
+            .or_else(|| self.check_pending())
+            .or_else(|| {
+                self.track
+                    .reg_dirty
+                    .then(|| self.check_registry())
+                    .flatten()
+            });
         self.track.urls_dirty = false;
         self.track.reg_dirty = false;
         for r in self.resolvers.values_mut() {
@@ -249,8 +242,9 @@ impl Sim {
                     .resolvers
                     .get(app)
                     .and_then(|r| self.resolvers.get(r))
-                    .and_then(|r| r.snapshot.as_ref())
-                    .is_some_and(|s| s.iter().any(|i| i.id == id && i.is_serving()));
+                    .and_then(|r| r.instances.as_ref())
+                    .and_then(|m| m.get(id))
+                    .is_some_and(|i| i.is_serving());
                 if !serving {
                     let v = format!(
                         "[urls] directory {key} serves {id}, not a serving instance of its \
@@ -262,7 +256,7 @@ impl Sim {
                     .track
                     .received
                     .get(app)
-                    .is_some_and(|s| s.iter().any(|i| i.id == id));
+                    .is_some_and(|r| r.by_id.contains_key(id));
                 if present {
                     continue;
                 }
@@ -420,7 +414,22 @@ impl Sim {
             acted.extend(m.on_retry_due(&rev, token));
         }
         let snap = self.world.snapshot(&app);
-        acted.extend(m.on_snapshot(m.generation() + 1, snap, now));
+        let g = m.generation();
+        acted.extend(m.on_snapshot(g + 1, snap, now));
+        let removals = self
+            .world
+            .apps
+            .get(app.as_str())
+            .map_or_else(Vec::new, |m| {
+                m.keys().map(|id| Arc::from(id.as_str())).collect()
+            });
+        let delta = Feed::Delta {
+            base: g,
+            upserts: Vec::new(),
+            removals,
+        };
+        acted.extend(m.on_delivery(g + 1, delta.clone(), None, None, now));
+        acted.extend(m.on_delivery(g + 2, delta, Some(now), None, now));
         acted.extend(m.subscribe_at(REFS[0].key, now));
         acted.extend(m.on_restart(now));
         acted.extend(m.unsubscribe(REFS[0].key));
@@ -438,13 +447,20 @@ impl Sim {
         let now = self.at();
         let mut acted = Vec::new();
         for (app, token) in self.track.issued_reg.clone() {
-            let snap = self.world.snapshot(&app);
+            let listing = self.world.listing(&app);
+            let reset = RegistryEvent::reset(listing.clone());
+            let delta = RegistryEvent::Delta {
+                version: self.world.current(),
+                upserts: listing.instances.clone(),
+                removals: Vec::new(),
+            };
             let m = &mut self.reg.m;
             acted.extend(m.on_timer(&app, token, now));
             acted.extend(m.on_watch_opened(&app, token, Ok(()), now));
-            acted.extend(m.on_stream_item(&app, token, Ok(snap.clone()), now));
+            acted.extend(m.on_stream_item(&app, token, Ok(reset), now));
+            acted.extend(m.on_stream_item(&app, token, Ok(delta), now));
             acted.extend(m.on_stream_end(&app, token, now));
-            acted.extend(m.on_list_result(&app, token, Ok(snap.to_vec()), now));
+            acted.extend(m.on_list_result(&app, token, Ok(listing), now));
             acted.extend(m.subscribe(&app, 999, now));
             acted.extend(m.unsubscribe(&app, 999, now));
         }

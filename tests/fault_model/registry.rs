@@ -6,7 +6,6 @@
 //! one never reaches the machine, like a cancelled actix future.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
@@ -110,8 +109,9 @@ impl Sim {
                     };
                     self.reg.streams.insert(token, stream);
                     if !silent {
-                        let snap = Item::Snap(self.world.snapshot(&app));
-                        self.push(token, snap, Duration::ZERO);
+                        // The first item after a (re)subscribe: the whole state.
+                        let reset = Item::Event(self.world.reset(&app));
+                        self.push(token, reset, Duration::ZERO);
                     }
                 }
                 SubscriptionAction::List {
@@ -142,10 +142,11 @@ impl Sim {
                     self.reg.streams.remove(&token);
                 }
                 SubscriptionAction::Deliver { app, to, delivery } => {
+                    self.track_delivered(&app, &delivery);
                     for id in self.targets(&app, to) {
                         if self.resolvers.contains_key(&id) {
                             let delivery = delivery.clone();
-                            self.send(Msg::Snapshot { to: id, delivery });
+                            self.send(Msg::Delivery { to: id, delivery });
                         } else {
                             gone.push((app.clone(), id));
                         }
@@ -164,6 +165,7 @@ impl Sim {
                     }
                 }
                 SubscriptionAction::Reconciled { .. } => self.stats.reconciled += 1,
+                SubscriptionAction::IgnoredOlder { .. } => self.stats.ignored_older += 1,
                 SubscriptionAction::Holding { .. } => self.stats.holds += 1,
             }
         }
@@ -295,16 +297,11 @@ impl Sim {
         }
         self.reg.handles.remove(&token);
         self.track.reg_dirty = true;
-        let listed = self.world.snapshot(&app);
-        let result = result.map(|()| listed.to_vec());
+        let listed = self.world.listing(&app);
+        let result = result.map(|()| listed.clone());
         let now = self.at();
         let actions = self.reg.m.on_list_result(&app, token, result, now);
-        let applied = actions
-            .iter()
-            .any(|a| matches!(a, SubscriptionAction::Reconciled { app: a, .. } if *a == app));
-        if applied {
-            self.track_received(&app, Arc::clone(&listed));
-        }
+        self.track_listing(&app, &listed, &actions);
         self.reg_perform(actions);
     }
 
@@ -315,9 +312,13 @@ impl Sim {
         }
         let now = self.at();
         let actions = match item {
-            Item::Snap(snap) => {
-                self.track_received(&app, snap.clone());
-                self.reg.m.on_stream_item(&app, token, Ok(snap), now)
+            Item::Event(event) => {
+                let actions = self
+                    .reg
+                    .m
+                    .on_stream_item(&app, token, Ok(event.clone()), now);
+                self.track_event(&app, &event, &actions);
+                actions
             }
             Item::Err(e) => self.reg.m.on_stream_item(&app, token, Err(e), now),
             Item::End => {

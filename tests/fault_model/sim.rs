@@ -5,7 +5,7 @@
 //! actors' shells live in `registry.rs`, `engine.rs` and `cache.rs`, the
 //! steps in `apply.rs`; every decision is the sans-IO machines' own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use rand::Rng;
 use steadfast_core::subscription::{Delivery, SubscriptionConfig};
 use steadfast_core::{
     BackoffPolicy, CacheKey, DirectoryUpdate, FetchError, FetchPolicy, MetadataInfo, RegistryError,
-    ResolverMachine, ServiceInstance, Snapshot, SubscriptionMachine, Token,
+    RegistryEvent, ResolverMachine, ServiceInstance, SubscriptionMachine, Token,
 };
 
 use super::cache::CacheShell;
@@ -66,7 +66,7 @@ pub enum Msg {
     /// Coordinator -> registry actor.
     RegShutdown,
     /// Registry actor -> resolver.
-    Snapshot { to: u64, delivery: Delivery },
+    Delivery { to: u64, delivery: Delivery },
     /// Registry actor -> resolver.
     Health {
         to: u64,
@@ -117,8 +117,8 @@ pub enum Msg {
 /// One item of a registry watch stream.
 #[derive(Clone, Debug)]
 pub enum Item {
-    /// A full snapshot.
-    Snap(Snapshot),
+    /// A registry event (a Reset or a Delta).
+    Event(RegistryEvent),
     /// The source is unhealthy now.
     Err(RegistryError),
     /// The stream ended.
@@ -179,7 +179,7 @@ impl Msg {
         match self {
             Msg::WatchApp { .. } | Msg::UnwatchApp { .. } | Msg::RegShutdown => Recv::Registry,
             Msg::FetchReq { .. } | Msg::Abandon { .. } | Msg::CacheShutdown => Recv::Cache,
-            Msg::Snapshot { to, .. }
+            Msg::Delivery { to, .. }
             | Msg::Health { to, .. }
             | Msg::Fetched { to, .. }
             | Msg::Flush { to }
@@ -218,6 +218,16 @@ pub struct Stats {
     pub opens: u64,
     /// Registry probes armed.
     pub probes: u64,
+    /// Delta events pushed on streams.
+    pub deltas: u64,
+    /// Events the subscription machine ignored as not newer.
+    pub ignored_older: u64,
+    /// Resets a resolver asked for (a delta on top of a state it lacks).
+    pub resets_requested: u64,
+    /// Patches a directory could not apply (it asked for the full list).
+    pub need_full: u64,
+    /// Deliveries and updates lost to handler panics.
+    pub lost: u64,
 }
 
 impl Stats {
@@ -235,6 +245,11 @@ impl Stats {
         self.deadlines += other.deadlines;
         self.opens += other.opens;
         self.probes += other.probes;
+        self.deltas += other.deltas;
+        self.ignored_older += other.ignored_older;
+        self.resets_requested += other.resets_requested;
+        self.need_full += other.need_full;
+        self.lost += other.lost;
     }
 }
 
@@ -278,6 +293,8 @@ pub struct Sim {
     pub stats: Stats,
     /// Seed the machines' seeds derive from.
     pub seed: u64,
+    /// Actors whose next delivery or update is lost to a handler panic.
+    pub lose: BTreeSet<u64>,
 }
 
 impl Sim {
@@ -309,6 +326,7 @@ impl Sim {
             log: log.then(Vec::new),
             stats: Stats::default(),
             seed,
+            lose: BTreeSet::new(),
         }
     }
 
@@ -436,7 +454,12 @@ impl Sim {
             Msg::WatchApp { app, id } => self.watch_app(app, id),
             Msg::UnwatchApp { app, id } => self.reg_remove_subscriber(&app, id),
             Msg::RegShutdown => self.reg_shutdown(),
-            Msg::Snapshot { to, delivery } => self.res_snapshot(to, delivery),
+            Msg::Delivery { to, .. } if self.lose.remove(&to) => {
+                self.note(|| format!("  resolver #{to}: a delivery is lost, restart"));
+                self.stats.lost += 1;
+                self.restart_resolver(to);
+            }
+            Msg::Delivery { to, delivery } => self.res_delivery(to, delivery),
             Msg::Health { to, stale_since } => self.res_health(to, stale_since),
             Msg::Fetched {
                 to,
@@ -460,14 +483,12 @@ impl Sim {
                 token,
             } => self.cache_abandon(key, resolver, token),
             Msg::CacheShutdown => self.cache_shutdown(),
-            Msg::Update { to, update } => {
-                if let Some(d) = self.dirs.values_mut().find(|d| d.id == to) {
-                    if d.m.apply(update) {
-                        d.urls = d.m.list();
-                        self.track.urls_dirty = true;
-                    }
-                }
+            Msg::Update { to, .. } if self.lose.remove(&to) => {
+                self.note(|| format!("  directory #{to}: an update is lost, restart"));
+                self.stats.lost += 1;
+                self.restart_directory(to);
             }
+            Msg::Update { to, update } => self.dir_update(to, update),
         }
     }
 

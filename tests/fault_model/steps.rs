@@ -84,6 +84,11 @@ pub enum Step {
     Unsubscribe(usize),
     /// A supervised restart.
     Restart(Target),
+    /// The handler of the next delivery to the resolver of app `n`
+    /// (`Target::Resolver`) or the next update to the directory of
+    /// reference `n` (`Target::Directory`) panics: the message is lost and
+    /// the actor restarts under its supervisor.
+    Lose(Target),
     /// `Engine::shutdown`.
     Shutdown,
 }
@@ -189,12 +194,14 @@ fn random_step(rng: &mut SimRng, registry_faults: bool) -> Step {
         65..=82 => provider(rng),
         83..=89 => Step::Subscribe(rng.gen_range(0..REFS.len())),
         90..=93 => Step::Unsubscribe(rng.gen_range(0..REFS.len())),
-        _ => Step::Restart(match rng.gen_range(0..4) {
-            0 => Target::Registry,
-            1 => Target::Cache,
-            2 => Target::Resolver(app),
-            _ => Target::Directory(rng.gen_range(0..REFS.len())),
-        }),
+        _ => match rng.gen_range(0..6) {
+            0 => Step::Restart(Target::Registry),
+            1 => Step::Restart(Target::Cache),
+            2 => Step::Restart(Target::Resolver(app)),
+            3 => Step::Restart(Target::Directory(rng.gen_range(0..REFS.len()))),
+            4 => Step::Lose(Target::Resolver(app)),
+            _ => Step::Lose(Target::Directory(rng.gen_range(0..REFS.len()))),
+        },
     }
 }
 

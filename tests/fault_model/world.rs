@@ -1,7 +1,9 @@
 //! The simulated outside world of one schedule: the registry's true state
 //! and fault mode, and how each provider instance answers a metadata fetch.
 //! Nothing here knows about the engine; the simulator asks the world what a
-//! call returns and when.
+//! call returns and when. The registry keeps one version counter (like an
+//! etcd revision) that grows on every change, notified or not; its events
+//! and listings carry it and its records decoded as a backend does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +11,10 @@ use std::time::Duration;
 
 use rand::{Rng, RngCore};
 use steadfast_core::model::CLOSING_KEY;
-use steadfast_core::{FetchError, MetadataInfo, RegistryError, ServiceInfo, ServiceInstance};
+use steadfast_core::{
+    FetchError, Instance, Listing, MetadataInfo, RegistryError, RegistryEvent, RevisionInterner,
+    ServiceInfo, ServiceInstance, Version,
+};
 
 /// Provider apps of the model.
 pub const APPS: [&str; 2] = ["a", "b"];
@@ -96,6 +101,10 @@ pub struct World {
     pub behave: BTreeMap<String, Behave>,
     /// `Some` while the registry is down.
     pub down: Option<DownKind>,
+    /// The registry's version: grows on every change of any app.
+    pub version: u64,
+    /// Revision interners per app (as a backend decodes its records).
+    interners: BTreeMap<String, RevisionInterner>,
 }
 
 /// The revision name of revision `n` of `app` (`None`: the empty revision).
@@ -151,7 +160,45 @@ impl World {
             metadata,
             behave: BTreeMap::new(),
             down: None,
+            version: 1,
+            interners: BTreeMap::new(),
         }
+    }
+
+    /// The registry's current version.
+    pub fn current(&self) -> Version {
+        Version::at(self.version)
+    }
+
+    /// A change happened (notified or not): the version grows.
+    pub fn bump(&mut self) -> Version {
+        self.version += 1;
+        self.current()
+    }
+
+    /// `inst` decoded as the backend decodes it.
+    pub fn decode(&mut self, inst: &ServiceInstance) -> Arc<Instance> {
+        let revs = self.interners.entry(inst.app.clone()).or_default();
+        Arc::new(Instance::decode(inst, revs))
+    }
+
+    /// The registry's current state of `app`, decoded.
+    fn decoded(&mut self, app: &str) -> Vec<Arc<Instance>> {
+        let records: Vec<ServiceInstance> = self.snapshot(app).to_vec();
+        records.iter().map(|i| self.decode(i)).collect()
+    }
+
+    /// A `list` answer: the state of `app` at the current version.
+    pub fn listing(&mut self, app: &str) -> Listing {
+        Listing {
+            version: self.current(),
+            instances: self.decoded(app),
+        }
+    }
+
+    /// A stream Reset: the state of `app` at the current version.
+    pub fn reset(&mut self, app: &str) -> RegistryEvent {
+        RegistryEvent::reset(self.listing(app))
     }
 
     /// The registry's current state of `app` as a snapshot.
