@@ -39,18 +39,33 @@ impl ResolverMachine {
         let mut upserted = Vec::new();
         match feed {
             Feed::Reset(all) => {
-                let ids: FxHashSet<&str> = all.iter().map(|i| i.id()).collect();
-                let gone: Vec<Arc<str>> = self
-                    .table
-                    .iter()
-                    .filter(|(_, s)| !ids.contains(s.instance.id()))
-                    .map(|(_, s)| s.instance.id_arc().clone())
-                    .collect();
-                for id in gone {
-                    self.remove_instance(&id, &mut touched);
+                // Rebuilt in one pass, in the order of the Reset; unchanged
+                // instances keep their last-known-good.
+                let old = std::mem::take(&mut self.table);
+                for (_, s) in old.iter() {
+                    if let Some(rev) = s.instance.revision_arc() {
+                        touched.insert(rev.clone());
+                    }
                 }
                 for inst in all {
-                    self.upsert_instance(inst, &mut touched, &mut upserted);
+                    let prev = old.slot_of(inst.id()).and_then(|k| old.get(k));
+                    let (good, changed, served) = match prev {
+                        Some(o) if crate::event::same(&o.instance, &inst) => {
+                            (o.good.clone(), false, None)
+                        }
+                        Some(o) => (None, true, self.served(o)),
+                        None => (None, true, None),
+                    };
+                    if let Some(rev) = inst.revision_arc() {
+                        touched.insert(rev.clone());
+                    }
+                    let (slot, _) = self.table.upsert(Slot {
+                        instance: inst,
+                        good,
+                    });
+                    if changed {
+                        upserted.push(Upserted { slot, served });
+                    }
                 }
                 for key in self.keys.values_mut() {
                     key.full = true;
@@ -136,10 +151,7 @@ impl ResolverMachine {
             .and_then(|k| self.table.get(k))
         {
             Some(old) if crate::event::same(&old.instance, &inst) => return,
-            Some(old) => match old.instance.revision_arc() {
-                Some(rev) if self.metadata.contains_key(rev.as_ref()) => Some(rev.clone()),
-                _ => old.good.clone(),
-            },
+            Some(old) => self.served(old),
             None => None,
         };
         if let Some(rev) = inst.revision_arc() {
@@ -156,6 +168,14 @@ impl ResolverMachine {
             key.on_changed(slot);
         }
         upserted.push(Upserted { slot, served });
+    }
+
+    /// The resolved revision `slot`'s instance served from.
+    fn served(&self, slot: &Slot) -> Option<Arc<str>> {
+        match slot.instance.revision_arc() {
+            Some(rev) if self.metadata.contains_key(rev.as_ref()) => Some(rev.clone()),
+            _ => slot.good.clone(),
+        }
     }
 
     /// Starts or stops the revisions whose instance count changed.

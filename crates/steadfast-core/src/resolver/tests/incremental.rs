@@ -134,3 +134,21 @@ fn a_delta_on_top_of_a_state_not_held_asks_for_a_reset() {
         "an old delta is dropped"
     );
 }
+
+#[test]
+fn a_reset_is_served_in_its_own_order_in_one_full_update() {
+    let t0 = Instant::now();
+    let (mut m, _, m1) = resolved(5, t0);
+    let order: Vec<ServiceInstance> = [9u16, 3, 7, 0, 4, 8]
+        .iter()
+        .map(|k| inst(&format!("h{k}"), &m1.revision))
+        .collect();
+    let _ = m.on_delivery(2, reset_feed(&order), None, None, t0);
+    let u = m.take_updates().pop().unwrap();
+    let got: Vec<String> = urls(&u)
+        .iter()
+        .map(|e| e.instance_id().to_string())
+        .collect();
+    let want: Vec<String> = order.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(got, want);
+}
