@@ -13,6 +13,7 @@ pub mod backend;
 pub mod backoff;
 pub mod contain;
 pub mod directory;
+pub mod endpoint_set;
 pub mod error;
 pub mod event;
 pub mod export;
@@ -35,7 +36,10 @@ pub use backend::{
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
-pub use directory::{DirectoryMachine, DirectoryStatus, EmptyReason};
+pub use directory::{Applied, DirectoryMachine, DirectoryStatus, EmptyReason};
+pub use endpoint_set::{
+    thread_random, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
+};
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
@@ -49,5 +53,5 @@ pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use subscription::{SubscriptionAction, SubscriptionConfig, SubscriptionMachine};
-pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
-pub use url::{ServiceEndpoint, ServiceUrl};
+pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange};
+pub use url::{Endpoint, ServiceEndpoint, ServiceUrl};

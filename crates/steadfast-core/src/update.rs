@@ -1,12 +1,13 @@
-//! Messages' payloads between the resolver and the directory: a full list of
-//! URLs for one subscribe key plus the reason the list looks the way it does.
+//! Messages' payloads between the resolver and the directory: the URLs of
+//! one app for one subscribe key, as a full list or as a patch on the list
+//! the directory holds, plus the reason the list looks the way it does.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::FetchError;
 use crate::model::ServiceInstance;
-use crate::url::ServiceUrl;
+use crate::url::Endpoint;
 
 /// Revisions the resolver could not resolve yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,7 +99,25 @@ pub struct HeldInstances {
     pub grace: Duration,
 }
 
-/// A full replacement of the URLs one app provides for one subscribe key.
+/// How an update changes the URLs a directory holds for one app.
+#[derive(Clone, Debug)]
+pub enum UrlChange {
+    /// Every URL currently known for the key (replaces what is held).
+    Full(Vec<Endpoint>),
+    /// Only what changed since generation `base`. It applies only when the
+    /// directory holds exactly `base` for the app (it then holds the
+    /// update's `generation`); otherwise the directory needs a full update.
+    Patch {
+        /// The generation the patch applies to.
+        base: u64,
+        /// URLs added, or replacing the URL of the same instance id.
+        upserts: Vec<Endpoint>,
+        /// Instance ids whose URL is gone (unknown ids are ignored).
+        removals: Vec<Arc<str>>,
+    },
+}
+
+/// The URLs of one app for one subscribe key, full or as a patch.
 #[derive(Clone, Debug)]
 pub struct DirectoryUpdate {
     /// Provider application the URLs come from.
@@ -107,14 +126,25 @@ pub struct DirectoryUpdate {
     pub subscribe_key: String,
     /// Generation of the registry snapshot the update was built from.
     pub generation: u64,
-    /// Every URL currently known for the key.
-    pub urls: Arc<Vec<ServiceUrl>>,
+    /// The URLs: the full list, or a patch on the held one.
+    pub change: UrlChange,
     /// Why the list is what it is.
     pub state: UpdateState,
     /// Set while the registry watch is down: the URLs are the last state
     /// seen, kept (an outage never empties a directory) but possibly stale.
     pub stale_since: Option<Instant>,
     /// Set while instances removed in a mass expiry after a registry
-    /// recovery are still served (they are part of `urls`).
+    /// recovery are still served (they are part of the URLs).
     pub held: Option<HeldInstances>,
+}
+
+impl DirectoryUpdate {
+    /// The URLs a [`UrlChange::Full`] update carries; for a
+    /// [`UrlChange::Patch`], only its upserts.
+    pub fn urls(&self) -> &[Endpoint] {
+        match &self.change {
+            UrlChange::Full(urls) => urls,
+            UrlChange::Patch { upserts, .. } => upserts,
+        }
+    }
 }

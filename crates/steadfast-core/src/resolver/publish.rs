@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::{ResolverMachine, RevisionState, NO_REVISION};
-use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState};
+use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState, UrlChange};
 use crate::url::{ServiceEndpoint, ServiceUrl};
 
 /// What one revision offers for one subscribe key.
@@ -54,13 +54,13 @@ impl ResolverMachine {
                         },
                     };
                     if let Some(ep) = endpoint {
-                        urls.push(ServiceUrl::new(
+                        urls.push(Arc::new(ServiceUrl::new(
                             &Arc::new(crate::instance::Instance::decode(
                                 inst,
                                 &mut Default::default(),
                             )),
                             &ep,
-                        ));
+                        )));
                     }
                 }
                 let state = match (self.unresolved(), urls.is_empty()) {
@@ -79,7 +79,7 @@ impl ResolverMachine {
             app: self.app.clone(),
             subscribe_key: key.to_string(),
             generation: self.generation,
-            urls: Arc::new(urls),
+            change: UrlChange::Full(urls),
             state,
             stale_since: self.stale_since,
             held: self.held,

@@ -34,7 +34,7 @@ fn first_failure_arms_jittered_timer_and_retry_resolves() {
         "{delay:?}"
     );
     let u = h.update();
-    assert!(u.urls.is_empty());
+    assert!(u.urls().is_empty());
     let un = unresolved(&u.state);
     assert_eq!(
         (un.attempts, un.last_error.clone()),
@@ -68,7 +68,7 @@ fn revision_leaving_while_waiting_cancels_its_timer_and_drops_late_inputs() {
     h.check();
     assert!(h.m.take_updates().is_empty(), "late inputs changed nothing");
     let u = h.m.update_for(KEY);
-    assert!(u.urls.is_empty());
+    assert!(u.urls().is_empty());
     assert_eq!(unresolved(&u.state).revisions, vec![r2.to_string()]);
 }
 
@@ -100,7 +100,7 @@ fn superseded_fetch_is_abandoned_and_its_late_result_never_published() {
     assert_eq!(updates.last().unwrap().state, UpdateState::Resolved);
     assert_eq!(addrs(updates.last().unwrap()), set(&["a:20002"]));
     for u in &updates {
-        assert!(u.urls.iter().all(|url| url.port() != 20001), "{u:?}");
+        assert!(u.urls().iter().all(|url| url.port() != 20001), "{u:?}");
     }
 }
 
@@ -248,7 +248,7 @@ fn empty_registry_and_no_snapshot_have_their_own_states() {
     let mut h = Harness::active(t0);
     let u = h.update();
     assert_eq!(
-        (u.state, u.urls.len(), u.generation),
+        (u.state.clone(), u.urls().len(), u.generation),
         (UpdateState::Pending, 0, 0)
     );
     let f1 = fetched(
@@ -256,11 +256,11 @@ fn empty_registry_and_no_snapshot_have_their_own_states() {
         &m1.revision,
     );
     h.complete(f1, Ok(m1.clone()), t0);
-    assert_eq!(h.update().urls.len(), 1);
+    assert_eq!(h.update().urls().len(), 1);
     assert!(h.snapshot(2, vec![], t0 + secs(1)).is_empty());
     let u = h.update();
     assert_eq!(
-        (u.state, u.urls.len(), u.generation),
+        (u.state.clone(), u.urls().len(), u.generation),
         (UpdateState::RegistryEmpty, 0, 2)
     );
 }
@@ -367,7 +367,10 @@ fn empty_or_missing_revision_is_never_fetched() {
     let mut h = Harness::active(t0);
     assert!(h.snapshot(1, snap.clone(), t0).is_empty());
     let u = h.update();
-    assert_eq!((u.state, u.urls.len()), (UpdateState::NoMatchingService, 0));
+    assert_eq!(
+        (u.state.clone(), u.urls().len()),
+        (UpdateState::NoMatchingService, 0)
+    );
     let mut snap2 = snap;
     snap2.push(inst("a", &m1.revision));
     let a = h.snapshot(2, snap2, t0);

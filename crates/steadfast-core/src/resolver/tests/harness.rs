@@ -47,7 +47,7 @@ pub(super) fn fail() -> Result<Arc<MetadataInfo>, FetchError> {
 
 /// `host:port` of every URL of the update.
 pub(super) fn addrs(u: &DirectoryUpdate) -> BTreeSet<String> {
-    u.urls.iter().map(|u| u.address()).collect()
+    u.urls().iter().map(|u| u.address()).collect()
 }
 
 pub(super) fn set(items: &[&str]) -> BTreeSet<String> {

@@ -159,7 +159,7 @@ proptest! {
             issued.extend(h.fetches.iter().map(|(t, r)| (r.clone(), *t)));
             issued.extend(h.timers.iter().map(|(t, (r, _))| (r.clone(), *t)));
             for u in h.m.take_updates() {
-                for url in u.urls.iter() {
+                for url in u.urls().iter() {
                     prop_assert!(live.contains(url.instance_id()), "{} left", url.instance_id());
                 }
             }
