@@ -31,10 +31,11 @@ pub use steadfast_actors::{
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
-    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, ErrorClass, FallbackFetcher,
+    BackoffPolicy, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint,
+    ErrorClass, FallbackFetcher,
     FetchError, HeldInstances, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher,
     NotServing, PublishError, Reference, Registry, RegistryError, ServiceInfo, ServiceInstance,
-    ServiceUrl, SnapshotStream, Unresolved, UpdateState,
+    ServiceUrl, SnapshotStream, Unresolved, UpdateState, UrlChange,
 };
 pub use steadfast_memory::MemoryRegistry;
 

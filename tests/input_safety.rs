@@ -170,7 +170,7 @@ fn pipeline(instances: Vec<ServiceInstance>, info: Option<MetadataInfo>, now: In
         }
     }
     for u in m.take_updates() {
-        for url in u.urls.iter() {
+        for url in u.urls().iter() {
             let _ = url.to_string();
             let _ = url.address();
         }

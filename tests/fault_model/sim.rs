@@ -462,7 +462,7 @@ impl Sim {
             Msg::CacheShutdown => self.cache_shutdown(),
             Msg::Update { to, update } => {
                 if let Some(d) = self.dirs.values_mut().find(|d| d.id == to) {
-                    if d.m.apply(update) {
+                    if d.m.apply(update).applied() {
                         d.urls = d.m.list();
                         self.track.urls_dirty = true;
                     }

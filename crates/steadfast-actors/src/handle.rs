@@ -88,10 +88,10 @@ impl Directory {
         self.select_now()
     }
 
-    /// Waits until the directory has heard from every provider app and
-    /// serves at least one endpoint, or knows why it cannot (any status but
-    /// "pending"), for at most `timeout`; returns the snapshot then, which
-    /// may still be pending once `timeout` has passed.
+    /// Waits until the directory serves at least one endpoint, for at most
+    /// `timeout` (woken by each publish, never polling the actor); returns
+    /// the snapshot then, which may still not be ready once `timeout` has
+    /// passed (its status says why).
     pub async fn ready(&self, timeout: Duration) -> Result<Arc<DirectorySnapshot>, EngineError> {
         let deadline = tokio::time::Instant::now().checked_add(timeout);
         loop {
@@ -100,7 +100,7 @@ impl Directory {
             // Registered before the check, so a publish in between wakes us.
             changed.as_mut().enable();
             let snapshot = self.snapshot()?;
-            if !is_pending(snapshot.status()) {
+            if snapshot.status().is_ready() {
                 return Ok(snapshot);
             }
             match deadline {
@@ -119,11 +119,4 @@ impl Directory {
     pub fn is_open(&self) -> bool {
         !self.shared.published.is_closed() && self.addr.upgrade().is_some()
     }
-}
-
-fn is_pending(status: &DirectoryStatus) -> bool {
-    matches!(
-        status,
-        DirectoryStatus::Empty(steadfast_core::EmptyReason::Pending)
-    )
 }
