@@ -194,7 +194,7 @@ async fn bench_size(n: usize, warmups: u32, runs: u32) -> Row {
             machine.on_fetch_result(&r, token, Ok(Arc::new(by_rev[&r].clone())), now);
         }
     }
-    assert_eq!(machine.take_updates()[0].urls.len(), n);
+    assert_eq!(machine.take_updates()[0].urls().len(), n);
 
     // Warm the engine: every revision fetched, directory Ready with n.
     let t0 = Instant::now();
@@ -260,7 +260,7 @@ async fn bench_size(n: usize, warmups: u32, runs: u32) -> Row {
         let (actions, snap) = timed(|| machine.on_snapshot(u64::from(round) + 1, arc, now));
         assert!(actions.is_empty(), "a warm resolver must not fetch");
         let (ups, take) = timed(|| black_box(machine.take_updates()));
-        assert_eq!(ups[0].urls.len(), n);
+        assert_eq!(ups[0].urls().len(), n);
         drop(ups);
 
         if round > warmups {

@@ -32,10 +32,9 @@ pub use steadfast_actors::{
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
     BackoffPolicy, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint,
-    ErrorClass, FallbackFetcher,
-    FetchError, HeldInstances, Incarnation, MetadataFetcher, MetadataInfo, MetadataPublisher,
-    NotServing, PublishError, Reference, Registry, RegistryError, ServiceInfo, ServiceInstance,
-    ServiceUrl, SnapshotStream, Unresolved, UpdateState, UrlChange,
+    ErrorClass, FallbackFetcher, FetchError, HeldInstances, Incarnation, MetadataFetcher,
+    MetadataInfo, MetadataPublisher, NotServing, PublishError, Reference, Registry, RegistryError,
+    ServiceInfo, ServiceInstance, ServiceUrl, SnapshotStream, Unresolved, UpdateState, UrlChange,
 };
 pub use steadfast_memory::MemoryRegistry;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use actix::WeakAddr;
 use steadfast_core::ServiceUrl;
-use steadfast_core::{thread_random, DirectorySnapshot, DirectoryStatus, Endpoint, Reference};
+use steadfast_core::{DirectorySnapshot, DirectoryStatus, Endpoint, Reference};
 
 use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
@@ -59,11 +59,10 @@ impl Directory {
     /// lock-free from the published snapshot with this thread's fast
     /// generator; the endpoint is a shared handle, not a copy.
     pub fn select_now(&self) -> Result<Option<Endpoint>, EngineError> {
-        let snapshot = self.shared.published.load();
-        if snapshot.is_closed() {
-            return Err(EngineError::DirectoryClosed);
-        }
-        Ok(snapshot.pick(thread_random()).cloned())
+        self.shared
+            .published
+            .select()
+            .map_err(|_| EngineError::DirectoryClosed)
     }
 
     /// Everything the directory can tell: version, status and endpoints

@@ -37,7 +37,7 @@ mod published;
 #[path = "endpoint_set/tests.rs"]
 mod tests;
 
-pub use published::{thread_random, DirectorySnapshot, Published};
+pub use published::{thread_random, Closed, DirectorySnapshot, Published, THREAD_CACHE};
 
 /// Endpoints per chunk: a chunk copy (on the first edit of a chunk after a
 /// publish) clones this many handles; a pick searches this many totals.
@@ -86,6 +86,7 @@ pub struct EndpointSet {
 }
 
 /// Maps a uniform `r` onto `0..total` (multiply-high, no division).
+#[inline]
 pub(crate) fn scale(r: u64, total: u64) -> u64 {
     let wide = u128::from(r) * u128::from(total);
     u64::try_from(wide >> 64).unwrap_or(u64::MAX)
@@ -116,6 +117,7 @@ impl EndpointSet {
     }
 
     /// Sum of the weights (saturating, see the module docs).
+    #[inline]
     pub fn total_weight(&self) -> u64 {
         self.layout.tops.last().copied().unwrap_or(0)
     }
@@ -139,6 +141,7 @@ impl EndpointSet {
     /// Picks an endpoint for a uniform random `r`, weighted: `r` is scaled
     /// onto `0..total_weight()` (multiply-high) and the endpoint whose
     /// running-total range holds that point is returned.
+    #[inline]
     pub fn pick(&self, r: u64) -> Option<&Endpoint> {
         match self.total_weight() {
             0 => None,
@@ -148,6 +151,7 @@ impl EndpointSet {
 
     /// The endpoint whose running-total range `[before, before + weight)`
     /// holds `point`, or `None` when `point >= total_weight()`.
+    #[inline]
     pub fn pick_point(&self, point: u64) -> Option<&Endpoint> {
         let tops = &self.layout.tops;
         let c = tops.partition_point(|&t| t <= point);

@@ -38,7 +38,8 @@ pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{Applied, DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use endpoint_set::{
-    thread_random, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
+    thread_random, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
+    THREAD_CACHE,
 };
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::published::wyrand;
+use super::published::{thread_cache_len, wyrand};
 use super::*;
 use crate::directory::{DirectoryStatus, EmptyReason};
 use crate::model::{ServiceInfo, ServiceInstance};
@@ -272,25 +272,62 @@ fn published_selects_lock_free_and_stays_closed() {
     let hosts: Vec<&str> = snap.iter().map(|e| e.host()).collect();
     assert_eq!(hosts, vec!["h1", "h2", "h3"]);
     let published = Published::default();
-    assert!(published.select().is_none(), "pending: nothing");
+    assert_eq!(published.select(), Ok(None), "pending: nothing");
     assert!(published.store(Arc::new(snap)).is_some());
     let (mut state, mut counts) = (42u64, HashMap::new());
     for _ in 0..40_000 {
         let (next, r) = wyrand(state);
         state = next;
-        let e = published.select_with(r).expect("weight 4");
+        let e = published.select_with(r).expect("open").expect("weight 4");
         *counts.entry(e.host().to_string()).or_insert(0u32) += 1;
     }
     let h2 = counts.get("h2").copied().unwrap_or(0);
     assert!(!counts.contains_key("h3"), "weight 0 never picked");
     assert!((29_000..31_000).contains(&h2), "3/4 of 40000: {h2}");
-    assert!(published.select().is_some(), "thread generator");
+    assert!(
+        published.select().expect("open").is_some(),
+        "thread generator"
+    );
     published.close();
     assert!(published.is_closed() && published.load().is_closed());
-    assert!(published.select().is_none());
+    assert_eq!(published.select(), Err(Closed), "cached snapshots notice");
     assert_eq!(published.snapshot().len(), 3, "content kept, marked closed");
     let reopen = Arc::new(DirectorySnapshot::new(9, status, Vec::new()));
     assert!(published.store(reopen).is_none(), "closed for good");
     assert!(published.load().is_closed());
     assert_ne!(thread_random(), thread_random());
+}
+
+#[test]
+fn the_thread_cache_is_bounded_follows_stores_and_leaves_frees_to_the_writer() {
+    let status = DirectoryStatus::Empty(EmptyReason::Pending);
+    let snap = |port: u32| {
+        let set = EndpointSet::from_vec(vec![ep(port, 1)]);
+        Arc::new(DirectorySnapshot::new(1, status.clone(), vec![set]))
+    };
+    let host = |p: &Published| p.select().expect("open").map(|e| e.host().to_string());
+    let slots: Vec<Published> = (0..THREAD_CACHE as u32 + 2)
+        .map(|i| Published::new(snap(i)))
+        .collect();
+    for _ in 0..3 {
+        for (i, p) in slots.iter().enumerate() {
+            assert_eq!(host(p), Some(format!("h{i}")), "each slot its own");
+        }
+    }
+    assert_eq!(thread_cache_len(), THREAD_CACHE, "bounded");
+
+    let p = &slots[0];
+    let first = snap(100);
+    let gone = Arc::downgrade(&first);
+    drop(p.store(first));
+    assert_eq!(host(p), Some("h100".into()), "a store invalidates");
+    drop(p.store(snap(101)));
+    assert!(gone.upgrade().is_some(), "still cached by this thread");
+    assert_eq!(host(p), Some("h101".into()));
+    assert!(
+        gone.upgrade().is_some(),
+        "handed to the writer, not freed here"
+    );
+    drop(p.store(snap(102)));
+    assert!(gone.upgrade().is_none(), "freed by the next store");
 }
