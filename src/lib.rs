@@ -31,9 +31,9 @@ pub use steadfast_actors::{
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
-    BackoffPolicy, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint, ErrorClass,
-    EventStream, FallbackFetcher, FetchError, HeldInstances, Incarnation, Instance, Listing,
-    MetadataFetcher, MetadataInfo, MetadataPublisher, NotServing, PublishError, Reference,
+    BackoffPolicy, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint,
+    ErrorClass, EventStream, FallbackFetcher, FetchError, HeldInstances, Incarnation, Instance,
+    Listing, MetadataFetcher, MetadataInfo, MetadataPublisher, NotServing, PublishError, Reference,
     Registry, RegistryError, RegistryEvent, ServiceInfo, ServiceInstance, ServiceUrl, Unresolved,
     UpdateState, UrlChange, Version,
 };

@@ -282,7 +282,7 @@ impl Sim {
         let Some(d) = self.dirs.values_mut().find(|d| d.id == to) else {
             return;
         };
-        let got = d.m.apply_update(update);
+        let got = d.m.apply(update);
         let mut reattach = Vec::new();
         match got {
             Applied::Yes => {
@@ -350,7 +350,7 @@ impl Sim {
                 }
                 // Full lists of a key come at growing generations: each one
                 // replaces the app's part of the rebuild.
-                if d.rebuilt.apply_update(full) != Applied::Yes {
+                if d.rebuilt.apply(full) != Applied::Yes {
                     return Some(format!(
                         "[full] directory {key}: the full list of {app} went back in generation"
                     ));

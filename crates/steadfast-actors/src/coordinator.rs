@@ -17,7 +17,7 @@ use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
 use crate::contain::{Contain, DrillPanic};
-use crate::directory_actor::DirectoryActor;
+use crate::directory_actor::{DirectoryActor, DirectoryShared};
 use crate::error::EngineError;
 use crate::export::{
     build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, GracefulStop, InFlight,
@@ -188,7 +188,8 @@ impl Coordinator {
     fn shutdown_all(&mut self) {
         self.shut_down = true;
         self.alive = None;
-        for (_, (c, _)) in self.directories.drain() {
+        for (_, (c, handle)) in self.directories.drain() {
+            handle.close();
             c.addr.do_send(Shutdown);
         }
         for (_, c) in self.resolvers.drain() {
@@ -270,8 +271,12 @@ impl Coordinator {
         let seed = self.seed(id);
         let stats = self.stats.clone();
         let r = reference.clone();
-        let addr = Supervisor::start(move |_| DirectoryActor::new(id, &r, resolvers, seed, stats));
-        let handle = Directory::new(reference.clone(), addr.downgrade());
+        let shared = Arc::new(DirectoryShared::default());
+        let published = shared.clone();
+        let addr = Supervisor::start(move |_| {
+            DirectoryActor::new(id, &r, resolvers, published, seed, stats)
+        });
+        let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
         self.directories
             .insert(reference, (Counted { addr, refs: 1 }, handle.clone()));
         Ok(handle)
@@ -297,7 +302,8 @@ impl Coordinator {
         if c.refs > 0 {
             return Ok(false);
         }
-        let (c, _) = self.directories.remove(&msg.0).expect("present above");
+        let (c, handle) = self.directories.remove(&msg.0).expect("present above");
+        handle.close();
         c.addr.do_send(Shutdown);
         for app in &msg.0.apps {
             self.release_resolver(app);

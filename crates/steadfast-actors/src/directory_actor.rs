@@ -1,12 +1,19 @@
 //! The directory actor of one reference: a thin shell around
 //! [`DirectoryMachine`]. It attaches to the resolvers of the reference's
-//! provider apps, applies their full updates, and answers queries.
+//! provider apps, applies their updates (full lists or patches), and
+//! publishes each new immutable snapshot into the directory's
+//! [`Published`] slot, which handles read without messaging the actor. A
+//! patch the machine refuses ([`Applied::NeedFull`]) makes it re-attach to
+//! that app's resolver, which answers with a full update.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use steadfast_core::{Applied, DirectoryMachine, DirectoryStatus, Reference, ServiceUrl};
+use steadfast_core::{
+    Applied, DirectoryMachine, DirectorySnapshot, DirectoryStatus, Published, Reference, ServiceUrl,
+};
+use tokio::sync::Notify;
 
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
@@ -25,22 +32,48 @@ pub struct DirectoryView {
     pub endpoints: Vec<ServiceUrl>,
 }
 
-/// Query: the whole view (`None` once the directory is closed).
-#[derive(Message)]
-#[rtype(result = "Option<DirectoryView>")]
-pub struct GetView;
+impl DirectoryView {
+    /// The view of `snapshot` (copies its endpoint list).
+    pub fn of(snapshot: &DirectorySnapshot) -> Self {
+        Self {
+            version: snapshot.version(),
+            status: snapshot.status().clone(),
+            endpoints: snapshot.iter().map(|e| (**e).clone()).collect(),
+        }
+    }
+}
 
-/// Query: pick one endpoint, weighted at random (outer `None` once the
-/// directory is closed).
-#[derive(Message)]
-#[rtype(result = "Option<Option<ServiceUrl>>")]
-pub struct SelectEndpoint;
+/// What a directory actor shares with its handles: the published snapshot
+/// and a wake-up for callers waiting for a change.
+#[derive(Debug, Default)]
+pub(crate) struct DirectoryShared {
+    /// The latest snapshot, read lock-free.
+    pub(crate) published: Published,
+    /// Notified after every publish and on close.
+    pub(crate) changed: Notify,
+}
+
+impl DirectoryShared {
+    fn publish(&self, snapshot: Arc<DirectorySnapshot>) {
+        drop(self.published.store(snapshot));
+        self.changed.notify_waiters();
+    }
+
+    /// Closes the slot for good and wakes every waiter.
+    pub(crate) fn close(&self) {
+        self.published.close();
+        self.changed.notify_waiters();
+    }
+}
 
 /// The endpoints of one reference.
 pub struct DirectoryActor {
     id: u64,
     machine: DirectoryMachine,
+    /// The reference's provider apps, in the order of `resolvers`.
+    apps: Vec<String>,
     resolvers: Vec<WeakAddr<ResolverActor>>,
+    shared: Arc<DirectoryShared>,
     graveyard: Graveyard,
     terminated: bool,
     stats: Arc<EngineStats>,
@@ -49,18 +82,24 @@ pub struct DirectoryActor {
 }
 
 impl DirectoryActor {
-    /// A directory for `reference`, fed by `resolvers` (one per provider app).
-    pub fn new(
+    /// A directory for `reference`, fed by `resolvers` (one per provider
+    /// app, in the reference's app order), publishing into `shared`.
+    pub(crate) fn new(
         id: u64,
         reference: &Reference,
         resolvers: Vec<WeakAddr<ResolverActor>>,
+        shared: Arc<DirectoryShared>,
         seed: u64,
         stats: Arc<EngineStats>,
     ) -> Self {
+        let machine = DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed);
+        shared.publish(machine.snapshot().clone());
         Self {
             id,
-            machine: DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed),
+            machine,
+            apps: reference.apps.clone(),
             resolvers,
+            shared,
             graveyard: Graveyard::default(),
             terminated: false,
             containment: Default::default(),
@@ -81,21 +120,30 @@ impl Actor for DirectoryActor {
         }
         // On first start and after a restart alike: (re)attach, and each
         // resolver answers with the current update for our key.
-        self.attach(ctx);
+        for i in 0..self.resolvers.len() {
+            self.attach(i, ctx);
+        }
     }
 }
 
 impl DirectoryActor {
-    /// Attaches to every resolver of the reference (idempotent: a known
-    /// directory gets the full list again).
-    fn attach(&self, ctx: &mut Context<Self>) {
-        for r in self.resolvers.iter().filter_map(WeakAddr::upgrade) {
+    /// (Re)attaches to the resolver of app number `i`: it answers with a
+    /// full update for our key.
+    fn attach(&self, i: usize, ctx: &mut Context<Self>) {
+        if let Some(r) = self.resolvers.get(i).and_then(WeakAddr::upgrade) {
             r.do_send(Attach {
                 key: self.machine.subscribe_key().to_string(),
                 directory: self.id,
                 recipient: ctx.address().downgrade().recipient(),
             });
         }
+    }
+}
+
+impl Drop for DirectoryActor {
+    fn drop(&mut self) {
+        // However the actor ends, handles must not serve its last state.
+        self.shared.close();
     }
 }
 
@@ -119,39 +167,28 @@ impl Handler<ApplyUpdate> for DirectoryActor {
     fn handle(&mut self, msg: ApplyUpdate, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             act.containment.drill_point();
-            if !act.terminated && act.machine.apply_update(msg.0) == Applied::NeedFull {
-                // A patch on top of an update this directory missed: ask
-                // for everything again (the resolvers answer a known
-                // directory's re-attach with their full list).
-                act.attach(ctx);
+            if act.terminated {
+                return;
+            }
+            let app = msg.0.app.clone();
+            match act.machine.apply_retiring(msg.0) {
+                (Applied::Yes, old) => {
+                    act.shared.publish(act.machine.snapshot().clone());
+                    if let Some(old) = old {
+                        // Freed here later, not by a reader dropping the
+                        // last handle on it.
+                        act.graveyard.bury(old);
+                        Graveyard::arm(act, ctx);
+                    }
+                }
+                (Applied::NeedFull, _) => {
+                    if let Some(i) = act.apps.iter().position(|a| *a == app) {
+                        act.attach(i, ctx);
+                    }
+                }
+                (Applied::Ignored, _) => {}
             }
         });
-    }
-}
-
-impl Handler<GetView> for DirectoryActor {
-    type Result = MessageResult<GetView>;
-    fn handle(&mut self, _: GetView, ctx: &mut Self::Context) -> Self::Result {
-        // A query racing an unsubscribe must not be answered from a closed
-        // directory's stale state.
-        let view = self.contained(ctx, |act, _| {
-            (!act.terminated).then(|| DirectoryView {
-                version: act.machine.version(),
-                status: act.machine.status(),
-                endpoints: act.machine.list(),
-            })
-        });
-        MessageResult(view.flatten())
-    }
-}
-
-impl Handler<SelectEndpoint> for DirectoryActor {
-    type Result = Option<Option<ServiceUrl>>;
-    fn handle(&mut self, _: SelectEndpoint, ctx: &mut Self::Context) -> Self::Result {
-        self.contained(ctx, |act, _| {
-            (!act.terminated).then(|| act.machine.select())
-        })
-        .flatten()
     }
 }
 
@@ -159,6 +196,7 @@ impl Handler<Shutdown> for DirectoryActor {
     type Result = ();
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         self.terminated = true;
+        self.shared.close();
         for r in self.resolvers.iter().filter_map(WeakAddr::upgrade) {
             r.do_send(Detach {
                 key: self.machine.subscribe_key().to_string(),
@@ -175,3 +213,7 @@ impl Handler<ForceRestart> for DirectoryActor {
         ctx.stop();
     }
 }
+
+#[cfg(test)]
+#[path = "directory_actor/tests.rs"]
+mod tests;

@@ -1,10 +1,16 @@
-//! [`Directory`]: the handle a caller picks endpoints from. It holds only a
-//! weak address, so it never keeps a closed directory alive.
+//! [`Directory`]: the handle a caller picks endpoints from. It reads the
+//! snapshot its directory actor publishes, lock-free and on any thread:
+//! `select`, `status`, `view` and `snapshot` never message the actor. It
+//! holds only a weak address, so it never keeps a closed directory alive.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use actix::WeakAddr;
-use steadfast_core::{DirectoryStatus, Reference, ServiceUrl};
+use steadfast_core::ServiceUrl;
+use steadfast_core::{DirectorySnapshot, DirectoryStatus, Endpoint, Reference};
 
-use crate::directory_actor::{DirectoryActor, DirectoryView, GetView, SelectEndpoint};
+use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
 
 /// Handle to the directory of one reference.
@@ -12,11 +18,26 @@ use crate::error::EngineError;
 pub struct Directory {
     reference: Reference,
     addr: WeakAddr<DirectoryActor>,
+    shared: Arc<DirectoryShared>,
 }
 
 impl Directory {
-    pub(crate) fn new(reference: Reference, addr: WeakAddr<DirectoryActor>) -> Self {
-        Self { reference, addr }
+    pub(crate) fn new(
+        reference: Reference,
+        addr: WeakAddr<DirectoryActor>,
+        shared: Arc<DirectoryShared>,
+    ) -> Self {
+        Self {
+            reference,
+            addr,
+            shared,
+        }
+    }
+
+    /// Marks the directory closed at once (before its actor processes the
+    /// shutdown), so no read after an unsubscribe sees its last state.
+    pub(crate) fn close(&self) {
+        self.shared.close();
     }
 
     /// The reference this directory serves.
@@ -24,14 +45,30 @@ impl Directory {
         &self.reference
     }
 
-    /// Everything the directory can tell: version, status and endpoints.
+    /// The latest published snapshot (version, status, every endpoint),
+    /// read lock-free without messaging the directory.
+    pub fn snapshot(&self) -> Result<Arc<DirectorySnapshot>, EngineError> {
+        let snapshot = self.shared.published.snapshot();
+        if snapshot.is_closed() {
+            return Err(EngineError::DirectoryClosed);
+        }
+        Ok(snapshot)
+    }
+
+    /// One endpoint picked at random by weight, or `None` when empty: read
+    /// lock-free from the published snapshot with this thread's fast
+    /// generator; the endpoint is a shared handle, not a copy.
+    pub fn select_now(&self) -> Result<Option<Endpoint>, EngineError> {
+        self.shared
+            .published
+            .select()
+            .map_err(|_| EngineError::DirectoryClosed)
+    }
+
+    /// Everything the directory can tell: version, status and endpoints
+    /// (copies the endpoint list; [`Directory::snapshot`] does not).
     pub async fn view(&self) -> Result<DirectoryView, EngineError> {
-        let addr = self.addr.upgrade().ok_or(EngineError::DirectoryClosed)?;
-        addr.send(GetView)
-            .await
-            .ok()
-            .flatten()
-            .ok_or(EngineError::DirectoryClosed)
+        Ok(DirectoryView::of(&*self.snapshot()?))
     }
 
     /// Every endpoint.
@@ -41,21 +78,44 @@ impl Directory {
 
     /// What the directory can serve, and why.
     pub async fn status(&self) -> Result<DirectoryStatus, EngineError> {
-        Ok(self.view().await?.status)
+        Ok(self.snapshot()?.status().clone())
     }
 
-    /// One endpoint picked at random by weight, or `None` when empty.
-    pub async fn select(&self) -> Result<Option<ServiceUrl>, EngineError> {
-        let addr = self.addr.upgrade().ok_or(EngineError::DirectoryClosed)?;
-        addr.send(SelectEndpoint)
-            .await
-            .ok()
-            .flatten()
-            .ok_or(EngineError::DirectoryClosed)
+    /// One endpoint picked at random by weight, or `None` when empty (the
+    /// same lock-free read as [`Directory::select_now`]).
+    pub async fn select(&self) -> Result<Option<Endpoint>, EngineError> {
+        self.select_now()
     }
 
-    /// Whether the directory actor is still running.
+    /// Waits until the directory serves at least one endpoint, for at most
+    /// `timeout` (woken by each publish, never polling the actor); returns
+    /// the snapshot then, which may still not be ready once `timeout` has
+    /// passed (its status says why).
+    pub async fn ready(&self, timeout: Duration) -> Result<Arc<DirectorySnapshot>, EngineError> {
+        let deadline = tokio::time::Instant::now().checked_add(timeout);
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a publish in between wakes us.
+            changed.as_mut().enable();
+            let snapshot = self.snapshot()?;
+            if snapshot.status().is_ready() {
+                return Ok(snapshot);
+            }
+            match deadline {
+                Some(d) => {
+                    if tokio::time::timeout_at(d, changed).await.is_err() {
+                        return self.snapshot();
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+
+    /// Whether the directory is still open (its actor running, not shut
+    /// down).
     pub fn is_open(&self) -> bool {
-        self.addr.upgrade().is_some()
+        !self.shared.published.is_closed() && self.addr.upgrade().is_some()
     }
 }

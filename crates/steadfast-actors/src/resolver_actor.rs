@@ -163,12 +163,22 @@ impl ResolverActor {
         }
     }
 
-    fn send_to(&self, key: &str, update: &steadfast_core::DirectoryUpdate) {
-        for (k, r) in self.directories.values() {
-            if k == key {
-                if let Some(r) = r.upgrade() {
-                    r.do_send(ApplyUpdate(update.clone()));
-                }
+    /// Sends `update` to every directory of its key: clones for all but
+    /// the last, which gets the update itself (a full list is not copied
+    /// for the common single directory).
+    fn send_to(&self, update: steadfast_core::DirectoryUpdate) {
+        let mut targets = self
+            .directories
+            .values()
+            .filter(|(k, _)| *k == update.subscribe_key)
+            .filter_map(|(_, r)| r.upgrade())
+            .peekable();
+        while let Some(r) = targets.next() {
+            if targets.peek().is_some() {
+                r.do_send(ApplyUpdate(update.clone()));
+            } else {
+                r.do_send(ApplyUpdate(update));
+                return;
             }
         }
     }
@@ -309,7 +319,7 @@ impl Handler<Flush> for ResolverActor {
             act.flush_scheduled = false;
             for update in act.machine.take_updates() {
                 EngineStats::bump(&act.stats.updates_published);
-                act.send_to(&update.subscribe_key, &update);
+                act.send_to(update);
             }
             Graveyard::arm(act, ctx);
         });

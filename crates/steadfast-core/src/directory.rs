@@ -1,6 +1,9 @@
-//! Sans-IO directory of one reference: merges the full per-app updates of
-//! the reference's provider apps, answers list/select, and reports why it is
-//! empty or degraded. Randomness for selection is a seeded input.
+//! Sans-IO directory of one reference: merges the per-app updates (full
+//! lists or patches) of the reference's provider apps into one immutable
+//! [`DirectorySnapshot`] (one [`EndpointSet`] per app, edited by
+//! copy-on-write), answers list/select, and reports why it is empty or
+//! degraded. Randomness for selection is a seeded input; the lock-free read
+//! side is [`crate::endpoint_set::Published`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,8 +13,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use rustc_hash::FxHashMap;
-
+use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
 use crate::update::{
     DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
 };
@@ -147,56 +149,32 @@ impl fmt::Display for DirectoryStatus {
 
 struct AppView {
     generation: u64,
-    urls: Vec<Endpoint>,
-    /// Position of each instance's URL in `urls`.
-    index: FxHashMap<Arc<str>, usize>,
+    /// Writer side of the app's set (index by id, copy-on-write chunks).
+    editor: EndpointSetEditor,
+    /// The app's set as last published.
+    set: EndpointSet,
     state: UpdateState,
     stale_since: Option<Instant>,
     held: Option<HeldInstances>,
 }
 
-impl AppView {
-    fn reindex(&mut self) {
-        self.index = self
-            .urls
-            .iter()
-            .enumerate()
-            .map(|(k, u)| (u.instance.id_arc().clone(), k))
-            .collect();
-    }
-
-    fn remove(&mut self, id: &str) {
-        let Some(k) = self.index.remove(id) else {
-            return;
-        };
-        self.urls.swap_remove(k);
-        if let Some(moved) = self.urls.get(k) {
-            self.index.insert(moved.instance.id_arc().clone(), k);
-        }
-    }
-
-    fn upsert(&mut self, url: Endpoint) {
-        match self.index.get(url.instance_id()) {
-            Some(&k) => self.urls[k] = url,
-            None => {
-                self.index
-                    .insert(url.instance.id_arc().clone(), self.urls.len());
-                self.urls.push(url);
-            }
-        }
-    }
-}
-
-/// What [`DirectoryMachine::apply_update`] did with an update.
+/// What [`DirectoryMachine::apply`] did with an update.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Applied {
-    /// Applied.
+    /// The update applied; a new snapshot is ready.
     Yes,
-    /// For another key, an unknown app, or older than what is held.
+    /// Another key, an unknown app, or not newer than what is held.
     Ignored,
-    /// A patch on top of an update the directory does not hold: it needs
-    /// the app's full list.
+    /// A patch whose base is not the generation held for the app: refused;
+    /// the app's resolver must send a full update.
     NeedFull,
+}
+
+impl Applied {
+    /// Whether the update applied.
+    pub fn applied(self) -> bool {
+        self == Applied::Yes
+    }
 }
 
 /// The endpoints of one reference.
@@ -205,21 +183,23 @@ pub struct DirectoryMachine {
     apps: BTreeMap<String, Option<AppView>>,
     rng: StdRng,
     version: u64,
-    /// Running weight totals over every endpoint in app order, rebuilt on
-    /// each update, so a pick is a binary search.
-    cumulative: Vec<u64>,
+    /// What readers see: rebuilt after each applied update, from the apps'
+    /// sets (an update re-publishes only its own app's set).
+    snapshot: Arc<DirectorySnapshot>,
 }
 
 impl DirectoryMachine {
     /// A directory for `subscribe_key` served by `apps`.
     pub fn new(subscribe_key: impl Into<String>, apps: &[String], seed: u64) -> Self {
-        Self {
+        let mut m = Self {
             subscribe_key: subscribe_key.into(),
             apps: apps.iter().map(|a| (a.clone(), None)).collect(),
             rng: StdRng::seed_from_u64(seed),
             version: 0,
-            cumulative: Vec::new(),
-        }
+            snapshot: Arc::default(),
+        };
+        m.snapshot = Arc::new(DirectorySnapshot::new(0, m.compute_status(), Vec::new()));
+        m
     }
 
     /// The subscribe key.
@@ -227,62 +207,84 @@ impl DirectoryMachine {
         &self.subscribe_key
     }
 
-    /// Applies an update for one app. Updates for another key, an unknown
-    /// app, or an older generation are ignored. Returns whether it applied.
-    pub fn apply(&mut self, update: DirectoryUpdate) -> bool {
-        self.apply_update(update) == Applied::Yes
+    /// Applies an update for one app: a [`UrlChange::Full`] replaces the
+    /// app's URLs unless the generation held is newer; a
+    /// [`UrlChange::Patch`] applies only on top of exactly its `base`
+    /// generation ([`Applied::NeedFull`] otherwise), and is ignored when the
+    /// generation held is already at least the patch's. Updates for another
+    /// key or an unknown app are ignored.
+    pub fn apply(&mut self, update: DirectoryUpdate) -> Applied {
+        self.apply_retiring(update).0
     }
 
-    /// Applies an update for one app, and says what it did.
-    pub fn apply_update(&mut self, update: DirectoryUpdate) -> Applied {
+    /// Like [`DirectoryMachine::apply`], and also hands back the replaced
+    /// snapshot so the caller can free what only it holds off the update
+    /// path.
+    pub fn apply_retiring(
+        &mut self,
+        update: DirectoryUpdate,
+    ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
         if update.subscribe_key != self.subscribe_key {
-            return Applied::Ignored;
+            return (Applied::Ignored, None);
         }
         let Some(slot) = self.apps.get_mut(&update.app) else {
-            return Applied::Ignored;
+            return (Applied::Ignored, None);
         };
-        match (&update.change, slot.as_mut()) {
-            (_, Some(v)) if v.generation > update.generation => return Applied::Ignored,
-            (UrlChange::Full(_), _) => {}
-            (UrlChange::Patch { base, .. }, Some(v)) if v.generation == *base => {}
-            (UrlChange::Patch { .. }, _) => return Applied::NeedFull,
-        }
-        let view = slot.get_or_insert_with(|| AppView {
-            generation: 0,
-            urls: Vec::new(),
-            index: FxHashMap::default(),
-            state: UpdateState::Pending,
-            stale_since: None,
-            held: None,
-        });
-        match update.change {
-            UrlChange::Full(all) => {
-                view.urls = all;
-                view.reindex();
+        let held = slot.as_ref().map(|v| v.generation);
+        let view = match update.change {
+            UrlChange::Full(urls) => {
+                if matches!(held, Some(g) if g > update.generation) {
+                    return (Applied::Ignored, None);
+                }
+                let view = slot.get_or_insert_with(|| AppView {
+                    generation: 0,
+                    editor: EndpointSetEditor::new(),
+                    set: EndpointSet::new(),
+                    state: UpdateState::Pending,
+                    stale_since: None,
+                    held: None,
+                });
+                view.editor.rebuild(urls);
+                view
             }
             UrlChange::Patch {
-                upserts, removals, ..
+                base,
+                upserts,
+                removals,
             } => {
+                // Several updates may share a generation (a fetch result, a
+                // status change): a patch applies on exactly its base, and
+                // patches are idempotent (whole URLs, removals by id).
+                let view = match slot {
+                    Some(v) if v.generation == base => v,
+                    Some(v) if v.generation >= update.generation => {
+                        return (Applied::Ignored, None)
+                    }
+                    _ => return (Applied::NeedFull, None),
+                };
                 for id in &removals {
-                    view.remove(id);
+                    view.editor.remove(id);
                 }
-                for u in upserts {
-                    view.upsert(u);
-                }
+                view.editor.extend(upserts);
+                view
             }
-        }
+        };
         view.generation = update.generation;
+        view.set = view.editor.snapshot();
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
         self.version += 1;
-        self.cumulative.clear();
-        let mut total = 0u64;
-        for u in self.apps.values().flatten().flat_map(|v| v.urls.iter()) {
-            total = total.saturating_add(u64::from(u.weight()));
-            self.cumulative.push(total);
-        }
-        Applied::Yes
+        let sets = self.views().map(|v| v.set.clone()).collect();
+        let next = Arc::new(DirectorySnapshot::new(
+            self.version,
+            self.compute_status(),
+            sets,
+        ));
+        (
+            Applied::Yes,
+            Some(std::mem::replace(&mut self.snapshot, next)),
+        )
     }
 
     /// Number of updates applied so far.
@@ -290,38 +292,37 @@ impl DirectoryMachine {
         self.version
     }
 
-    /// Every endpoint, in app order.
+    /// What readers see now: every app's endpoints, the status and the
+    /// version, immutable and shared.
+    pub fn snapshot(&self) -> &Arc<DirectorySnapshot> {
+        &self.snapshot
+    }
+
+    /// The generation held for `app`, if it has sent an update.
+    pub fn generation(&self, app: &str) -> Option<u64> {
+        Some(self.apps.get(app)?.as_ref()?.generation)
+    }
+
+    /// Every endpoint, app by app (each in its set's slot order).
     pub fn list(&self) -> Vec<ServiceUrl> {
-        self.views()
-            .flat_map(|v| v.urls.iter().map(|u| ServiceUrl::clone(u)))
-            .collect()
+        self.snapshot.iter().map(|u| (**u).clone()).collect()
     }
 
     /// Number of endpoints.
     pub fn len(&self) -> usize {
-        self.views().map(|v| v.urls.len()).sum()
+        self.snapshot.len()
     }
 
     /// Whether there is no endpoint.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.snapshot.is_empty()
     }
 
-    /// Picks an endpoint at random, weighted by instance weight.
-    pub fn select(&mut self) -> Option<ServiceUrl> {
-        let total = *self.cumulative.last()?;
-        if total == 0 {
-            return None;
-        }
-        let pick = self.rng.gen_range(0..total);
-        let mut index = self.cumulative.partition_point(|&c| c <= pick);
-        for v in self.views() {
-            if index < v.urls.len() {
-                return Some(ServiceUrl::clone(&v.urls[index]));
-            }
-            index -= v.urls.len();
-        }
-        None
+    /// Picks an endpoint at random (from the seeded generator), weighted by
+    /// instance weight.
+    pub fn select(&mut self) -> Option<Endpoint> {
+        let r = self.rng.gen::<u64>();
+        self.snapshot.pick(r).cloned()
     }
 
     fn views(&self) -> impl Iterator<Item = &AppView> {
@@ -330,7 +331,11 @@ impl DirectoryMachine {
 
     /// What the directory can serve, and why.
     pub fn status(&self) -> DirectoryStatus {
-        let endpoints = self.len();
+        self.snapshot.status().clone()
+    }
+
+    fn compute_status(&self) -> DirectoryStatus {
+        let endpoints: usize = self.views().map(|v| v.set.len()).sum();
         if endpoints > 0 {
             let degraded = self
                 .apps
@@ -393,70 +398,5 @@ impl DirectoryMachine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{ServiceInfo, ServiceInstance};
-    use std::time::Instant;
-
-    fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUpdate {
-        let svc = ServiceInfo {
-            name: "S".into(),
-            group: None,
-            version: None,
-            protocol: "tri".into(),
-            port: 1,
-            path: "S".into(),
-            params: Default::default(),
-        };
-        let urls = ports
-            .iter()
-            .map(|p| {
-                Arc::new(ServiceUrl::build(
-                    &ServiceInstance::new(app, "127.0.0.1", *p),
-                    &svc,
-                ))
-            })
-            .collect();
-        DirectoryUpdate {
-            app: app.into(),
-            subscribe_key: "S:tri".into(),
-            generation: gen,
-            change: UrlChange::Full(urls),
-            state,
-            stale_since: None,
-            held: None,
-        }
-    }
-
-    #[test]
-    fn merges_apps_and_explains_emptiness() {
-        let apps = vec!["a".to_string(), "b".to_string()];
-        let mut d = DirectoryMachine::new("S:tri", &apps, 1);
-        assert_eq!(d.status(), DirectoryStatus::Empty(EmptyReason::Pending));
-        assert!(d.apply(update("a", 1, &[1, 2], UpdateState::Resolved)));
-        assert!(d.apply(update("b", 1, &[], UpdateState::RegistryEmpty)));
-        assert_eq!(d.len(), 2);
-        assert!(d.select().is_some());
-        assert!(
-            !d.apply(update("a", 0, &[], UpdateState::RegistryEmpty)),
-            "older generation"
-        );
-        assert!(d.apply(update("a", 2, &[], UpdateState::RegistryEmpty)));
-        assert_eq!(
-            d.status(),
-            DirectoryStatus::Empty(EmptyReason::RegistryEmpty)
-        );
-        let u = Unresolved {
-            revisions: vec!["r".into()],
-            since: Instant::now(),
-            attempts: 1,
-            last_error: None,
-        };
-        assert!(d.apply(update("b", 2, &[], UpdateState::Unresolved(u.clone()))));
-        assert_eq!(
-            d.status(),
-            DirectoryStatus::Empty(EmptyReason::Unresolved(u))
-        );
-        assert!(d.select().is_none());
-    }
-}
+#[path = "directory/tests.rs"]
+mod tests;

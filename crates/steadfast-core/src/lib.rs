@@ -13,6 +13,7 @@ pub mod backend;
 pub mod backoff;
 pub mod contain;
 pub mod directory;
+pub mod endpoint_set;
 pub mod error;
 pub mod event;
 pub mod export;
@@ -34,6 +35,10 @@ pub use backend::{check_metadata, EventStream, MetadataFetcher, MetadataPublishe
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{Applied, DirectoryMachine, DirectoryStatus, EmptyReason};
+pub use endpoint_set::{
+    thread_random, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
+    THREAD_CACHE,
+};
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};

@@ -175,3 +175,14 @@ pub struct DirectoryUpdate {
     /// recovery are still served (they are part of the URLs).
     pub held: Option<HeldInstances>,
 }
+
+impl DirectoryUpdate {
+    /// The URLs a [`UrlChange::Full`] update carries; for a
+    /// [`UrlChange::Patch`], only its upserts.
+    pub fn urls(&self) -> &[Endpoint] {
+        match &self.change {
+            UrlChange::Full(urls) => urls,
+            UrlChange::Patch { upserts, .. } => upserts,
+        }
+    }
+}

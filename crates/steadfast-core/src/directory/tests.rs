@@ -1,0 +1,187 @@
+//! Directory machine: merging apps, explaining emptiness, applying patches.
+
+use super::*;
+use crate::model::{ServiceInfo, ServiceInstance};
+use std::time::Instant;
+
+fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUpdate {
+    let svc = ServiceInfo {
+        name: "S".into(),
+        group: None,
+        version: None,
+        protocol: "tri".into(),
+        port: 1,
+        path: "S".into(),
+        params: Default::default(),
+    };
+    let urls = ports
+        .iter()
+        .map(|p| {
+            Arc::new(ServiceUrl::build(
+                &ServiceInstance::new(app, "127.0.0.1", *p),
+                &svc,
+            ))
+        })
+        .collect();
+    DirectoryUpdate {
+        app: app.into(),
+        subscribe_key: "S:tri".into(),
+        generation: gen,
+        change: UrlChange::Full(urls),
+        state,
+        stale_since: None,
+        held: None,
+    }
+}
+
+#[test]
+fn merges_apps_and_explains_emptiness() {
+    let apps = vec!["a".to_string(), "b".to_string()];
+    let mut d = DirectoryMachine::new("S:tri", &apps, 1);
+    assert_eq!(d.status(), DirectoryStatus::Empty(EmptyReason::Pending));
+    assert_eq!(
+        d.apply(update("a", 1, &[1, 2], UpdateState::Resolved)),
+        Applied::Yes
+    );
+    assert_eq!(
+        d.apply(update("b", 1, &[], UpdateState::RegistryEmpty)),
+        Applied::Yes
+    );
+    assert_eq!(d.len(), 2);
+    assert!(d.select().is_some());
+    assert_eq!(
+        d.apply(update("a", 0, &[], UpdateState::RegistryEmpty)),
+        Applied::Ignored,
+        "older generation"
+    );
+    assert_eq!(
+        d.apply(update("a", 2, &[], UpdateState::RegistryEmpty)),
+        Applied::Yes
+    );
+    assert_eq!(
+        d.status(),
+        DirectoryStatus::Empty(EmptyReason::RegistryEmpty)
+    );
+    let u = Unresolved {
+        revisions: vec!["r".into()],
+        since: Instant::now(),
+        attempts: 1,
+        last_error: None,
+    };
+    assert_eq!(
+        d.apply(update("b", 2, &[], UpdateState::Unresolved(u.clone()))),
+        Applied::Yes
+    );
+    assert_eq!(
+        d.status(),
+        DirectoryStatus::Empty(EmptyReason::Unresolved(u))
+    );
+    assert!(d.select().is_none());
+}
+
+fn ep(app: &str, port: u16, weight: u32) -> Endpoint {
+    let mut inst = ServiceInstance::new(app, "127.0.0.1", port);
+    inst.weight = weight;
+    let svc = ServiceInfo {
+        name: "S".into(),
+        group: None,
+        version: None,
+        protocol: "tri".into(),
+        port: 1,
+        path: "S".into(),
+        params: Default::default(),
+    };
+    Arc::new(ServiceUrl::build(&inst, &svc))
+}
+
+fn patch(app: &str, base: u64, gen: u64, up: Vec<Endpoint>, rm: &[&str]) -> DirectoryUpdate {
+    DirectoryUpdate {
+        change: UrlChange::Patch {
+            base,
+            upserts: up,
+            removals: rm.iter().map(|r| Arc::from(*r)).collect(),
+        },
+        ..update(app, gen, &[], UpdateState::Resolved)
+    }
+}
+
+fn ports(d: &DirectoryMachine) -> Vec<u16> {
+    d.list().iter().map(|u| u.instance.port()).collect()
+}
+
+#[test]
+fn patches_apply_on_exactly_their_base() {
+    let apps = vec!["a".to_string(), "b".to_string()];
+    let mut d = DirectoryMachine::new("S:tri", &apps, 1);
+    assert_eq!(
+        d.apply(patch("a", 0, 1, vec![ep("a", 9, 1)], &[])),
+        Applied::NeedFull,
+        "nothing held yet"
+    );
+    assert_eq!(
+        d.apply(update("a", 1, &[1, 2, 3], UpdateState::Resolved)),
+        Applied::Yes
+    );
+    let before = d.snapshot().clone();
+    let p = patch("a", 1, 2, vec![ep("a", 4, 1)], &["127.0.0.1:2", "nope"]);
+    assert_eq!(d.apply(p), Applied::Yes);
+    assert_eq!(ports(&d), vec![1, 3, 4], "swap-remove, then append");
+    assert_eq!((d.generation("a"), d.version()), (Some(2), 2));
+    assert_eq!(d.snapshot().version(), 2);
+    let old: Vec<u16> = before.iter().map(|u| u.instance.port()).collect();
+    assert_eq!(old, vec![1, 2, 3], "published snapshots never change");
+    assert_eq!(
+        d.apply(patch("a", 1, 3, vec![], &["127.0.0.1:1"])),
+        Applied::NeedFull,
+        "base 1, held 2"
+    );
+    assert_eq!(
+        d.apply(patch("a", 1, 2, vec![], &["127.0.0.1:1"])),
+        Applied::Ignored,
+        "not newer than held"
+    );
+    assert_eq!(d.apply(patch("b", 0, 1, vec![], &[])), Applied::NeedFull);
+    assert_eq!(ports(&d), vec![1, 3, 4], "refused patches change nothing");
+    assert_eq!(
+        d.apply(update("a", 5, &[7], UpdateState::Resolved)),
+        Applied::Yes
+    );
+    assert_eq!(
+        d.apply(patch("a", 5, 6, vec![ep("a", 8, 0)], &[])),
+        Applied::Yes
+    );
+    assert_eq!(ports(&d), vec![7, 8]);
+    for _ in 0..200 {
+        assert_eq!(d.select().map(|u| u.instance.port()), Some(7), "weight 0");
+    }
+    assert_eq!(
+        d.apply(patch("a", 6, 7, vec![], &["127.0.0.1:7"])),
+        Applied::Yes
+    );
+    assert!(d.select().is_none(), "only weight 0 left");
+    assert_eq!(
+        d.status(),
+        DirectoryStatus::Ready {
+            endpoints: 1,
+            stale_since: None,
+            degraded: vec![],
+            held: vec![],
+        }
+    );
+}
+
+#[test]
+fn a_patch_within_one_generation_applies_and_its_state_is_served() {
+    let apps = vec!["a".to_string()];
+    let mut d = DirectoryMachine::new("S:tri", &apps, 1);
+    assert_eq!(
+        d.apply(update("a", 4, &[1], UpdateState::Resolved)),
+        Applied::Yes
+    );
+    // A fetch result on the same registry delivery: same generation.
+    let mut p = patch("a", 4, 4, vec![ep("a", 2, 1)], &[]);
+    p.state = UpdateState::NoMatchingService;
+    assert_eq!(d.apply(p), Applied::Yes);
+    assert_eq!(ports(&d), vec![1, 2]);
+    assert_eq!(d.generation("a"), Some(4));
+}
