@@ -27,7 +27,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use crate::slot_index::SlotIndex;
 
 use crate::url::Endpoint;
 
@@ -166,13 +166,14 @@ impl EndpointSet {
     /// (`O(n)` once); keep the editor alive to make later edits cost only
     /// what they touch.
     pub fn edit(&self) -> EndpointSetEditor {
-        let mut index = FxHashMap::default();
-        index.reserve(self.len());
+        let chunks = self.layout.chunks.clone();
+        let mut index = SlotIndex::default();
+        index.reserve(self.len(), |k| id_at(&chunks, k));
         for (slot, ep) in self.iter().enumerate() {
-            index.insert(ep.instance.id_arc().clone(), slot);
+            index.insert(ep.instance_id(), slot as u32, |k| id_at(&chunks, k));
         }
         EndpointSetEditor {
-            chunks: self.layout.chunks.clone(),
+            chunks,
             tops: self.layout.tops.clone(),
             tops_valid: self.layout.chunks.len(),
             index,
@@ -203,8 +204,18 @@ pub struct EndpointSetEditor {
     tops: Vec<u64>,
     /// `tops[..tops_valid]` are up to date.
     tops_valid: usize,
-    /// Instance id -> slot.
-    index: FxHashMap<Arc<str>, usize>,
+    /// Instance id -> slot (the id read back from the slot).
+    index: SlotIndex,
+}
+
+/// The instance id of the endpoint in `slot` of `chunks`.
+fn id_at(chunks: &[Arc<Chunk>], slot: u32) -> Option<&str> {
+    let slot = slot as usize;
+    chunks
+        .get(slot / CHUNK)?
+        .items
+        .get(slot % CHUNK)
+        .map(|e| e.instance_id())
 }
 
 impl EndpointSetEditor {
@@ -225,15 +236,18 @@ impl EndpointSetEditor {
 
     /// The endpoint of instance `id`.
     pub fn get(&self, id: &str) -> Option<&Endpoint> {
-        let slot = *self.index.get(id)?;
+        let slot = self.index.find(id, |k| id_at(&self.chunks, k))? as usize;
         self.chunks.get(slot / CHUNK)?.items.get(slot % CHUNK)
     }
 
     /// Inserts `endpoint` (appended), or replaces the endpoint of the same
     /// instance id in place; returns the replaced one. `O(CHUNK)`.
     pub fn upsert(&mut self, endpoint: Endpoint) -> Option<Endpoint> {
-        if let Some(&slot) = self.index.get(endpoint.instance.id_arc()) {
-            return Some(self.put(slot, endpoint));
+        if let Some(slot) = self
+            .index
+            .find(endpoint.instance_id(), |k| id_at(&self.chunks, k))
+        {
+            return Some(self.put(slot as usize, endpoint));
         }
         let slot = self.index.len();
         let full = match self.chunks.last() {
@@ -246,20 +260,25 @@ impl EndpointSetEditor {
                 cum: Vec::with_capacity(CHUNK),
             }));
         }
-        self.index.insert(endpoint.instance.id_arc().clone(), slot);
         let c = self.chunks.len() - 1;
         let chunk = Arc::make_mut(&mut self.chunks[c]);
         let total = chunk.total().saturating_add(u64::from(endpoint.weight()));
+        let id = endpoint.instance.id_arc().clone();
         chunk.items.push(endpoint);
         chunk.cum.push(total);
         self.tops_valid = self.tops_valid.min(c);
+        // Slots are u32: a set holds fewer than 2^32 endpoints.
+        let chunks = &self.chunks;
+        self.index.insert(&id, slot as u32, |k| id_at(chunks, k));
         None
     }
 
     /// Upserts every endpoint of `endpoints`, in order.
     pub fn extend(&mut self, endpoints: impl IntoIterator<Item = Endpoint>) {
         let endpoints = endpoints.into_iter();
-        self.index.reserve(endpoints.size_hint().0);
+        let chunks = &self.chunks;
+        self.index
+            .reserve(endpoints.size_hint().0, |k| id_at(chunks, k));
         for ep in endpoints {
             self.upsert(ep);
         }
@@ -268,7 +287,8 @@ impl EndpointSetEditor {
     /// Removes the endpoint of instance `id` (the last endpoint moves into
     /// its slot); returns it. `O(CHUNK)`.
     pub fn remove(&mut self, id: &str) -> Option<Endpoint> {
-        let slot = self.index.remove(id)?;
+        let chunks = &self.chunks;
+        let slot = self.index.remove(id, |k| id_at(chunks, k))? as usize;
         let last_c = self.chunks.len().checked_sub(1)?;
         let last_chunk = Arc::make_mut(&mut self.chunks[last_c]);
         let moved = last_chunk.items.pop()?;
@@ -281,9 +301,8 @@ impl EndpointSetEditor {
         if slot == last_slot {
             return Some(moved);
         }
-        if let Some(s) = self.index.get_mut(moved.instance.id_arc()) {
-            *s = slot;
-        }
+        self.index
+            .moved(moved.instance_id(), last_slot as u32, slot as u32);
         Some(self.put(slot, moved))
     }
 

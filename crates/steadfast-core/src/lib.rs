@@ -27,6 +27,7 @@ pub mod model;
 pub mod recover;
 pub mod resolver;
 pub mod revision;
+pub mod slot_index;
 pub mod subscription;
 pub mod update;
 pub mod url;

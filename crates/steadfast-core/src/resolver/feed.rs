@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rustc_hash::FxHashSet;
 
-use super::table::Slot;
+use super::table::{Slot, SlotRef, Table};
 use super::{ResolverAction, ResolverMachine, RevisionState};
 use crate::instance::Instance;
 use crate::subscription::Feed;
@@ -41,7 +41,7 @@ impl ResolverMachine {
             Feed::Reset(all) => {
                 // Rebuilt in one pass, in the order of the Reset; unchanged
                 // instances keep their last-known-good.
-                let old = std::mem::take(&mut self.table);
+                let old = std::mem::replace(&mut self.table, Table::with_capacity(all.len()));
                 for (_, s) in old.iter() {
                     if let Some(rev) = s.instance.revision_arc() {
                         touched.insert(rev.clone());
@@ -50,8 +50,8 @@ impl ResolverMachine {
                 for inst in all {
                     let prev = old.slot_of(inst.id()).and_then(|k| old.get(k));
                     let (good, changed, served) = match prev {
-                        Some(o) if crate::event::same(&o.instance, &inst) => {
-                            (o.good.clone(), false, None)
+                        Some(o) if crate::event::same(o.instance, &inst) => {
+                            (o.good.cloned(), false, None)
                         }
                         Some(o) => (None, true, self.served(o)),
                         None => (None, true, None),
@@ -150,7 +150,7 @@ impl ResolverMachine {
             .slot_of(inst.id())
             .and_then(|k| self.table.get(k))
         {
-            Some(old) if crate::event::same(&old.instance, &inst) => return,
+            Some(old) if crate::event::same(old.instance, &inst) => return,
             Some(old) => self.served(old),
             None => None,
         };
@@ -171,10 +171,10 @@ impl ResolverMachine {
     }
 
     /// The resolved revision `slot`'s instance served from.
-    fn served(&self, slot: &Slot) -> Option<Arc<str>> {
+    fn served(&self, slot: SlotRef<'_>) -> Option<Arc<str>> {
         match slot.instance.revision_arc() {
             Some(rev) if self.metadata.contains_key(rev.as_ref()) => Some(rev.clone()),
-            _ => slot.good.clone(),
+            _ => slot.good.cloned(),
         }
     }
 
@@ -213,6 +213,13 @@ impl ResolverMachine {
     /// A revision resolved: every key is rebuilt in one pass, and instances
     /// of resolved revisions drop their last-known-good.
     pub(super) fn on_resolved(&mut self) {
+        if !self.table.any_good() {
+            self.forget_unused_metadata();
+            for key in self.keys.values_mut() {
+                key.full = true;
+            }
+            return;
+        }
         let stale: Vec<u32> = self
             .table
             .iter()

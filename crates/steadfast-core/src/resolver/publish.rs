@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::table::Slot;
+use super::table::SlotRef;
 use super::{ResolverMachine, RevisionState};
 use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState, UrlChange};
 use crate::url::{Endpoint, ServiceEndpoint, ServiceUrl};
@@ -118,7 +118,7 @@ impl ResolverMachine {
                 let mut all = Vec::with_capacity(self.table.len());
                 for (slot, s) in self.table.iter() {
                     if let Some(ep) = self.endpoint_for(s, key, &mut state.offers) {
-                        all.push(Arc::new(ServiceUrl::new(&s.instance, &ep)));
+                        all.push(Arc::new(ServiceUrl::new(s.instance, &ep)));
                         state.set_bit(slot, true);
                     }
                 }
@@ -136,7 +136,7 @@ impl ResolverMachine {
             };
             match self.endpoint_for(s, key, &mut state.offers) {
                 Some(ep) => {
-                    upserts.push(Arc::new(ServiceUrl::new(&s.instance, &ep)));
+                    upserts.push(Arc::new(ServiceUrl::new(s.instance, &ep)));
                     state.set_bit(slot, true);
                 }
                 None if state.bit(slot) => {
@@ -163,7 +163,7 @@ impl ResolverMachine {
         let mut all = Vec::with_capacity(self.table.len());
         for (_, s) in self.table.iter() {
             if let Some(ep) = self.endpoint_for(s, key, offers) {
-                all.push(Arc::new(ServiceUrl::new(&s.instance, &ep)));
+                all.push(Arc::new(ServiceUrl::new(s.instance, &ep)));
             }
         }
         all
@@ -174,7 +174,7 @@ impl ResolverMachine {
     /// not take traffic.
     fn endpoint_for(
         &self,
-        slot: &Slot,
+        slot: SlotRef<'_>,
         key: &str,
         offers: &mut Offers,
     ) -> Option<Arc<ServiceEndpoint>> {
@@ -184,7 +184,7 @@ impl ResolverMachine {
         }
         let rev = inst.revision_arc()?;
         let from = match self.revisions.get(rev.as_ref()) {
-            Some(RevisionState::Unresolved { .. }) => slot.good.as_ref()?,
+            Some(RevisionState::Unresolved { .. }) => slot.good?,
             _ => rev,
         };
         let meta = self.metadata.get(from.as_ref())?;

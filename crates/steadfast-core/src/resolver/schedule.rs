@@ -195,7 +195,7 @@ impl ResolverMachine {
         let mut serving = Vec::new();
         let mut resting = Vec::new();
         for (_, slot) in self.table.iter() {
-            let inst = &slot.instance;
+            let inst = slot.instance;
             if inst.revision() != Some(rev) {
                 continue;
             }

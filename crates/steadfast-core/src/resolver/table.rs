@@ -2,18 +2,19 @@
 //! stable small slot number each, reused after removal) with an id index,
 //! per-revision instance counts, the last-known-good revision of instances
 //! whose current revision is unresolved, and running counts of instances
-//! that do not serve. Every edit is O(1); nothing here walks the app.
+//! that do not serve. Every edit is O(1); nothing here walks the app. A
+//! slot costs one pointer plus its index entry (a `u32`); last-known-good
+//! revisions, rare, live in a side map.
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use hashbrown::HashTable;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
 
 use crate::instance::Instance;
+use crate::slot_index::SlotIndex;
 use crate::update::NotServing;
 
-/// One instance of the app.
+/// One instance of the app, as given to and taken from the table.
 #[derive(Clone, Debug)]
 pub(super) struct Slot {
     pub(super) instance: Arc<Instance>,
@@ -22,24 +23,27 @@ pub(super) struct Slot {
     pub(super) good: Option<Arc<str>>,
 }
 
+/// One instance of the app, as read in the table.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SlotRef<'a> {
+    pub(super) instance: &'a Arc<Instance>,
+    pub(super) good: Option<&'a Arc<str>>,
+}
+
 /// The instances of the app by slot and id.
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    slots: Vec<Option<Slot>>,
+    slots: Vec<Option<Arc<Instance>>>,
+    /// Last-known-good revisions by slot (only slots that have one).
+    goods: FxHashMap<u32, Arc<str>>,
     free: Vec<u32>,
-    /// Slot numbers, found by the id of the instance in the slot (one
-    /// `u32` per instance, no key beside it).
-    index: HashTable<u32>,
+    index: SlotIndex,
     /// Instances advertising each revision.
     rev_count: FxHashMap<Arc<str>, usize>,
     /// Slots whose last-known-good is each revision.
     good_refs: FxHashMap<Arc<str>, usize>,
     serving: usize,
     not_serving: NotServing,
-}
-
-fn hash_id(id: &str) -> u64 {
-    FxBuildHasher.hash_one(id)
 }
 
 fn bump(map: &mut FxHashMap<Arc<str>, usize>, key: &Arc<str>, up: bool) {
@@ -53,7 +57,22 @@ fn bump(map: &mut FxHashMap<Arc<str>, usize>, key: &Arc<str>, up: bool) {
     }
 }
 
+fn id_at(slots: &[Option<Arc<Instance>>], k: u32) -> Option<&str> {
+    slots
+        .get(k as usize)
+        .and_then(Option::as_ref)
+        .map(|i| i.id())
+}
+
 impl Table {
+    /// An empty table with room for `n` instances.
+    pub(super) fn with_capacity(n: usize) -> Self {
+        let mut t = Self::default();
+        t.slots.reserve_exact(n);
+        t.index.reserve(n, |_| None);
+        t
+    }
+
     /// Number of instances.
     pub(super) fn len(&self) -> usize {
         self.index.len()
@@ -70,31 +89,31 @@ impl Table {
     }
 
     /// The instance in `slot`.
-    pub(super) fn get(&self, slot: u32) -> Option<&Slot> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
+    pub(super) fn get(&self, slot: u32) -> Option<SlotRef<'_>> {
+        let instance = self.slots.get(slot as usize)?.as_ref()?;
+        Some(SlotRef {
+            instance,
+            good: self.goods.get(&slot),
+        })
     }
 
     /// The slot of instance `id`.
     pub(super) fn slot_of(&self, id: &str) -> Option<u32> {
-        let slots = &self.slots;
-        self.index
-            .find(hash_id(id), |&k| Self::id_at(slots, k) == Some(id))
-            .copied()
-    }
-
-    fn id_at(slots: &[Option<Slot>], k: u32) -> Option<&str> {
-        slots
-            .get(k as usize)
-            .and_then(Option::as_ref)
-            .map(|s| s.instance.id())
+        self.index.find(id, |k| id_at(&self.slots, k))
     }
 
     /// Every live slot with its instance, in slot order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &Slot)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(k, s)| Some((k as u32, s.as_ref()?)))
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, SlotRef<'_>)> {
+        self.slots.iter().enumerate().filter_map(|(k, s)| {
+            let k = k as u32;
+            Some((
+                k,
+                SlotRef {
+                    instance: s.as_ref()?,
+                    good: self.goods.get(&k),
+                },
+            ))
+        })
     }
 
     /// Whether some instance advertises `rev`.
@@ -107,6 +126,11 @@ impl Table {
         self.good_refs.contains_key(rev)
     }
 
+    /// Whether some slot keeps a last-known-good.
+    pub(super) fn any_good(&self) -> bool {
+        !self.goods.is_empty()
+    }
+
     /// Whether some instance may take traffic.
     pub(super) fn any_serving(&self) -> bool {
         self.serving > 0
@@ -117,13 +141,9 @@ impl Table {
         self.not_serving
     }
 
-    fn track(&mut self, slot: &Slot, up: bool) {
-        let inst = &slot.instance;
+    fn track(&mut self, inst: &Instance, up: bool) {
         if let Some(rev) = inst.revision_arc() {
             bump(&mut self.rev_count, rev, up);
-        }
-        if let Some(good) = &slot.good {
-            bump(&mut self.good_refs, good, up);
         }
         if inst.is_serving() {
             self.serving = if up {
@@ -138,62 +158,75 @@ impl Table {
     /// Removes instance `id`; returns its slot and record.
     pub(super) fn remove(&mut self, id: &str) -> Option<(u32, Slot)> {
         let slots = &self.slots;
-        let entry = self
-            .index
-            .find_entry(hash_id(id), |&k| Self::id_at(slots, k) == Some(id))
-            .ok()?;
-        let (k, _) = entry.remove();
-        let old = self.slots.get_mut(k as usize)?.take()?;
-        self.track(&old, false);
+        let k = self.index.remove(id, |k| id_at(slots, k))?;
+        let instance = self.slots.get_mut(k as usize)?.take()?;
+        self.track(&instance, false);
+        let good = self.goods.remove(&k);
+        if let Some(g) = &good {
+            bump(&mut self.good_refs, g, false);
+        }
         self.free.push(k);
-        Some((k, old))
+        Some((k, Slot { instance, good }))
     }
 
     /// Adds or replaces the instance with `slot.instance`'s id; returns its
     /// slot and the record it replaced.
     pub(super) fn upsert(&mut self, slot: Slot) -> (u32, Option<Slot>) {
-        let hash = hash_id(slot.instance.id());
-        self.track(&slot, true);
-        if let Some(k) = self.slot_of(slot.instance.id()) {
-            let old = self.slots.get_mut(k as usize).and_then(|s| s.replace(slot));
+        let Slot { instance, good } = slot;
+        self.track(&instance, true);
+        if let Some(k) = self.slot_of(instance.id()) {
+            let old = self
+                .slots
+                .get_mut(k as usize)
+                .and_then(|s| s.replace(instance));
+            let old_good = self.take_good(k);
+            self.set_good(k, good);
             if let Some(old) = &old {
                 self.track(old, false);
             }
-            return (k, old);
+            return (
+                k,
+                old.map(|instance| Slot {
+                    instance,
+                    good: old_good,
+                }),
+            );
         }
         let k = match self.free.pop() {
             Some(k) => {
                 if let Some(s) = self.slots.get_mut(k as usize) {
-                    *s = Some(slot);
+                    *s = Some(instance.clone());
                 }
                 k
             }
             None => {
-                self.slots.push(Some(slot));
+                self.slots.push(Some(instance.clone()));
                 (self.slots.len() - 1) as u32
             }
         };
         let slots = &self.slots;
-        self.index.insert_unique(hash, k, |&j| {
-            hash_id(Self::id_at(slots, j).unwrap_or_default())
-        });
+        self.index.insert(instance.id(), k, |j| id_at(slots, j));
+        self.set_good(k, good);
         (k, None)
+    }
+
+    fn take_good(&mut self, slot: u32) -> Option<Arc<str>> {
+        let old = self.goods.remove(&slot);
+        if let Some(g) = &old {
+            bump(&mut self.good_refs, g, false);
+        }
+        old
     }
 
     /// Sets the last-known-good revision of `slot`.
     pub(super) fn set_good(&mut self, slot: u32, good: Option<Arc<str>>) {
-        let Some(Some(s)) = self.slots.get_mut(slot as usize) else {
-            return;
-        };
-        if s.good == good {
+        if self.goods.get(&slot) == good.as_ref() {
             return;
         }
-        let old = std::mem::replace(&mut s.good, good.clone());
-        if let Some(old) = &old {
-            bump(&mut self.good_refs, old, false);
-        }
-        if let Some(good) = &good {
-            bump(&mut self.good_refs, good, true);
+        self.take_good(slot);
+        if let Some(g) = good {
+            bump(&mut self.good_refs, &g, true);
+            self.goods.insert(slot, g);
         }
     }
 }
