@@ -62,6 +62,7 @@ pub mod gateway;
 mod keepalive;
 pub mod keeper_machine;
 pub mod metadata;
+pub mod mux;
 mod prober;
 pub mod prober_machine;
 pub mod records;
