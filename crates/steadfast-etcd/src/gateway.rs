@@ -495,7 +495,7 @@ impl EtcdClient {
 
 #[path = "gateway_multi.rs"]
 mod multi;
-pub use multi::WatchCreate;
+pub use multi::{WatchCreate, MAX_TXN_OPS};
 
 #[cfg(test)]
 #[path = "gateway_tests.rs"]

@@ -57,8 +57,10 @@
 pub mod config;
 pub mod epoch;
 pub mod error;
+mod feed;
 pub mod framing;
 pub mod gateway;
+mod hub;
 mod keepalive;
 pub mod keeper_machine;
 pub mod metadata;
@@ -71,7 +73,6 @@ pub mod stats;
 pub mod watch_body;
 pub mod watch_machine;
 pub mod watch_step;
-mod watch_stream;
 pub mod watch_timing;
 pub mod wire;
 

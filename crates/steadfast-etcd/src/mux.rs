@@ -190,6 +190,11 @@ impl Mux {
         self.member_of.get(&k).map(|(s, _)| *s)
     }
 
+    /// The apps on `slot`'s stream.
+    pub fn member_keys(&self, slot: Slot) -> Vec<SubKey> {
+        self.streams[slot.index()].members.keys().copied().collect()
+    }
+
     /// How many apps are on `slot`'s stream.
     pub fn members(&self, slot: Slot) -> usize {
         self.streams[slot.index()].members.len()
