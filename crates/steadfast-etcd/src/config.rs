@@ -239,8 +239,7 @@ impl EtcdConfig {
         if self.reregister_spread > MAX_BACKOFF {
             return Err(EtcdConfigError::TooLong("reregister_spread"));
         }
-        if self.watch_rebuild_debounce > MAX_BACKOFF || self.watch_rebuild_max_delay > MAX_BACKOFF
-        {
+        if self.watch_rebuild_debounce > MAX_BACKOFF || self.watch_rebuild_max_delay > MAX_BACKOFF {
             return Err(EtcdConfigError::TooLong("watch_rebuild_max_delay"));
         }
         for (name, n) in [

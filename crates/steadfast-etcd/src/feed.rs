@@ -135,7 +135,10 @@ mod tests {
 
     fn delta(rev: u64) -> Item {
         Ok(RegistryEvent::Delta {
-            version: Version { epoch: 0, revision: rev },
+            version: Version {
+                epoch: 0,
+                revision: rev,
+            },
             upserts: Vec::new(),
             removals: Vec::new(),
         })
@@ -145,7 +148,10 @@ mod tests {
         let i = ServiceInstance::new("a", "h", 1);
         let i = Arc::new(Instance::from_record(i, &mut RevisionInterner::default()));
         Some(RegistryEvent::Reset {
-            version: Version { epoch: 0, revision: rev },
+            version: Version {
+                epoch: 0,
+                revision: rev,
+            },
             instances: vec![i],
         })
     }

@@ -35,7 +35,6 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use futures::FutureExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use steadfast_core::{EventStream, RegistryError};
@@ -45,13 +44,13 @@ use crate::config::EtcdConfig;
 use crate::epoch::Epochs;
 use crate::error::GatewayError;
 use crate::feed::{event_stream, Feed};
-use crate::gateway::{EtcdClient, WatchCreate, WatchError, WatchStream};
-use crate::mux::{Mux, MuxAction, MuxPolicy, RangeBatcher, Slot, SubKey};
+use crate::gateway::{EtcdClient, WatchError, WatchStream};
+use crate::mux::{Mux, MuxPolicy, RangeBatcher, Slot, SubKey};
 use crate::prober::{ProbeSub, Want};
 use crate::prober_machine::Verdicts;
 use crate::records::KeyLayout;
 use crate::stats::EtcdStats;
-use crate::watch_machine::{Interruption, Next, Phase, ProbeNeed, Step, WatchMachine, WatchTiming};
+use crate::watch_machine::{Interruption, Next, ProbeNeed, Step, WatchMachine, WatchTiming};
 use crate::wire::{RangeResponse, WatchResponse};
 
 type Opened = Result<(WatchStream, usize), GatewayError>;
@@ -413,38 +412,6 @@ impl Hub {
         }
     }
 
-    fn on_ranged(&mut self, (keys, r): Ranged, t: Instant) {
-        self.ranges.done();
-        match r {
-            Ok(ranges) => {
-                for (k, range) in keys.into_iter().zip(ranges) {
-                    if self.subs.get(&k).is_some_and(|s| s.io == SubIo::Ranging) {
-                        self.with(k, t, |m| m.on_range(&range, t));
-                    }
-                }
-            }
-            Err(e) => {
-                for k in keys {
-                    let Some(s) = self.subs.get_mut(&k) else {
-                        continue;
-                    };
-                    if s.io != SubIo::Ranging {
-                        continue;
-                    }
-                    if s.feed.is_none() {
-                        // A first range that fails fails the subscription.
-                        if let Some((reply, _)) = s.reply.take() {
-                            let _ = reply.send(Err(RegistryError::from(e.clone())));
-                        }
-                        self.remove(k);
-                    } else {
-                        self.with(k, t, |m| m.on_range_failed(&e, t));
-                    }
-                }
-            }
-        }
-    }
-
     fn on_opened(&mut self, slot: Slot, o: Opened, t: Instant) {
         self.wants_dirty = true;
         match o {
@@ -466,12 +433,7 @@ impl Hub {
         }
     }
 
-    fn on_message(
-        &mut self,
-        slot: Slot,
-        m: Option<Result<WatchResponse, WatchError>>,
-        t: Instant,
-    ) {
+    fn on_message(&mut self, slot: Slot, m: Option<Result<WatchResponse, WatchError>>, t: Instant) {
         let why = match m {
             Some(Ok(msg)) => {
                 if let Some(k) = self.mux.route(slot, msg.watch_id) {
@@ -489,42 +451,6 @@ impl Hub {
         }
     }
 
-    /// Feeds what changed in the prober's verdicts to the apps concerned:
-    /// the death of a stream's endpoint, a fresh probe of it, etcd
-    /// answering.
-    fn on_verdicts(&mut self, t: Instant) {
-        let v = self.verdicts.borrow_and_update().clone();
-        for slot in Slot::ALL {
-            let e = self.endpoint[slot.index()];
-            let dead = v.dead_count(e) != self.seen.dead_count(e);
-            let fresh = v
-                .last_ok(e)
-                .filter(|ok| self.seen.last_ok(e).map(|p| p.seq) != Some(ok.seq))
-                .cloned();
-            for k in self.mux.member_keys(slot) {
-                let live = self
-                    .subs
-                    .get(&k)
-                    .is_some_and(|s| s.machine.phase() == Phase::Live);
-                if !live {
-                    continue;
-                }
-                if dead {
-                    self.with(k, t, |m| m.on_endpoint_dead(v.dead_since(e), t));
-                } else if let Some(ok) = &fresh {
-                    self.with(k, t, |m| m.on_probe_header(&ok.header, ok.sent, t));
-                }
-            }
-        }
-        if v.answered != self.seen.answered {
-            let keys: Vec<SubKey> = self.subs.keys().copied().collect();
-            for k in keys {
-                self.with(k, t, |m| m.on_answered(t));
-            }
-        }
-        self.seen = v;
-    }
-
     fn on_timer(&mut self, t: Instant) {
         while let Some(&(w, k)) = self.timers.first() {
             if w > t {
@@ -537,87 +463,10 @@ impl Hub {
             self.with(k, t, |m| m.on_timer(t));
         }
     }
-
-    /// Starts the range batches and stream opens now due, and tells the
-    /// prober what the apps need.
-    fn drive(&mut self, t: Instant) {
-        while let Some(batch) = self.ranges.take() {
-            let prefixes: Vec<String> = batch
-                .iter()
-                .filter_map(|k| self.subs.get(k).map(|s| s.prefix.clone()))
-                .collect();
-            let client = self.client.clone();
-            EtcdStats::bump(&self.stats.range_batches);
-            self.range_io.push(
-                async move {
-                    let r = client.range_prefixes(&prefixes).await;
-                    (batch, r)
-                }
-                .boxed(),
-            );
-        }
-        for action in self.mux.poll(t, self.ranges.busy()) {
-            self.wants_dirty = true;
-            match action {
-                MuxAction::Close(slot) => self.streams[slot.index()] = SlotIo::Idle,
-                MuxAction::Open { slot, watches } => self.open(slot, watches),
-            }
-        }
-        if self.wants_dirty {
-            self.wants_dirty = false;
-            self.update_wants();
-        }
-    }
-
-    fn open(&mut self, slot: Slot, watches: Vec<(SubKey, i64)>) {
-        let creates: Vec<WatchCreate> = watches
-            .iter()
-            .filter_map(|(k, id)| {
-                let s = self.subs.get(k)?;
-                Some(WatchCreate {
-                    watch_id: *id,
-                    prefix: s.prefix.clone(),
-                    start_revision: s.machine.last_revision().saturating_add(1),
-                })
-            })
-            .collect();
-        let client = self.client.clone();
-        let notify = self.config.progress_notify;
-        tracing::debug!(?slot, watches = creates.len(), "opening shared etcd watch stream");
-        EtcdStats::bump(&self.stats.stream_opens);
-        self.streams[slot.index()] = SlotIo::Opening(
-            async move { client.open_watches(&creates, notify).await }.boxed(),
-        );
-    }
-
-    fn update_wants(&mut self) {
-        let mut live = [false; 2];
-        let mut answer = false;
-        for (k, s) in &self.subs {
-            match s.need {
-                ProbeNeed::Nothing => {}
-                ProbeNeed::Answer => answer = true,
-                ProbeNeed::Liveness => {
-                    if let Some(slot) = self.mux.slot_of(*k) {
-                        live[slot.index()] = true;
-                    }
-                }
-            }
-        }
-        let wants = [
-            if live[0] { Want::Live(self.endpoint[0]) } else { Want::Nothing },
-            if live[1] { Want::Live(self.endpoint[1]) } else { Want::Nothing },
-            if answer {
-                Want::Answer(self.config.recover_probe_interval)
-            } else {
-                Want::Nothing
-            },
-        ];
-        for (i, w) in wants.into_iter().enumerate() {
-            if self.wants[i] != w {
-                self.wants[i] = w;
-                self.probes[i].want(w);
-            }
-        }
-    }
 }
+
+#[path = "hub_io.rs"]
+mod io;
+
+#[path = "hub_probes.rs"]
+mod probes;

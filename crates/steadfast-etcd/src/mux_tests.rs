@@ -86,7 +86,10 @@ fn a_left_app_is_no_longer_routed_and_an_empty_stream_closes() {
     assert_eq!(m.route(Slot::Main, id1), None, "stale events ignored");
     assert!(m.poll(t0 + 20 * MS, false).is_empty());
     m.leave(2);
-    assert_eq!(m.poll(t0 + 21 * MS, false), vec![MuxAction::Close(Slot::Main)]);
+    assert_eq!(
+        m.poll(t0 + 21 * MS, false),
+        vec![MuxAction::Close(Slot::Main)]
+    );
     // The app back from a resync gets a new watch id.
     m.want(1, t0 + 30 * MS);
     let a = m.poll(t0 + 40 * MS, false);

@@ -35,13 +35,13 @@ use crate::config::EtcdConfig;
 use crate::epoch::Epochs;
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
+use crate::hub::HubHandle;
 use crate::keepalive::{KeeperCtx, Registrations, Removal};
 use crate::keeper_machine::KeeperPolicy;
 use crate::metadata::EtcdMetadataReport;
 use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, StatsSnapshot};
-use crate::hub::HubHandle;
 pub use steadfast_core::EventStream;
 
 /// An etcd-backed service registry. Cheap to clone; clones share the client,

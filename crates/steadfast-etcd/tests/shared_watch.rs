@@ -53,7 +53,11 @@ impl App {
             match tokio::time::timeout(left, self.stream.next()).await {
                 Ok(Some(Ok(ev))) => {
                     if let RegistryEvent::Delta { version, .. } = &ev {
-                        assert!(self.map.is_newer(*version), "{}: duplicate {ev:?}", self.name);
+                        assert!(
+                            self.map.is_newer(*version),
+                            "{}: duplicate {ev:?}",
+                            self.name
+                        );
                     } else {
                         self.resets += 1;
                     }
@@ -101,7 +105,10 @@ async fn a_hundred_and_twenty_apps_share_two_streams_and_four_connections_at_mos
         let streams = watch_streams(&etcd.endpoint()).await.unwrap() - before;
         assert!((1.0..=2.0).contains(&streams), "{streams} watch streams");
         let watchers = etcd_metric(&etcd.endpoint(), "etcd_debugging_mvcc_watcher_total").await;
-        assert!(watchers >= Some(120.0), "every create honoured: {watchers:?}");
+        assert!(
+            watchers >= Some(120.0),
+            "every create honoured: {watchers:?}"
+        );
         let conns = connections_to(etcd.client_addr().port());
         assert!((1..=4).contains(&conns), "{conns} connections");
         assert!(reg.stats().range_batches <= 4, "{:?}", reg.stats());
@@ -158,7 +165,9 @@ async fn one_apps_compaction_resync_re_reads_that_app_alone() {
         main[0].next_until(|m| m.len() == 1).await;
         // x joins while main is open: it goes to the side stream, its watch
         // from its range revision.
-        let mut x = subscribe(&reg, std::iter::once("x".to_string())).await.remove(0);
+        let mut x = subscribe(&reg, std::iter::once("x".to_string()))
+            .await
+            .remove(0);
         // The store moves on and is compacted past x's revision.
         put(&raw, &reg, &inst("m1", "h1")).await;
         let rev = put(&raw, &reg, &inst("m2", "h1")).await;
@@ -169,13 +178,19 @@ async fn one_apps_compaction_resync_re_reads_that_app_alone() {
         let resyncs = reg.stats().resyncs;
         // y joins: the side stream is opened again with x's watch from x's
         // own (compacted) revision: etcd cancels x's watch alone.
-        let mut y = subscribe(&reg, std::iter::once("y".to_string())).await.remove(0);
+        let mut y = subscribe(&reg, std::iter::once("y".to_string()))
+            .await
+            .remove(0);
         put(&raw, &reg, &inst("x", "hx")).await;
         put(&raw, &reg, &inst("y", "hy")).await;
         x.next_until(|m| m.len() == 1).await;
         y.next_until(|m| m.len() == 1).await;
         let after = ranges().await.unwrap();
-        assert_eq!(after - before, 2.0, "y's first read and x's resync, nothing else");
+        assert_eq!(
+            after - before,
+            2.0,
+            "y's first read and x's resync, nothing else"
+        );
         assert_eq!(reg.stats().resyncs - resyncs, 1, "{:?}", reg.stats());
         assert_eq!(x.resets, 2, "x re-read once");
         // The main stream was not re-opened: its apps were not re-read and
@@ -216,8 +231,10 @@ async fn a_broken_shared_stream_resumes_every_app_with_no_change_lost_or_repeate
         proxy.restore();
         for (i, a) in apps.iter_mut().enumerate() {
             let want = if i % 2 == 0 { 2 } else { 1 };
-            a.next_until(|m| m.len() == want && m.iter().any(|x| x.host() == "h1" && x.weight() == 5))
-                .await;
+            a.next_until(|m| {
+                m.len() == want && m.iter().any(|x| x.host() == "h1" && x.weight() == 5)
+            })
+            .await;
         }
         // And the resumed stream delivers new changes to everyone.
         for a in &apps {
