@@ -97,6 +97,26 @@ pub struct EtcdConfig {
     /// point within this window, so a fleet of them does not land at once.
     /// Default 250 ms.
     pub reregister_spread: Duration,
+    /// Watch requests of apps are coalesced: a shared watch stream is
+    /// opened once no app asked for a watch for this long. Default 10 ms.
+    pub watch_rebuild_debounce: Duration,
+    /// Longest an app's watch request waits for its shared stream to be
+    /// opened (a burst of subscribes, ranges still in flight). Default
+    /// 100 ms.
+    pub watch_rebuild_max_delay: Duration,
+    /// Most apps on the side stream (new and resyncing apps since the main
+    /// stream was opened) before they all move into a new main stream.
+    /// Default 256.
+    pub side_stream_limit: usize,
+    /// Most prefix ranges in one txn (etcd's `--max-txn-ops` defaults to
+    /// 128). Default 128.
+    pub range_batch_size: usize,
+    /// Most range txns in flight at once (each holds a connection).
+    /// Default 2.
+    pub range_batches_in_flight: usize,
+    /// Most items queued for one watch subscriber; past it the queue
+    /// collapses to a Reset of the app's current state. Default 256.
+    pub watch_queue_capacity: usize,
 }
 
 /// Why an [`EtcdConfig`] was refused by [`EtcdConfig::validate`].
@@ -112,6 +132,9 @@ pub enum EtcdConfigError {
     /// [`steadfast_core::MAX_BACKOFF`]).
     #[error("etcd config: {0} must not exceed one day")]
     TooLong(&'static str),
+    /// A count is above what etcd accepts by default (128 txn operations).
+    #[error("etcd config: {0} must not exceed 128")]
+    TooMany(&'static str),
     /// `probe_failures` is zero.
     #[error("etcd config: probe_failures must be at least 1")]
     NoProbeFailures,
@@ -149,6 +172,12 @@ impl EtcdConfig {
             stale_after: Duration::from_secs(3),
             keepalive_probe_interval: Duration::from_millis(250),
             reregister_spread: Duration::from_millis(250),
+            watch_rebuild_debounce: Duration::from_millis(10),
+            watch_rebuild_max_delay: Duration::from_millis(100),
+            side_stream_limit: 256,
+            range_batch_size: 128,
+            range_batches_in_flight: 2,
+            watch_queue_capacity: 256,
         }
     }
 
@@ -209,6 +238,22 @@ impl EtcdConfig {
         }
         if self.reregister_spread > MAX_BACKOFF {
             return Err(EtcdConfigError::TooLong("reregister_spread"));
+        }
+        if self.watch_rebuild_debounce > MAX_BACKOFF || self.watch_rebuild_max_delay > MAX_BACKOFF {
+            return Err(EtcdConfigError::TooLong("watch_rebuild_max_delay"));
+        }
+        for (name, n) in [
+            ("side_stream_limit", self.side_stream_limit),
+            ("range_batch_size", self.range_batch_size),
+            ("range_batches_in_flight", self.range_batches_in_flight),
+            ("watch_queue_capacity", self.watch_queue_capacity),
+        ] {
+            if n == 0 {
+                return Err(EtcdConfigError::Zero(name));
+            }
+        }
+        if self.range_batch_size > crate::gateway::MAX_TXN_OPS {
+            return Err(EtcdConfigError::TooMany("range_batch_size"));
         }
         if self.probe_failures == 0 {
             return Err(EtcdConfigError::NoProbeFailures);

@@ -43,6 +43,10 @@ use crate::wire::{
 /// serving it (or, for a watch, holding it silently).
 pub const HASLEADER_HEADER: &str = "Grpc-Metadata-hasleader";
 
+/// Idle pooled connections kept per endpoint: with the two shared watch
+/// streams of a registry this keeps a client at about four connections.
+pub const MAX_IDLE_CONNECTIONS: usize = 2;
+
 /// A client for one etcd cluster reached through one or more endpoints.
 #[derive(Debug)]
 pub struct EtcdClient {
@@ -90,6 +94,9 @@ impl EtcdClient {
             .http1_only()
             .connect_timeout(request_timeout)
             .pool_idle_timeout(Duration::from_secs(30))
+            // Shared watch streams hold their own connections; a few idle
+            // ones serve the batched ranges, probes and keepalives.
+            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .tcp_nodelay(true)
             .build()
             .map_err(|e| GatewayError::Client(e.to_string()))?;
@@ -224,14 +231,15 @@ impl EtcdClient {
         &self,
         endpoint: &str,
         path: &str,
-        body: &Value,
+        body: &[u8],
         timeout: Duration,
     ) -> Result<reqwest::Response, Attempt> {
         let req = self
             .http
             .post(format!("{endpoint}{path}"))
             .header(HASLEADER_HEADER, "true")
-            .json(body);
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
         let resp = match tokio::time::timeout(timeout, req.send()).await {
             Err(_) => {
                 return Err(Attempt::Rotate(GatewayError::Timeout {
@@ -275,6 +283,7 @@ impl EtcdClient {
     /// One unary call: POST `body` to `path`, read the whole answer.
     async fn unary_bytes(&self, path: &str, body: Value) -> Result<Vec<u8>, GatewayError> {
         let timeout = self.request_timeout;
+        let body = body.to_string().into_bytes();
         self.rotating(|endpoint| {
             let body = &body;
             async move { self.read_whole(endpoint, path, body, timeout).await }
@@ -287,7 +296,7 @@ impl EtcdClient {
         &self,
         endpoint: String,
         path: &str,
-        body: &Value,
+        body: &[u8],
         timeout: Duration,
     ) -> Result<Vec<u8>, Attempt> {
         let read = async {
@@ -318,7 +327,9 @@ impl EtcdClient {
             .cloned()
             .ok_or(GatewayError::NoEndpoints)?;
         self.probes.fetch_add(1, Ordering::Relaxed);
-        let body = json!({ "key": b64::encode(key), "limit": 1, "keys_only": true });
+        let body = json!({ "key": b64::encode(key), "limit": 1, "keys_only": true })
+            .to_string()
+            .into_bytes();
         let result = match self
             .read_whole(endpoint, "/v3/kv/range", &body, timeout)
             .await
@@ -470,7 +481,7 @@ impl EtcdClient {
         if progress_notify {
             create["progress_notify"] = Value::Bool(true);
         }
-        let body = json!({ "create_request": create });
+        let body = json!({ "create_request": create }).to_string().into_bytes();
         let timeout = self.watch_open_timeout;
         let (resp, index) = self
             .rotating_at(|endpoint, _| {
@@ -481,6 +492,10 @@ impl EtcdClient {
         Ok((watch_stream(resp.bytes_stream()), index))
     }
 }
+
+#[path = "gateway_multi.rs"]
+mod multi;
+pub use multi::{WatchCreate, MAX_TXN_OPS};
 
 #[cfg(test)]
 #[path = "gateway_tests.rs"]

@@ -35,14 +35,14 @@ use crate::config::EtcdConfig;
 use crate::epoch::Epochs;
 use crate::error::GatewayError;
 use crate::gateway::EtcdClient;
+use crate::hub::HubHandle;
 use crate::keepalive::{KeeperCtx, Registrations, Removal};
 use crate::keeper_machine::KeeperPolicy;
 use crate::metadata::EtcdMetadataReport;
 use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, StatsSnapshot};
-use crate::watch_stream;
-pub use crate::watch_stream::EventStream;
+pub use steadfast_core::EventStream;
 
 /// An etcd-backed service registry. Cheap to clone; clones share the client,
 /// the counters and the registrations.
@@ -61,6 +61,9 @@ struct Inner {
     report: EtcdMetadataReport,
     /// The version epoch every watch and list of this registry shares.
     epochs: Epochs,
+    /// The task driving every watch of this registry over shared streams
+    /// (spawned by the first watch, again if its runtime went away).
+    hub: std::sync::Mutex<Option<HubHandle>>,
 }
 
 /// The keeper context every registration (and metadata publication) of a
@@ -118,6 +121,7 @@ impl EtcdRegistry {
                 registrations: Registrations::new(ctx),
                 report,
                 epochs: Epochs::default(),
+                hub: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -228,15 +232,30 @@ impl Inner {
 
     async fn watch_events(&self, app: &str) -> Result<EventStream, RegistryError> {
         check_segment("app", app)?;
-        watch_stream::open(
-            self.client.clone(),
-            &self.config,
-            self.layout.clone(),
-            app,
-            self.stats.clone(),
-            self.epochs.clone(),
-        )
-        .await
+        let rx = {
+            let mut hub = self
+                .hub
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let alive = hub.as_ref().and_then(|h| h.subscribe(app));
+            match alive {
+                Some(rx) => rx,
+                None => {
+                    let h = HubHandle::spawn(
+                        self.client.clone(),
+                        &self.config,
+                        self.layout.clone(),
+                        self.stats.clone(),
+                        self.epochs.clone(),
+                    );
+                    let rx = h.subscribe(app);
+                    *hub = Some(h);
+                    rx.ok_or_else(|| RegistryError::Unavailable("etcd watch hub stopped".into()))?
+                }
+            }
+        };
+        rx.await
+            .unwrap_or_else(|_| Err(RegistryError::Unavailable("etcd watch hub stopped".into())))
     }
 
     async fn list_events(&self, app: &str) -> Result<Listing, RegistryError> {

@@ -39,6 +39,10 @@ pub struct EtcdStats {
     /// and "answered again" checks): one per endpoint and cadence, however
     /// many watches and registrations the client has.
     pub probes_sent: AtomicU64,
+    /// Shared watch streams opened (each carries the watches of many apps).
+    pub stream_opens: AtomicU64,
+    /// Range batches sent (each one txn of up to `range_batch_size` apps).
+    pub range_batches: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -66,6 +70,10 @@ pub struct StatsSnapshot {
     pub health_probe_failures: u64,
     /// See [`EtcdStats::probes_sent`].
     pub probes_sent: u64,
+    /// See [`EtcdStats::stream_opens`].
+    pub stream_opens: u64,
+    /// See [`EtcdStats::range_batches`].
+    pub range_batches: u64,
 }
 
 impl EtcdStats {
@@ -94,6 +102,8 @@ impl EtcdStats {
             keepalive_failures: r(&self.keepalive_failures),
             health_probe_failures: r(&self.health_probe_failures),
             probes_sent: r(&self.probes_sent),
+            stream_opens: r(&self.stream_opens),
+            range_batches: r(&self.range_batches),
         }
     }
 }

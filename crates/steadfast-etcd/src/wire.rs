@@ -125,6 +125,29 @@ pub struct RangeResponse {
     pub count: i64,
 }
 
+/// Answer of `POST /v3/kv/txn` (only what the batched ranges read).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct TxnResponse {
+    /// Response header (the only full one: the ranges inside carry just
+    /// the revision).
+    #[serde(default)]
+    pub header: ResponseHeader,
+    /// Whether the compare succeeded (absent = false).
+    #[serde(default)]
+    pub succeeded: bool,
+    /// One answer per operation, in order.
+    #[serde(default)]
+    pub responses: Vec<ResponseOp>,
+}
+
+/// One operation's answer inside a [`TxnResponse`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ResponseOp {
+    /// The answer of a `request_range`.
+    #[serde(default)]
+    pub response_range: Option<RangeResponse>,
+}
+
 /// Answer of `POST /v3/kv/put`, `/v3/kv/compaction` and `/v3/lease/revoke`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct HeaderOnly {

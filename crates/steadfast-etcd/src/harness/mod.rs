@@ -9,6 +9,7 @@
 //! `$ETCD_BIN`. Every process is killed and every temp dir removed on drop.
 
 mod member;
+pub mod metrics;
 
 use std::io;
 use std::net::SocketAddr;
