@@ -11,7 +11,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use actix::WeakAddr;
 use steadfast_core::{
-    Applied, DirectoryMachine, DirectorySnapshot, DirectoryStatus, Published, Reference, ServiceUrl,
+    Applied, DirectoryMachine, DirectorySnapshot, DirectoryStatus, Published, Reference,
+    ServiceUrl, UrlChange,
 };
 use tokio::sync::Notify;
 
@@ -171,14 +172,21 @@ impl Handler<ApplyUpdate> for DirectoryActor {
                 return;
             }
             let app = msg.0.app.clone();
+            let full = matches!(msg.0.change, UrlChange::Full(_));
             match act.machine.apply_retiring(msg.0) {
                 (Applied::Yes, old) => {
                     act.shared.publish(act.machine.snapshot().clone());
-                    if let Some(old) = old {
-                        // Freed here later, not by a reader dropping the
-                        // last handle on it.
-                        act.graveyard.bury(old);
-                        Graveyard::arm(act, ctx);
+                    match old {
+                        // A full list replaced: freeing it is big, so it is
+                        // freed here a moment later, off the update path
+                        // (and not by a reader dropping the last handle).
+                        Some(old) if full => {
+                            act.graveyard.bury(old);
+                            Graveyard::arm(act, ctx);
+                        }
+                        // A patch replaced a few chunks: freeing them now
+                        // costs less than arming a timer to do it later.
+                        old => drop(old),
                     }
                 }
                 (Applied::NeedFull, _) => {
