@@ -1,0 +1,173 @@
+//! The floor: a plain function producing exactly what the directory holds
+//! after a Reset, and the element-by-element check that it does.
+//!
+//! Output: the serving URLs in the Reset's order, one `Arc<ServiceUrl>`
+//! each, sharing one `Arc<ServiceEndpoint>` per revision, laid out like
+//! the directory's `EndpointSet`: chunks of `CHUNK` URLs (one `Arc` per
+//! chunk, each with its running weights) and the running totals over
+//! chunks. It builds the readers' structure and nothing else: no index by
+//! id (the directory's editor keeps one to apply patches; that is engine
+//! bookkeeping, charged to the engine). [`floor_set`] is the variant that
+//! builds the same list through `EndpointSet::from_vec` (index included),
+//! printed for reference only.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use steadfast::core::{EndpointSet, Instance, ServiceEndpoint, CHUNK};
+use steadfast::{Endpoint, MetadataInfo, ServiceUrl};
+
+/// Up to `CHUNK` URLs and their running weights (as the engine's chunk).
+pub struct Chunk {
+    items: Vec<Endpoint>,
+    /// `cum[i]`: weight of `items[..=i]`.
+    cum: Vec<u64>,
+}
+
+/// The floor's output: the directory's content, built by hand.
+#[derive(Default)]
+pub struct FloorSet {
+    chunks: Vec<Arc<Chunk>>,
+    /// `tops[c]`: weight of `chunks[..=c]`.
+    tops: Vec<u64>,
+}
+
+impl FloorSet {
+    /// Number of URLs.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.items.len()).sum()
+    }
+
+    /// Every URL with the running weight up to and including it.
+    fn running(&self) -> impl Iterator<Item = (&Endpoint, u64)> + '_ {
+        self.chunks.iter().enumerate().flat_map(move |(c, chunk)| {
+            let before = c.checked_sub(1).map_or(0, |p| self.tops[p]);
+            let items = chunk.items.iter();
+            items.zip(chunk.cum.iter().map(move |w| before + w))
+        })
+    }
+}
+
+/// Caches one shared endpoint per revision. Revisions are interned per
+/// app (every instance of one revision holds the same `Arc<str>`), so the
+/// cache is keyed by that pointer: a miss looks the metadata up by name.
+struct Offers<'a> {
+    metas: &'a HashMap<String, Arc<MetadataInfo>>,
+    key: &'a str,
+    by_rev: FxHashMap<*const u8, Option<Arc<ServiceEndpoint>>>,
+}
+
+impl<'a> Offers<'a> {
+    fn new(metas: &'a HashMap<String, Arc<MetadataInfo>>, key: &'a str) -> Self {
+        Self {
+            metas,
+            key,
+            by_rev: FxHashMap::default(),
+        }
+    }
+
+    /// The URL of `inst` for the key, when it serves it.
+    #[inline]
+    fn url(&mut self, inst: &Arc<Instance>) -> Option<Endpoint> {
+        if !inst.is_serving() {
+            return None;
+        }
+        let rev = inst.revision_arc()?;
+        let (metas, key) = (self.metas, self.key);
+        let ep = self.by_rev.entry(rev.as_ptr()).or_insert_with(|| {
+            let svc = metas.get(rev.as_ref())?.services.get(key)?;
+            Some(ServiceEndpoint::of(svc))
+        });
+        Some(Arc::new(ServiceUrl::new(inst, ep.as_ref()?)))
+    }
+}
+
+/// The floor: the directory's content for `instances`.
+pub fn floor(
+    instances: &[Arc<Instance>],
+    metas: &HashMap<String, Arc<MetadataInfo>>,
+    key: &str,
+) -> FloorSet {
+    let mut offers = Offers::new(metas, key);
+    let mut out = FloorSet {
+        chunks: Vec::with_capacity(instances.len().div_ceil(CHUNK)),
+        tops: Vec::with_capacity(instances.len().div_ceil(CHUNK)),
+    };
+    let mut cur: Option<Chunk> = None;
+    let (mut run, mut total) = (0u64, 0u64);
+    for inst in instances {
+        let Some(url) = offers.url(inst) else {
+            continue;
+        };
+        let chunk = cur.get_or_insert_with(|| Chunk {
+            items: Vec::with_capacity(CHUNK),
+            cum: Vec::with_capacity(CHUNK),
+        });
+        run = run.saturating_add(u64::from(url.weight()));
+        chunk.items.push(url);
+        chunk.cum.push(run);
+        if chunk.items.len() == CHUNK {
+            total = total.saturating_add(run);
+            out.tops.push(total);
+            out.chunks.extend(cur.take().map(Arc::new));
+            run = 0;
+        }
+    }
+    if let Some(chunk) = cur {
+        out.tops.push(total.saturating_add(run));
+        out.chunks.push(Arc::new(chunk));
+    }
+    out
+}
+
+/// The same list through `EndpointSet::from_vec` (reference only).
+pub fn floor_set(
+    instances: &[Arc<Instance>],
+    metas: &HashMap<String, Arc<MetadataInfo>>,
+    key: &str,
+) -> EndpointSet {
+    let mut offers = Offers::new(metas, key);
+    let urls: Vec<Endpoint> = instances.iter().filter_map(|i| offers.url(i)).collect();
+    EndpointSet::from_vec(urls)
+}
+
+/// Asserts that `engine` holds exactly `floor`, element by element: the
+/// same instance (pointer), equal endpoint content shared the same way
+/// (one `Arc` per revision on each side, in one-to-one correspondence),
+/// the same weights and running weights. Returns the number of URLs.
+pub fn check(engine: &EndpointSet, floor: &FloorSet, reference: Option<&EndpointSet>) -> usize {
+    assert_eq!(engine.len(), floor.len(), "URL count");
+    let mut fwd: HashMap<*const ServiceEndpoint, *const ServiceEndpoint> = HashMap::new();
+    let mut back: HashMap<*const ServiceEndpoint, *const ServiceEndpoint> = HashMap::new();
+    let mut before = 0u64;
+    for (i, (f, cum)) in floor.running().enumerate() {
+        let e = engine.get(i).expect("engine slot");
+        assert_eq!(e.instance_id(), f.instance_id(), "id at {i}");
+        assert!(Arc::ptr_eq(&e.instance, &f.instance), "instance at {i}");
+        assert_eq!(*e.service, *f.service, "endpoint at {i}");
+        let (ep, fp) = (Arc::as_ptr(&e.service), Arc::as_ptr(&f.service));
+        assert_eq!(*fwd.entry(fp).or_insert(ep), ep, "sharing at {i}");
+        assert_eq!(*back.entry(ep).or_insert(fp), fp, "sharing at {i}");
+        assert_eq!(e.weight(), f.weight(), "weight at {i}");
+        // The engine's running weights give slot i exactly [before, cum).
+        assert_eq!(cum, before + u64::from(f.weight()), "floor running weight");
+        for point in [before, cum - 1] {
+            let hit = engine.pick_point(point).expect("engine running weight");
+            assert!(Arc::ptr_eq(hit, e), "engine running weight at {i}");
+        }
+        if let Some(r) = reference {
+            let x = r.get(i).expect("reference slot");
+            assert!(Arc::ptr_eq(&x.instance, &f.instance) && *x.service == *f.service);
+            let hit = r.pick_point(before).expect("reference running weight");
+            assert!(Arc::ptr_eq(hit, x), "reference running weight at {i}");
+        }
+        before = cum;
+    }
+    assert_eq!(engine.total_weight(), before, "total weight");
+    assert!(
+        engine.pick_point(before).is_none(),
+        "nothing past the total"
+    );
+    floor.len()
+}
