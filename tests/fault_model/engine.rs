@@ -38,6 +38,9 @@ pub struct ResShell {
     pub revs: BTreeSet<String>,
     /// Had an input since the invariants last looked.
     pub dirty: bool,
+    /// A Reset was asked for and none has been applied since (one Reset
+    /// answers every delta that does not follow: asked once).
+    pub reset_asked: bool,
 }
 
 /// A directory actor.
@@ -134,6 +137,7 @@ impl Sim {
                 timers: BTreeMap::new(),
                 fetches: BTreeMap::new(),
                 flush_scheduled: false,
+                reset_asked: false,
                 terminated: false,
                 instances: None,
                 revs: BTreeSet::new(),
@@ -254,6 +258,7 @@ impl Sim {
         };
         r.timers.clear();
         r.flush_scheduled = false;
+        r.reset_asked = false;
         let app = r.app.clone();
         let actions = r.m.on_restart(now);
         self.stats.restarts += 1;

@@ -171,7 +171,10 @@ impl Sim {
             Feed::Reset(_) => r.instances.is_none() || generation >= before,
             Feed::Delta { base, .. } => r.instances.is_some() && *base == before,
         };
-        let lost = !follows && generation > before && matches!(delivery.feed, Feed::Delta { .. });
+        let lost = !follows
+            && !r.reset_asked
+            && generation > before
+            && matches!(delivery.feed, Feed::Delta { .. });
         // As the resolver actor does: staleness and hold travel with it.
         let actions = r.m.on_delivery(
             generation,
@@ -206,6 +209,13 @@ impl Sim {
         };
         if let Some(w) = wrong {
             self.violate(format!("[older] resolver {app}#{to} {w}"));
+        }
+        if let Some(r) = self.resolvers.get_mut(&to) {
+            if asked {
+                r.reset_asked = true;
+            } else if follows && matches!(delivery.feed, Feed::Reset(_)) {
+                r.reset_asked = false;
+            }
         }
         if follows {
             let Some(r) = self.resolvers.get_mut(&to) else {

@@ -29,7 +29,10 @@ impl ResolverMachine {
         self.tick(now);
         if !self.accepts(generation, &feed) {
             return match feed {
-                Feed::Delta { .. } if !self.closed && generation > self.generation => {
+                Feed::Delta { .. }
+                    if !self.closed && !self.reset_asked && generation > self.generation =>
+                {
+                    self.reset_asked = true;
                     vec![ResolverAction::RequestReset]
                 }
                 _ => Vec::new(),
@@ -39,6 +42,7 @@ impl ResolverMachine {
         let mut upserted = Vec::new();
         match feed {
             Feed::Reset(all) => {
+                self.reset_asked = false;
                 // Rebuilt in one pass, in the order of the Reset; unchanged
                 // instances keep their last-known-good.
                 let old = std::mem::replace(&mut self.table, Table::with_capacity(all.len()));

@@ -147,6 +147,9 @@ pub struct ResolverMachine {
     /// The time of the latest input that carried one.
     clock: Option<Instant>,
     held: Option<HeldInstances>,
+    /// A Reset was asked for and has not arrived: later deltas that do not
+    /// follow ask for nothing more (one Reset answers them all).
+    reset_asked: bool,
 }
 
 impl ResolverMachine {
@@ -173,6 +176,7 @@ impl ResolverMachine {
             stale_since: None,
             clock: None,
             held: None,
+            reset_asked: false,
         }
     }
 
@@ -358,6 +362,8 @@ impl ResolverMachine {
     /// trace. Re-issue them: timers for their remaining delay, fetches now.
     pub fn on_restart(&mut self, now: Instant) -> Vec<ResolverAction> {
         self.tick(now);
+        // The actor subscribes again after a restart, which brings a Reset.
+        self.reset_asked = false;
         let mut actions = Vec::new();
         let revs: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in revs {

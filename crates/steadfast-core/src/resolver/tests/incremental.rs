@@ -129,6 +129,19 @@ fn a_delta_on_top_of_a_state_not_held_asks_for_a_reset() {
     );
     assert!(m.take_updates().is_empty(), "nothing applied");
     assert!(
+        m.on_delivery(6, delta(5, std::slice::from_ref(&i), &[]), None, None, t0)
+            .is_empty(),
+        "one Reset answers every delta that does not follow: asked once"
+    );
+    assert!(m
+        .on_delivery(6, reset_feed(&[i.clone()]), None, None, t0)
+        .is_empty());
+    assert_eq!(
+        m.on_delivery(8, delta(7, std::slice::from_ref(&i), &[]), None, None, t0),
+        vec![ResolverAction::RequestReset],
+        "after the Reset, a new gap asks again"
+    );
+    assert!(
         m.on_delivery(1, delta(0, &[i], &[]), None, None, t0)
             .is_empty(),
         "an old delta is dropped"
