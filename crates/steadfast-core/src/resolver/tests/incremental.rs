@@ -134,7 +134,7 @@ fn a_delta_on_top_of_a_state_not_held_asks_for_a_reset() {
         "one Reset answers every delta that does not follow: asked once"
     );
     assert!(m
-        .on_delivery(6, reset_feed(&[i.clone()]), None, None, t0)
+        .on_delivery(6, reset_feed(std::slice::from_ref(&i)), None, None, t0)
         .is_empty());
     assert_eq!(
         m.on_delivery(8, delta(7, std::slice::from_ref(&i), &[]), None, None, t0),
