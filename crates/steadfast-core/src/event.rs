@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::instance::Instance;
 
@@ -205,18 +205,7 @@ impl InstanceMap {
             RegistryEvent::Reset { instances, .. } => self.replace_all(instances),
             RegistryEvent::Delta {
                 upserts, removals, ..
-            } => {
-                let mut changes = Changes::default();
-                for id in removals {
-                    if let Some(old) = self.by_id.take(id.as_ref()) {
-                        changes.removed.push(old.0);
-                    }
-                }
-                for inst in upserts {
-                    self.upsert(inst, &mut changes);
-                }
-                changes
-            }
+            } => self.apply_delta(upserts, removals),
         })
     }
 
@@ -259,32 +248,42 @@ impl InstanceMap {
         changes
     }
 
-    fn upsert(&mut self, inst: &Arc<Instance>, changes: &mut Changes) {
-        match self.by_id.replace(ById(inst.clone())).map(|b| b.0) {
-            None => {
-                // Re-added after its removal in the same delta: a replacement.
-                if let Some(pos) = changes.removed.iter().position(|r| r.id() == inst.id()) {
-                    let old = changes.removed.swap_remove(pos);
-                    if !same(&old, inst) {
-                        changes.replaced.push((old, inst.clone()));
-                    }
-                } else {
-                    changes.added.push(inst.clone());
-                }
+    /// Applies one delta in O(its size): removals first, then upserts (the
+    /// last upsert of an id wins; an id removed and upserted in one delta is
+    /// a replacement).
+    fn apply_delta(&mut self, upserts: &[Arc<Instance>], removals: &[Arc<str>]) -> Changes {
+        let mut changes = Changes::default();
+        let mut removed: FxHashMap<&str, Arc<Instance>> = FxHashMap::default();
+        for id in removals {
+            if let Some(old) = self.by_id.take(id.as_ref()) {
+                removed.insert(id.as_ref(), old.0);
             }
-            Some(old) if !same(&old, inst) => {
-                // A second upsert of the same id in one delta: one change.
-                if let Some(pos) = changes.added.iter().position(|a| a.id() == inst.id()) {
-                    changes.added[pos] = inst.clone();
-                } else if let Some(r) = changes.replaced.iter_mut().find(|r| r.1.id() == inst.id())
-                {
-                    r.1 = inst.clone();
-                } else {
-                    changes.replaced.push((old, inst.clone()));
-                }
-            }
-            Some(_) => {}
         }
+        let last: Vec<&Arc<Instance>> = if upserts.len() > 1 {
+            let mut seen: FxHashSet<&str> = FxHashSet::default();
+            let mut kept: Vec<&Arc<Instance>> = upserts
+                .iter()
+                .rev()
+                .filter(|i| seen.insert(i.id()))
+                .collect();
+            kept.reverse();
+            kept
+        } else {
+            upserts.iter().collect()
+        };
+        for inst in last {
+            match self.by_id.replace(ById(inst.clone())).map(|b| b.0) {
+                None => match removed.remove(inst.id()) {
+                    Some(old) if !same(&old, inst) => changes.replaced.push((old, inst.clone())),
+                    Some(_) => {}
+                    None => changes.added.push(inst.clone()),
+                },
+                Some(old) if !same(&old, inst) => changes.replaced.push((old, inst.clone())),
+                Some(_) => {}
+            }
+        }
+        changes.removed = removed.into_values().collect();
+        changes
     }
 
     /// Every instance as a listing at the map's version.
@@ -299,4 +298,97 @@ impl InstanceMap {
 /// Whether two records are the same (pointer first, then content).
 pub fn same(a: &Arc<Instance>, b: &Arc<Instance>) -> bool {
     Arc::ptr_eq(a, b) || a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::instance::RevisionInterner;
+    use crate::model::ServiceInstance;
+
+    fn inst(port: u16, weight: u32) -> Arc<Instance> {
+        let mut r = ServiceInstance::new("a", "h", port);
+        r.weight = weight;
+        Arc::new(Instance::decode(&r, &mut RevisionInterner::default()))
+    }
+
+    #[test]
+    fn random_deltas_and_resets_match_a_plain_model_and_report_exactly_what_changed() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut map = InstanceMap::default();
+        let mut model: BTreeMap<String, Arc<Instance>> = BTreeMap::new();
+        for v in 1..3000u64 {
+            let before = model.clone();
+            let event = if rng.gen_ratio(1, 10) {
+                let all: Vec<Arc<Instance>> = (0..rng.gen_range(0..20))
+                    .map(|_| inst(rng.gen_range(0..30), rng.gen_range(0..3)))
+                    .collect();
+                model = all
+                    .iter()
+                    .map(|i| (i.id().to_string(), i.clone()))
+                    .collect();
+                RegistryEvent::Reset {
+                    version: Version::at(v),
+                    instances: all,
+                }
+            } else {
+                let removals: Vec<Arc<str>> = (0..rng.gen_range(0..4))
+                    .map(|_| Arc::from(format!("h:{}", rng.gen_range(0..30u16))))
+                    .collect();
+                let upserts: Vec<Arc<Instance>> = (0..rng.gen_range(0..4))
+                    .map(|_| inst(rng.gen_range(0..30), rng.gen_range(0..3)))
+                    .collect();
+                for id in &removals {
+                    model.remove(id.as_ref());
+                }
+                for i in &upserts {
+                    model.insert(i.id().to_string(), i.clone());
+                }
+                RegistryEvent::Delta {
+                    version: Version::at(v),
+                    upserts,
+                    removals,
+                }
+            };
+            let changes = map.apply(&event).expect("newer");
+            let mut got: Vec<&str> = map.iter().map(|i| i.id()).collect();
+            got.sort_unstable();
+            let want: Vec<&str> = model.keys().map(String::as_str).collect();
+            assert_eq!(got, want, "step {v}");
+            for (id, i) in &model {
+                assert!(same(map.get(id).unwrap(), i));
+            }
+            // Exactly what changed, once each.
+            let added: Vec<&str> = changes.added.iter().map(|i| i.id()).collect();
+            let removed: Vec<&str> = changes.removed.iter().map(|i| i.id()).collect();
+            for id in model.keys() {
+                let was = before.get(id);
+                let now = &model[id];
+                let changed = changes
+                    .replaced
+                    .iter()
+                    .filter(|(_, n)| n.id() == id)
+                    .count();
+                match was {
+                    None => assert!(added.contains(&id.as_str()) && changed == 0),
+                    Some(w) if same(w, now) => {
+                        assert!(changed == 0 && !added.contains(&id.as_str()))
+                    }
+                    Some(_) => assert_eq!(changed, 1),
+                }
+            }
+            for id in before.keys().filter(|k| !model.contains_key(*k)) {
+                assert_eq!(removed.iter().filter(|r| **r == id.as_str()).count(), 1);
+            }
+            assert_eq!(
+                changes.len(),
+                added.len() + removed.len() + changes.replaced.len()
+            );
+            assert!(map.apply(&event).is_none(), "a replay is not newer");
+        }
+    }
 }
