@@ -50,6 +50,28 @@ impl SlotIndex {
         });
     }
 
+    /// Adds `slot` for `id` unless `id` is present; returns the slot that
+    /// holds it then (and adds nothing). One probe. `id_of` must already
+    /// read `id` back from `slot`: the table may rehash while inserting.
+    pub fn insert_or_find<'a>(
+        &mut self,
+        id: &str,
+        slot: u32,
+        id_of: impl Fn(u32) -> Option<&'a str>,
+    ) -> Option<u32> {
+        match self.table.entry(
+            hash_id(id),
+            |&k| id_of(k) == Some(id),
+            |&k| hash_id(id_of(k).unwrap_or_default()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(e) => Some(*e.get()),
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(slot);
+                None
+            }
+        }
+    }
+
     /// Reserves room for `more` entries.
     pub fn reserve<'a>(&mut self, more: usize, id_of: impl Fn(u32) -> Option<&'a str>) {
         self.table
