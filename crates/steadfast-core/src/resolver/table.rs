@@ -175,6 +175,20 @@ impl Table {
         })
     }
 
+    /// Every live slot with its instance, in slot order (without the
+    /// last-known-good lookup of [`Table::iter`]).
+    pub(super) fn instances(&self) -> impl Iterator<Item = (u32, &Arc<Instance>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| Some((k as u32, s.as_ref()?)))
+    }
+
+    /// The last-known-good revision of `slot`.
+    pub(super) fn good_of(&self, slot: u32) -> Option<&Arc<str>> {
+        self.goods.get(&slot)
+    }
+
     /// Whether some instance advertises `rev`.
     pub(super) fn has_revision(&self, rev: &str) -> bool {
         self.rev_count.contains_key(rev)
