@@ -347,6 +347,7 @@ impl EndpointSetEditor {
         let mut repeated = Vec::new();
         for (i, ep) in endpoints.into_iter().enumerate() {
             let slot = done.len() * CHUNK + cur.items.len();
+            let hash = ep.instance.id_hash();
             let total = cur.total().saturating_add(u64::from(ep.weight()));
             cur.items.push(ep);
             cur.cum.push(total);
@@ -356,7 +357,7 @@ impl EndpointSetEditor {
             // Slots are u32: a set holds fewer than 2^32 endpoints.
             let first = self
                 .index
-                .insert_or_find(id, slot as u32, |k| id_in(&done, &cur, k));
+                .insert_or_find_hashed(hash, id, slot as u32, |k| id_in(&done, &cur, k));
             if first.is_some() {
                 // A repeated id: it replaces its first slot, below.
                 cur.cum.pop();

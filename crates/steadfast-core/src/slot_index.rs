@@ -15,7 +15,8 @@ pub struct SlotIndex {
     table: HashTable<u32>,
 }
 
-fn hash_id(id: &str) -> u64 {
+/// The hash of `id` in every index.
+pub(crate) fn hash_id(id: &str) -> u64 {
     FxBuildHasher.hash_one(id)
 }
 
@@ -59,8 +60,20 @@ impl SlotIndex {
         slot: u32,
         id_of: impl Fn(u32) -> Option<&'a str>,
     ) -> Option<u32> {
+        self.insert_or_find_hashed(hash_id(id), id, slot, id_of)
+    }
+
+    /// [`SlotIndex::insert_or_find`] with `hash`, which must be
+    /// `hash_id(id)` (e.g. [`Instance::id_hash`](crate::Instance)).
+    pub(crate) fn insert_or_find_hashed<'a>(
+        &mut self,
+        hash: u64,
+        id: &str,
+        slot: u32,
+        id_of: impl Fn(u32) -> Option<&'a str>,
+    ) -> Option<u32> {
         match self.table.entry(
-            hash_id(id),
+            hash,
             |&k| id_of(k) == Some(id),
             |&k| hash_id(id_of(k).unwrap_or_default()),
         ) {

@@ -97,12 +97,13 @@ impl Table {
             t.track_serving(&inst, true);
             // Slots are u32: an app holds fewer than 2^32 instances.
             let k = t.slots.len() as u32;
+            let hash = inst.id_hash();
             t.slots.push(Some(inst));
             let (slots, index) = (&t.slots, &mut t.index);
             let Some(id) = id_at(slots, k) else {
                 continue;
             };
-            let Some(j) = index.insert_or_find(id, k, |x| id_at(slots, x)) else {
+            let Some(j) = index.insert_or_find_hashed(hash, id, k, |x| id_at(slots, x)) else {
                 continue;
             };
             let Some(inst) = t.slots.pop().flatten() else {
