@@ -52,6 +52,13 @@ struct Chunk {
 }
 
 impl Chunk {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            items: Vec::with_capacity(n),
+            cum: Vec::with_capacity(n),
+        }
+    }
+
     fn total(&self) -> u64 {
         self.cum.last().copied().unwrap_or(0)
     }
@@ -102,7 +109,7 @@ impl EndpointSet {
     /// instance id replaces the endpoint in its first slot).
     pub fn from_vec(endpoints: Vec<Endpoint>) -> Self {
         let mut editor = EndpointSetEditor::new();
-        editor.extend(endpoints);
+        editor.rebuild(endpoints);
         editor.finish()
     }
 
@@ -218,6 +225,19 @@ fn id_at(chunks: &[Arc<Chunk>], slot: u32) -> Option<&str> {
         .map(|e| e.instance_id())
 }
 
+/// The instance id of the endpoint in `slot` of the chunks `done` followed
+/// by `cur` (a rebuild in progress).
+fn id_in<'a>(done: &'a [Arc<Chunk>], cur: &'a Chunk, slot: u32) -> Option<&'a str> {
+    let slot = slot as usize;
+    let (c, i) = (slot / CHUNK, slot % CHUNK);
+    let chunk = match done.get(c) {
+        Some(chunk) => chunk.as_ref(),
+        None if c == done.len() => cur,
+        None => return None,
+    };
+    chunk.items.get(i).map(|e| e.instance_id())
+}
+
 impl EndpointSetEditor {
     /// An editor of the empty set.
     pub fn new() -> Self {
@@ -315,10 +335,47 @@ impl EndpointSetEditor {
     }
 
     /// Replaces the whole content with `endpoints` in one pass (see
-    /// [`EndpointSet::from_vec`] for order).
+    /// [`EndpointSet::from_vec`] for order): each chunk is filled as a
+    /// plain chunk and shared once full, the index is pre-sized and takes
+    /// one probe per endpoint.
     pub fn rebuild(&mut self, endpoints: Vec<Endpoint>) {
         self.clear();
-        self.extend(endpoints);
+        let n = endpoints.len();
+        self.index.reserve(n, |_| None);
+        let mut done: Vec<Arc<Chunk>> = Vec::with_capacity(n.div_ceil(CHUNK));
+        let mut cur = Chunk::with_capacity(CHUNK.min(n));
+        let mut repeated = Vec::new();
+        for (i, ep) in endpoints.into_iter().enumerate() {
+            let slot = done.len() * CHUNK + cur.items.len();
+            let hash = ep.instance.id_hash();
+            let total = cur.total().saturating_add(u64::from(ep.weight()));
+            cur.items.push(ep);
+            cur.cum.push(total);
+            let Some(id) = cur.items.last().map(|e| e.instance_id()) else {
+                continue;
+            };
+            // Slots are u32: a set holds fewer than 2^32 endpoints.
+            let first = self
+                .index
+                .insert_or_find_hashed(hash, id, slot as u32, |k| id_in(&done, &cur, k));
+            if first.is_some() {
+                // A repeated id: it replaces its first slot, below.
+                cur.cum.pop();
+                repeated.extend(cur.items.pop());
+            } else if cur.items.len() == CHUNK {
+                let rest = n.saturating_sub(i + 1);
+                let next = Chunk::with_capacity(CHUNK.min(rest));
+                done.push(Arc::new(std::mem::replace(&mut cur, next)));
+            }
+        }
+        if !cur.items.is_empty() {
+            done.push(Arc::new(cur));
+        }
+        self.chunks = done;
+        self.tops_valid = 0;
+        for ep in repeated {
+            self.upsert(ep);
+        }
     }
 
     /// The current content as an immutable set, sharing every chunk with

@@ -26,6 +26,9 @@ use crate::model::{ServiceInstance, CLOSING_KEY, EMPTY_REVISION, METADATA_PORT_K
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Instance {
     id: Arc<str>,
+    /// The id's hash in the id indexes ([`crate::slot_index`]), computed
+    /// once at decode so that indexing a record need not read its id.
+    id_hash: u64,
     /// The host: its own string, or (the usual `host:port` id) the first
     /// `host_len` bytes of the id, so it costs no allocation.
     host: Option<Arc<str>>,
@@ -149,6 +152,7 @@ impl Instance {
         }
         extra.sort_unstable();
         Self {
+            id_hash: crate::slot_index::hash_id(&id),
             id,
             host,
             host_len,
@@ -198,6 +202,11 @@ impl Instance {
     /// Unique id of the instance within its app.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The id's hash as the id indexes compute it.
+    pub(crate) fn id_hash(&self) -> u64 {
+        self.id_hash
     }
 
     /// The shared id string.

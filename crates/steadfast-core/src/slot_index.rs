@@ -15,7 +15,8 @@ pub struct SlotIndex {
     table: HashTable<u32>,
 }
 
-fn hash_id(id: &str) -> u64 {
+/// The hash of `id` in every index.
+pub(crate) fn hash_id(id: &str) -> u64 {
     FxBuildHasher.hash_one(id)
 }
 
@@ -48,6 +49,40 @@ impl SlotIndex {
         self.table.insert_unique(hash_id(id), slot, |&k| {
             hash_id(id_of(k).unwrap_or_default())
         });
+    }
+
+    /// Adds `slot` for `id` unless `id` is present; returns the slot that
+    /// holds it then (and adds nothing). One probe. `id_of` must already
+    /// read `id` back from `slot`: the table may rehash while inserting.
+    pub fn insert_or_find<'a>(
+        &mut self,
+        id: &str,
+        slot: u32,
+        id_of: impl Fn(u32) -> Option<&'a str>,
+    ) -> Option<u32> {
+        self.insert_or_find_hashed(hash_id(id), id, slot, id_of)
+    }
+
+    /// [`SlotIndex::insert_or_find`] with `hash`, which must be
+    /// `hash_id(id)` (e.g. [`Instance::id_hash`](crate::Instance)).
+    pub(crate) fn insert_or_find_hashed<'a>(
+        &mut self,
+        hash: u64,
+        id: &str,
+        slot: u32,
+        id_of: impl Fn(u32) -> Option<&'a str>,
+    ) -> Option<u32> {
+        match self.table.entry(
+            hash,
+            |&k| id_of(k) == Some(id),
+            |&k| hash_id(id_of(k).unwrap_or_default()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(e) => Some(*e.get()),
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(slot);
+                None
+            }
+        }
     }
 
     /// Reserves room for `more` entries.

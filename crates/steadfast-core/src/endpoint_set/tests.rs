@@ -109,6 +109,9 @@ enum Op {
     Remove(u32),
     Bulk(u32, u32, u32),
     RemoveRange(u32, u32),
+    /// A rebuild from ids `s..s + n`, then `s..s + n / 3` again (repeated
+    /// ids replace their first slot) with weight `w`.
+    Rebuild(u32, u32, u32),
     Clear,
     Check,
 }
@@ -123,6 +126,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0u32..1200).prop_map(Op::Remove),
         2 => (0u32..1200, 0u32..600, weight()).prop_map(|(s, n, w)| Op::Bulk(s, n, w)),
         2 => (0u32..1200, 0u32..600).prop_map(|(s, n)| Op::RemoveRange(s, n)),
+        2 => (0u32..1200, 0u32..700, weight()).prop_map(|(s, n, w)| Op::Rebuild(s, n, w)),
         1 => Just(Op::Clear),
         3 => Just(Op::Check),
     ]
@@ -163,6 +167,15 @@ proptest! {
                         editor.remove(&id(i));
                         model.remove(&id(i));
                     }
+                }
+                Op::Rebuild(s, n, w) => {
+                    let eps: Vec<Endpoint> = (s..s + n)
+                        .map(|i| ep(i, 1))
+                        .chain((s..s + n / 3).map(|i| ep(i, w)))
+                        .collect();
+                    editor.rebuild(eps.clone());
+                    model = Model::default();
+                    eps.into_iter().for_each(|e| model.upsert(e));
                 }
                 Op::Clear => {
                     editor.clear();

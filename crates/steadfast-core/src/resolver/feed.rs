@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::table::{Slot, SlotRef, Table};
 use super::{ResolverAction, ResolverMachine, RevisionState};
@@ -40,40 +40,22 @@ impl ResolverMachine {
         }
         let mut touched: FxHashSet<Arc<str>> = FxHashSet::default();
         let mut upserted = Vec::new();
+        let mut reset = None;
         match feed {
             Feed::Reset(all) => {
                 self.reset_asked = false;
-                // Rebuilt in one pass, in the order of the Reset; unchanged
-                // instances keep their last-known-good.
-                let old = std::mem::replace(&mut self.table, Table::with_capacity(all.len()));
-                for (_, s) in old.iter() {
-                    if let Some(rev) = s.instance.revision_arc() {
-                        touched.insert(rev.clone());
-                    }
-                }
-                for inst in all {
-                    let prev = old.slot_of(inst.id()).and_then(|k| old.get(k));
-                    let (good, changed, served) = match prev {
-                        Some(o) if crate::event::same(o.instance, &inst) => {
-                            (o.good.cloned(), false, None)
-                        }
-                        Some(o) => (None, true, self.served(o)),
-                        None => (None, true, None),
-                    };
-                    if let Some(rev) = inst.revision_arc() {
-                        touched.insert(rev.clone());
-                    }
-                    let (slot, _) = self.table.upsert(Slot {
-                        instance: inst,
-                        good,
-                    });
-                    if changed {
-                        upserted.push(Upserted { slot, served });
-                    }
-                }
+                // Rebuilt in one pass, in the order of the Reset; the
+                // last-known-goods are restored once the revisions' states
+                // are known (see `restore_goods`).
+                let (table, replaced) = Table::from_reset(all);
+                let old = std::mem::replace(&mut self.table, table);
+                touched.extend(old.revisions().cloned());
+                touched.extend(self.table.revisions().cloned());
+                touched.extend(replaced.iter().filter_map(|i| i.revision_arc().cloned()));
                 for key in self.keys.values_mut() {
                     key.full = true;
                 }
+                reset = Some((old, replaced));
             }
             Feed::Delta {
                 upserts, removals, ..
@@ -88,6 +70,9 @@ impl ResolverMachine {
         }
         let mut actions = Vec::new();
         self.revisions_changed(touched, now, &mut actions);
+        if let Some((old, replaced)) = reset {
+            self.restore_goods(&old, &replaced);
+        }
         for u in upserted {
             let good = match self.table.get(u.slot).and_then(|s| s.instance.revision()) {
                 Some(rev) if self.is_unresolved(rev) => u
@@ -121,6 +106,59 @@ impl ResolverMachine {
         match feed {
             Feed::Reset(_) => !self.has_state || generation >= self.generation,
             Feed::Delta { base, .. } => self.has_state && *base == self.generation,
+        }
+    }
+
+    /// After a Reset replaced `old` (and the revisions' states follow the
+    /// new table): an instance the Reset left unchanged keeps its
+    /// last-known-good; one that changed and whose revision is unresolved
+    /// takes the resolved revision it served in `old`. `replaced`: the
+    /// instances a repeated id of the Reset replaced (any of them changed
+    /// counts as changed). Nothing to do, and no pass over the app, when
+    /// `old` kept no last-known-good and no revision is unresolved.
+    fn restore_goods(&mut self, old: &Table, replaced: &[Arc<Instance>]) {
+        if !old.any_good() && !self.table.revisions().any(|r| self.is_unresolved(r)) {
+            return;
+        }
+        let changed_dups: FxHashSet<&str> = replaced
+            .iter()
+            .filter(|r| {
+                old.slot_of(r.id())
+                    .and_then(|k| old.get(k))
+                    .is_some_and(|o| !crate::event::same(o.instance, r))
+            })
+            .map(|r| r.id())
+            .collect();
+        // Per revision allocation (interned): whether it is unresolved.
+        let mut unresolved: FxHashMap<*const u8, bool> = FxHashMap::default();
+        let mut goods = Vec::new();
+        for (slot, s) in self.table.iter() {
+            let Some(o) = old.slot_of(s.instance.id()).and_then(|k| old.get(k)) else {
+                continue;
+            };
+            let changed = !crate::event::same(o.instance, s.instance)
+                || changed_dups.contains(s.instance.id());
+            let good = if !changed {
+                o.good.cloned()
+            } else {
+                match s.instance.revision_arc() {
+                    Some(rev)
+                        if *unresolved
+                            .entry(rev.as_ptr())
+                            .or_insert_with(|| self.is_unresolved(rev)) =>
+                    {
+                        self.served(o)
+                            .filter(|served| self.metadata.contains_key(served.as_ref()))
+                    }
+                    _ => None,
+                }
+            };
+            if good.is_some() {
+                goods.push((slot, good));
+            }
+        }
+        for (slot, good) in goods {
+            self.table.set_good(slot, good);
         }
     }
 

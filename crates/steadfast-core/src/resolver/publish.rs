@@ -17,6 +17,15 @@ use crate::url::{Endpoint, ServiceEndpoint, ServiceUrl};
 /// revision does not export it), built once per revision.
 pub(super) type Offers = FxHashMap<Arc<str>, Option<Arc<ServiceEndpoint>>>;
 
+/// What an instance of one revision serves for the key of a full list.
+enum RevOffer {
+    /// The revision is not unresolved: this (`None`: nothing).
+    Serves(Option<Arc<ServiceEndpoint>>),
+    /// The revision is unresolved: what the instance's last-known-good
+    /// revision offers.
+    FromGood,
+}
+
 /// What one subscribed key was last sent, and what changed since.
 #[derive(Debug)]
 pub(super) struct KeyState {
@@ -115,13 +124,9 @@ impl ResolverMachine {
                 state.sent_bits.clear();
                 state.sent_bits.resize(self.table.capacity() / 64 + 1, 0);
                 state.count = 0;
-                let mut all = Vec::with_capacity(self.table.len());
-                for (slot, s) in self.table.iter() {
-                    if let Some(ep) = self.endpoint_for(s, key, &mut state.offers) {
-                        all.push(Arc::new(ServiceUrl::new(s.instance, &ep)));
-                        state.set_bit(slot, true);
-                    }
-                }
+                let mut offers = std::mem::take(&mut state.offers);
+                let all = self.full_urls(key, &mut offers, |slot| state.set_bit(slot, true));
+                state.offers = offers;
                 return UrlChange::Full(all);
             }
         };
@@ -160,13 +165,63 @@ impl ResolverMachine {
 
     /// Every URL of `key`, in slot order.
     pub(super) fn full_list(&self, key: &str, offers: &mut Offers) -> Vec<Endpoint> {
+        self.full_urls(key, offers, |_| {})
+    }
+
+    /// Every URL of `key`, in slot order, calling `sent` with each slot
+    /// that has one. What each revision offers is resolved once per
+    /// revision allocation (revisions are interned per app), so an
+    /// instance costs one pointer-keyed lookup; the same endpoint as
+    /// [`ResolverMachine::endpoint_for`] gives.
+    fn full_urls(
+        &self,
+        key: &str,
+        offers: &mut Offers,
+        mut sent: impl FnMut(u32),
+    ) -> Vec<Endpoint> {
+        let mut by_rev: FxHashMap<*const u8, RevOffer> = FxHashMap::default();
         let mut all = Vec::with_capacity(self.table.len());
-        for (_, s) in self.table.iter() {
-            if let Some(ep) = self.endpoint_for(s, key, offers) {
-                all.push(Arc::new(ServiceUrl::new(s.instance, &ep)));
+        for (slot, inst) in self.table.instances() {
+            if !inst.is_serving() {
+                continue;
+            }
+            let Some(rev) = inst.revision_arc() else {
+                continue;
+            };
+            let offer = by_rev.entry(rev.as_ptr()).or_insert_with(|| {
+                match self.revisions.get(rev.as_ref()) {
+                    Some(RevisionState::Unresolved { .. }) => RevOffer::FromGood,
+                    _ => RevOffer::Serves(self.offer_of(rev, key, offers)),
+                }
+            });
+            let ep = match offer {
+                RevOffer::Serves(ep) => ep.clone(),
+                RevOffer::FromGood => self
+                    .table
+                    .good_of(slot)
+                    .and_then(|good| self.offer_of(good, key, offers)),
+            };
+            if let Some(ep) = ep {
+                all.push(Arc::new(ServiceUrl::new(inst, &ep)));
+                sent(slot);
             }
         }
         all
+    }
+
+    /// What resolved revision `from` offers `key` (`None`: no metadata
+    /// known, or it does not export `key`).
+    fn offer_of(
+        &self,
+        from: &Arc<str>,
+        key: &str,
+        offers: &mut Offers,
+    ) -> Option<Arc<ServiceEndpoint>> {
+        let meta = self.metadata.get(from.as_ref())?;
+        offers
+            .entry(from.clone())
+            .or_insert_with(|| meta.services.get(key).map(ServiceEndpoint::of))
+            .clone()
     }
 
     /// The endpoint `slot`'s instance serves for `key`: from its revision
@@ -187,11 +242,7 @@ impl ResolverMachine {
             Some(RevisionState::Unresolved { .. }) => slot.good?,
             _ => rev,
         };
-        let meta = self.metadata.get(from.as_ref())?;
-        offers
-            .entry(from.clone())
-            .or_insert_with(|| meta.services.get(key).map(ServiceEndpoint::of))
-            .clone()
+        self.offer_of(from, key, offers)
     }
 
     /// An update for `key` carrying `change` at `generation`.

@@ -48,7 +48,12 @@ pub(super) struct Table {
 
 fn bump(map: &mut FxHashMap<Arc<str>, usize>, key: &Arc<str>, up: bool) {
     if up {
-        *map.entry(key.clone()).or_default() += 1;
+        match map.get_mut(key) {
+            Some(n) => *n = n.saturating_add(1),
+            None => {
+                map.insert(key.clone(), 1);
+            }
+        }
     } else if let Some(n) = map.get_mut(key) {
         *n = n.saturating_sub(1);
         if *n == 0 {
@@ -71,6 +76,61 @@ impl Table {
         t.slots.reserve_exact(n);
         t.index.reserve(n, |_| None);
         t
+    }
+
+    /// A table of `all` in their order (a repeated id replaces the
+    /// instance in its first slot, as [`Table::upsert`] would), with no
+    /// last-known-good; also returns the instances a repeated id replaced.
+    /// One index probe per instance; revisions are counted by allocation
+    /// (they are interned per app) and merged by content once at the end.
+    pub(super) fn from_reset(all: Vec<Arc<Instance>>) -> (Self, Vec<Arc<Instance>>) {
+        let mut t = Self::with_capacity(all.len());
+        let mut replaced = Vec::new();
+        let mut counts: FxHashMap<*const u8, (Arc<str>, usize)> = FxHashMap::default();
+        for inst in all {
+            if let Some(rev) = inst.revision_arc() {
+                let e = counts
+                    .entry(rev.as_ptr())
+                    .or_insert_with(|| (rev.clone(), 0));
+                e.1 = e.1.saturating_add(1);
+            }
+            t.track_serving(&inst, true);
+            // Slots are u32: an app holds fewer than 2^32 instances.
+            let k = t.slots.len() as u32;
+            let hash = inst.id_hash();
+            t.slots.push(Some(inst));
+            let (slots, index) = (&t.slots, &mut t.index);
+            let Some(id) = id_at(slots, k) else {
+                continue;
+            };
+            let Some(j) = index.insert_or_find_hashed(hash, id, k, |x| id_at(slots, x)) else {
+                continue;
+            };
+            let Some(inst) = t.slots.pop().flatten() else {
+                continue;
+            };
+            let Some(old) = t.slots.get_mut(j as usize).and_then(|s| s.replace(inst)) else {
+                continue;
+            };
+            if let Some(e) = old.revision_arc().and_then(|r| counts.get_mut(&r.as_ptr())) {
+                e.1 = e.1.saturating_sub(1);
+            }
+            t.track_serving(&old, false);
+            replaced.push(old);
+        }
+        t.rev_count.reserve(counts.len());
+        for (_, (rev, n)) in counts {
+            if n > 0 {
+                let c = t.rev_count.entry(rev).or_default();
+                *c = c.saturating_add(n);
+            }
+        }
+        (t, replaced)
+    }
+
+    /// Every revision some instance advertises.
+    pub(super) fn revisions(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.rev_count.keys()
     }
 
     /// Number of instances.
@@ -116,6 +176,20 @@ impl Table {
         })
     }
 
+    /// Every live slot with its instance, in slot order (without the
+    /// last-known-good lookup of [`Table::iter`]).
+    pub(super) fn instances(&self) -> impl Iterator<Item = (u32, &Arc<Instance>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| Some((k as u32, s.as_ref()?)))
+    }
+
+    /// The last-known-good revision of `slot`.
+    pub(super) fn good_of(&self, slot: u32) -> Option<&Arc<str>> {
+        self.goods.get(&slot)
+    }
+
     /// Whether some instance advertises `rev`.
     pub(super) fn has_revision(&self, rev: &str) -> bool {
         self.rev_count.contains_key(rev)
@@ -145,6 +219,10 @@ impl Table {
         if let Some(rev) = inst.revision_arc() {
             bump(&mut self.rev_count, rev, up);
         }
+        self.track_serving(inst, up);
+    }
+
+    fn track_serving(&mut self, inst: &Instance, up: bool) {
         if inst.is_serving() {
             self.serving = if up {
                 self.serving.saturating_add(1)
