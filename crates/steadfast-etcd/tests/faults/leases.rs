@@ -82,7 +82,11 @@ async fn metadata_keys_die_with_their_publishers_lease_and_survive_while_another
             .await
             .unwrap();
         assert_eq!(lease_on_key().await, None);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Its keeper is gone (nothing left to put the key back) ...
+        assert_eq!(p2.metadata_report().lease_of("web", &shared.revision), None);
+        // ... and one keepalive round later (a third of the 2 s TTL) the
+        // key is still absent.
+        tokio::time::sleep(Duration::from_millis(700)).await;
         assert_eq!(lease_on_key().await, None, "nobody puts it back");
         println!(
             "metadata report (2 s leases): shared key back under the survivor's lease {restored:?} \
