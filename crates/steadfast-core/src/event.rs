@@ -114,20 +114,6 @@ impl Changes {
             .saturating_add(self.replaced.len())
             .saturating_add(self.removed.len())
     }
-
-    /// The same changes as a delta at `version` (upserts, removals).
-    pub fn to_delta(&self, version: Version) -> RegistryEvent {
-        RegistryEvent::Delta {
-            version,
-            upserts: self
-                .added
-                .iter()
-                .chain(self.replaced.iter().map(|(_, new)| new))
-                .cloned()
-                .collect(),
-            removals: self.removed.iter().map(|i| i.id_arc().clone()).collect(),
-        }
-    }
 }
 
 /// An instance in a set keyed by its id (the set stores one pointer per
@@ -209,16 +195,16 @@ impl InstanceMap {
         })
     }
 
-    /// Applies a full listing at a version not older than the map (equal
+    /// Applies a full state at a version not older than the map (equal
     /// included: a source that lost a notification lists a different
     /// state at the version the map holds, and the listing is the truth).
     /// Returns what changed, `None` when the listing is older.
-    pub fn reconcile(&mut self, listing: &Listing) -> Option<Changes> {
-        if self.version.is_some_and(|v| listing.version < v) {
+    pub fn reconcile(&mut self, version: Version, instances: &[Arc<Instance>]) -> Option<Changes> {
+        if self.version.is_some_and(|v| version < v) {
             return None;
         }
-        self.version = Some(listing.version);
-        Some(self.replace_all(&listing.instances))
+        self.version = Some(version);
+        Some(self.replace_all(instances))
     }
 
     /// Replaces the whole state by `instances` (later duplicates of an id
@@ -284,14 +270,6 @@ impl InstanceMap {
         }
         changes.removed = removed.into_values().collect();
         changes
-    }
-
-    /// Every instance as a listing at the map's version.
-    pub fn to_listing(&self) -> Listing {
-        Listing {
-            version: self.version.unwrap_or_default(),
-            instances: self.iter().cloned().collect(),
-        }
     }
 }
 

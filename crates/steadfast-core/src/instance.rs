@@ -20,7 +20,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::incarnation::{Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
-use crate::model::{ServiceInstance, CLOSING_KEY, EMPTY_REVISION, METADATA_PORT_KEY, REVISION_KEY};
+use crate::model::{ServiceInstance, CLOSING_KEY, METADATA_PORT_KEY, REVISION_KEY};
 
 /// A decoded registry record, shared by `Arc` along the whole data path.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -98,17 +98,13 @@ impl RevisionInterner {
 }
 
 impl Instance {
-    /// Decodes `record` (its revision interned in `revisions`).
-    pub fn decode(record: &ServiceInstance, revisions: &mut RevisionInterner) -> Self {
-        Self::decode_parts(record, revisions)
-    }
-
     /// Decodes `record`, consuming it.
     pub fn from_record(record: ServiceInstance, revisions: &mut RevisionInterner) -> Self {
         Self::decode(&record, revisions)
     }
 
-    fn decode_parts(record: &ServiceInstance, revisions: &mut RevisionInterner) -> Self {
+    /// Decodes `record` (its revision interned in `revisions`).
+    pub fn decode(record: &ServiceInstance, revisions: &mut RevisionInterner) -> Self {
         let id: Arc<str> = Arc::from(record.id.as_str());
         let prefix = record.id.starts_with(record.host.as_str());
         let (host, host_len) = match u32::try_from(record.host.len()) {
@@ -275,24 +271,6 @@ impl Instance {
             .find(|(k, _)| &**k == key)
             .map(|(_, v)| &**v)
     }
-
-    /// Bytes this instance holds on the heap besides its `Arc` (for the
-    /// memory accounting of benchmarks and stats; shared strings counted
-    /// in full).
-    pub fn heap_bytes(&self) -> usize {
-        let extra = self.extra.as_ref().map_or(0, |e| {
-            e.iter()
-                .map(|(k, v)| k.len().saturating_add(v.len()).saturating_add(32))
-                .sum()
-        });
-        let host = self.host.as_ref().map_or(0, |h| h.len());
-        self.id.len().saturating_add(host).saturating_add(extra)
-    }
-}
-
-/// Whether `revision` means "exports nothing" (never fetched).
-pub fn is_empty_revision(revision: &str) -> bool {
-    revision.is_empty() || revision == EMPTY_REVISION
 }
 
 #[cfg(test)]

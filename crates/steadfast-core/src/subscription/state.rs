@@ -10,7 +10,7 @@ use super::{Ctx, Delivery, Feed, SubscriptionAction, TimerKind, To};
 use std::sync::Arc;
 
 use crate::error::RegistryError;
-use crate::event::{Changes, InstanceMap, Listing, RegistryEvent};
+use crate::event::{Changes, InstanceMap, RegistryEvent};
 use crate::instance::Instance;
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
@@ -296,10 +296,9 @@ impl AppSub {
         let expired = self.hold.expire(now);
         let grace = ctx.config.mass_removal_grace;
         let applied = match (event, reconcile) {
-            (RegistryEvent::Reset { version, instances }, true) => self.real.reconcile(&Listing {
-                version: *version,
-                instances: instances.clone(),
-            }),
+            (RegistryEvent::Reset { version, instances }, true) => {
+                self.real.reconcile(*version, instances)
+            }
             _ => self.real.apply(event),
         };
         let Some(changes) = applied else {
