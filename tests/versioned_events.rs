@@ -18,10 +18,13 @@ use steadfast::{
     Version,
 };
 
+/// The receiving end of the scripted watch stream.
+type Events = mpsc::UnboundedReceiver<Result<RegistryEvent, RegistryError>>;
+
 /// A registry whose one watch stream the test scripts event by event.
 #[derive(Clone, Default)]
 struct Scripted {
-    events: Arc<Mutex<Option<mpsc::UnboundedReceiver<Result<RegistryEvent, RegistryError>>>>>,
+    events: Arc<Mutex<Option<Events>>>,
 }
 
 impl Registry for Scripted {
