@@ -53,6 +53,10 @@ pub struct EngineConfig {
     /// recovery are still served while their providers re-register
     /// (default 3 s; zero: never held).
     pub mass_removal_grace: Duration,
+    /// Caller-side settings (tombstones, probes, handle lifetimes); the
+    /// engine's copy can be replaced at run time with
+    /// [`Engine::set_caller_config`](crate::Engine::set_caller_config).
+    pub caller: crate::live_config::CallerConfig,
 }
 
 impl EngineConfig {
@@ -88,6 +92,7 @@ impl Default for EngineConfig {
             registry_probe_interval: Some(DEFAULT_PROBE_INTERVAL),
             reconcile_interval: Duration::from_secs(300),
             mass_removal_grace: Duration::from_secs(3),
+            caller: Default::default(),
         }
     }
 }

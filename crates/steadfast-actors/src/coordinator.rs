@@ -24,6 +24,7 @@ use crate::export::{
     ShutdownReport,
 };
 use crate::handle::Directory;
+use crate::live_config::LiveConfig;
 use crate::messages::{ForceRestart, Shutdown};
 use crate::registry_actor::RegistryActor;
 use crate::resolver_actor::ResolverActor;
@@ -84,6 +85,8 @@ struct Counted<A: Actor> {
 
 pub(crate) struct Coordinator {
     config: EngineConfig,
+    /// The caller-side settings every directory reads when it needs them.
+    live: LiveConfig,
     stats: Arc<EngineStats>,
     registry: Option<Addr<RegistryActor>>,
     cache: Option<Addr<CacheActor>>,
@@ -108,9 +111,11 @@ impl Coordinator {
         registry: Addr<RegistryActor>,
         cache: Addr<CacheActor>,
         stats: Arc<EngineStats>,
+        live: LiveConfig,
     ) -> Self {
         Self {
             config,
+            live,
             exports: HashMap::new(),
             registry_backend: backends.0,
             publishers: backends.1,
@@ -271,7 +276,7 @@ impl Coordinator {
         let seed = self.seed(id);
         let stats = self.stats.clone();
         let r = reference.clone();
-        let shared = Arc::new(DirectoryShared::default());
+        let shared = Arc::new(DirectoryShared::new(self.live.clone()));
         let published = shared.clone();
         let addr = Supervisor::start(move |_| {
             DirectoryActor::new(id, &r, resolvers, published, seed, stats)

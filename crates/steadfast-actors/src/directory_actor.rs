@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
-use crate::messages::{ApplyUpdate, Attach, Detach, ForceRestart, Shutdown};
+use crate::messages::{ApplyUpdate, Attach, Detach, EndpointClosing, ForceRestart, Shutdown};
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
 
@@ -48,6 +48,8 @@ impl DirectoryView {
 /// and a wake-up for callers waiting for a change.
 #[derive(Debug, Default)]
 pub(crate) struct DirectoryShared {
+    /// The engine's caller-side settings, read when needed.
+    pub(crate) config: crate::live_config::LiveConfig,
     /// The latest snapshot, read lock-free.
     pub(crate) published: Published,
     /// Notified after every publish and on close.
@@ -55,6 +57,14 @@ pub(crate) struct DirectoryShared {
 }
 
 impl DirectoryShared {
+    /// Shared state of a new directory reading `config`.
+    pub(crate) fn new(config: crate::live_config::LiveConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
     fn publish(&self, snapshot: Arc<DirectorySnapshot>) {
         drop(self.published.store(snapshot));
         self.changed.notify_waiters();
@@ -197,6 +207,13 @@ impl Handler<ApplyUpdate> for DirectoryActor {
                 (Applied::Ignored, _) => {}
             }
         });
+    }
+}
+
+impl Handler<EndpointClosing> for DirectoryActor {
+    type Result = ();
+    fn handle(&mut self, _msg: EndpointClosing, _ctx: &mut Self::Context) {
+        // Issue 8: removes the endpoint and writes a tombstone.
     }
 }
 

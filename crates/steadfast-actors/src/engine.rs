@@ -17,6 +17,7 @@ use crate::coordinator::{
 use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
 use crate::handle::Directory;
+use crate::live_config::{CallerConfig, LiveConfig};
 use crate::messages::Shutdown;
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, StatsSnapshot};
@@ -28,6 +29,7 @@ pub struct Engine {
     coordinator: Addr<Coordinator>,
     stats: Arc<EngineStats>,
     registry: Arc<dyn Registry>,
+    live: LiveConfig,
 }
 
 impl Engine {
@@ -106,6 +108,18 @@ impl Engine {
     /// The registry backend the engine watches.
     pub fn registry(&self) -> Arc<dyn Registry> {
         self.registry.clone()
+    }
+
+    /// The caller-side settings in force now.
+    pub fn caller_config(&self) -> Arc<CallerConfig> {
+        self.live.load()
+    }
+
+    /// Replaces the caller-side settings at run time: every directory reads
+    /// them when it next needs them (a tombstone takes the TTL in force
+    /// when it is written).
+    pub fn set_caller_config(&self, config: CallerConfig) {
+        self.live.store(config);
     }
 }
 
@@ -278,13 +292,16 @@ impl EngineBuilder {
         let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, policy, st));
         let backends = (registry.clone(), self.publishers);
         let st = stats.clone();
+        let live = LiveConfig::new(config.caller.clone());
+        let lv = live.clone();
         let coordinator = Supervisor::start(move |_| {
-            Coordinator::new(config, backends, registry_actor, cache, st)
+            Coordinator::new(config, backends, registry_actor, cache, st, lv)
         });
         Ok(Engine {
             coordinator,
             stats,
             registry,
+            live,
         })
     }
 }

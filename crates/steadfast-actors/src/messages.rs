@@ -136,6 +136,12 @@ pub struct Detach {
 #[rtype(result = "()")]
 pub struct ApplyUpdate(pub DirectoryUpdate);
 
+/// Caller or resolver -> directory: an endpoint announced closing; the
+/// directory removes it at once and writes a tombstone (when it holds it).
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct EndpointClosing(pub steadfast_core::Closing);
+
 /// Stops an actor for good: everything it runs is cancelled first.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod backoff;
+pub mod closing;
 pub mod contain;
 pub mod directory;
 pub mod endpoint_set;
@@ -34,6 +35,7 @@ pub mod url;
 
 pub use backend::{check_metadata, EventStream, MetadataFetcher, MetadataPublisher, Registry};
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
+pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{Applied, DirectoryMachine, DirectoryStatus, EmptyReason};
 pub use endpoint_set::{
