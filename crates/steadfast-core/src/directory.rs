@@ -397,6 +397,10 @@ impl DirectoryMachine {
     }
 }
 
+#[path = "directory/no_endpoint.rs"]
+mod no_endpoint;
+pub use no_endpoint::{NoEndpoint, NoEndpointReason};
+
 #[cfg(test)]
 #[path = "directory/tests.rs"]
 mod tests;

@@ -37,7 +37,9 @@ pub use backend::{check_metadata, EventStream, MetadataFetcher, MetadataPublishe
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
-pub use directory::{Applied, DirectoryMachine, DirectoryStatus, EmptyReason};
+pub use directory::{
+    Applied, DirectoryMachine, DirectoryStatus, EmptyReason, NoEndpoint, NoEndpointReason,
+};
 pub use endpoint_set::{
     thread_random, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
     THREAD_CACHE,
