@@ -25,6 +25,7 @@ pub mod instance;
 pub mod keys;
 pub mod metadata_cache;
 pub mod model;
+pub mod probe;
 pub mod recover;
 pub mod resolver;
 pub mod revision;
@@ -54,6 +55,7 @@ pub use instance::{Instance, RevisionInterner};
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
+pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use subscription::{

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use super::{Phase, ResolverAction, ResolverMachine, RevisionState};
+use super::{Phase, ResolverAction, ResolverMachine, RevisionState, Token};
 use crate::error::{ErrorClass, FetchError};
 use crate::model::ServiceInstance;
 use crate::recover::{Recover, Retry};
@@ -127,6 +127,48 @@ impl ResolverMachine {
                 })
             }
         }
+    }
+
+    /// Demand from waiting callers (a directory found nothing to serve
+    /// while this app's metadata is unresolved): every unresolved revision
+    /// waiting for its retry timer is fetched at once, as if its timer had
+    /// fired. A revision with a fetch under way keeps it (no second fetch is
+    /// stacked on it), one that gave up, is resolved or is not in the
+    /// snapshot is untouched, and nothing runs while inactive. The early
+    /// fetch is an ordinary retry: it goes through the same fetch budget,
+    /// and its failure grows the backoff by that one attempt only. The
+    /// shell throttles how often it asks (see
+    /// [`ProbeThrottle`](crate::probe::ProbeThrottle)). Returns the timers
+    /// to cancel and the fetches to start.
+    pub fn retry_now(&mut self, now: Instant) -> Vec<ResolverAction> {
+        self.tick(now);
+        let mut actions = Vec::new();
+        if !self.is_active() {
+            return actions;
+        }
+        let waiting: Vec<(String, Token)> = self
+            .revisions
+            .iter()
+            .filter_map(|(rev, state)| match state {
+                RevisionState::Unresolved {
+                    phase: Phase::Waiting(token),
+                    ..
+                } => Some((rev.clone(), *token)),
+                _ => None,
+            })
+            .collect();
+        for (rev, token) in waiting {
+            if let Some(RevisionState::Unresolved { phase, recover, .. }) =
+                self.revisions.get_mut(&rev)
+            {
+                *phase = Phase::Idle;
+                // Due now; a failure continues the grown schedule.
+                recover.on_probe_ok();
+            }
+            actions.push(ResolverAction::CancelTimer { token });
+            self.fetch(&rev, &mut actions);
+        }
+        actions
     }
 
     /// Starts `rev` if it is idle and the machine is active: a fetch when its

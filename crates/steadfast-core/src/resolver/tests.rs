@@ -2,6 +2,7 @@
 //! clock stepped by hand from one `t0`; [`memory`] covers the backoff memory
 //! and [`prop`] holds the property test.
 
+mod demand;
 mod harness;
 mod incremental;
 mod memory;

@@ -306,6 +306,20 @@ impl Harness {
         self.apply(a)
     }
 
+    /// Callers wait at `now`: the machine may fetch waiting revisions
+    /// before their due time (that is the point), never a second time.
+    pub(super) fn retry_now(&mut self, now: Instant) -> Vec<ResolverAction> {
+        self.now = now;
+        let a = self.m.retry_now(now);
+        for action in &a {
+            if let ResolverAction::Fetch { revision, .. } = action {
+                self.due.remove(revision);
+            }
+        }
+        // Each revision's timer is cancelled before its fetch starts.
+        self.apply(a)
+    }
+
     pub(super) fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
         let a = self.m.subscribe_at(key, self.now);
         self.apply(a)
