@@ -25,17 +25,17 @@
 #![warn(missing_docs)]
 
 pub use steadfast_actors::{
-    ConfigError, Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError,
-    ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport,
-    StatsSnapshot,
+    CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
+    EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
+    ShutdownReport, StatsSnapshot,
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
     BackoffPolicy, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint,
     ErrorClass, EventStream, FallbackFetcher, FetchError, HeldInstances, Incarnation, Instance,
-    Listing, MetadataFetcher, MetadataInfo, MetadataPublisher, NotServing, PublishError, Reference,
-    Registry, RegistryError, RegistryEvent, ServiceInfo, ServiceInstance, ServiceUrl, Unresolved,
-    UpdateState, UrlChange, Version,
+    Listing, MetadataFetcher, MetadataInfo, MetadataPublisher, NoEndpoint, NoEndpointReason,
+    NotServing, PublishError, Reference, Registry, RegistryError, RegistryEvent, ServiceInfo,
+    ServiceInstance, ServiceUrl, Unresolved, UpdateState, UrlChange, Version,
 };
 pub use steadfast_memory::MemoryRegistry;
 

@@ -193,6 +193,16 @@ impl EngineConfig {
                 field: "metadata_max_attempts",
             });
         }
+        check_duration("caller.min_probe_interval", self.caller.min_probe_interval)?;
+        // Zero: unsubscribe as soon as the last handle drops.
+        if let Some(linger) = self.caller.unsubscribe_linger {
+            if linger > MAX_BACKOFF {
+                return Err(ConfigError::Duration {
+                    field: "caller.unsubscribe_linger",
+                    value: linger,
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -254,5 +264,31 @@ mod tests {
                 field: "cache_capacity"
             })
         );
+    }
+
+    #[test]
+    fn caller_probe_interval_and_linger_are_checked() {
+        let mut c = EngineConfig::default();
+        c.caller.min_probe_interval = Duration::ZERO;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Duration {
+                field: "caller.min_probe_interval",
+                ..
+            })
+        ));
+        let mut c = EngineConfig::default();
+        c.caller.unsubscribe_linger = Some(Duration::ZERO);
+        assert_eq!(c.validate(), Ok(()), "zero linger: at once");
+        c.caller.unsubscribe_linger = None;
+        assert_eq!(c.validate(), Ok(()), "no linger: never");
+        c.caller.unsubscribe_linger = Some(Duration::MAX);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Duration {
+                field: "caller.unsubscribe_linger",
+                ..
+            })
+        ));
     }
 }

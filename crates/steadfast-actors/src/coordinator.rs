@@ -3,9 +3,16 @@
 //! reference-counts them, and tears them down on unsubscribe and shutdown.
 //! Every other reference between actors is weak, so once the coordinator
 //! lets go, nothing can keep an actor (or its timers) alive.
+//!
+//! Lifetimes: the coordinator itself runs while any `Engine` value or any
+//! [`Directory`] handle holds its address (handles hold it through one
+//! shared [`HandleHold`] per reference, of which the coordinator keeps only
+//! a weak pointer). When the last handle of a reference drops, the
+//! reference is unsubscribed after the live `unsubscribe_linger` unless a
+//! handle of it exists again by then (see [`Directory`]'s lifetime docs).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
@@ -23,7 +30,7 @@ use crate::export::{
     build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, GracefulStop, InFlight,
     ShutdownReport,
 };
-use crate::handle::Directory;
+use crate::handle::{Directory, HandleHold};
 use crate::live_config::LiveConfig;
 use crate::messages::{ForceRestart, Shutdown};
 use crate::registry_actor::RegistryActor;
@@ -78,9 +85,29 @@ pub(crate) struct StopExport {
     pub drain: Duration,
 }
 
+/// The last handle of `reference` (its hold number `id`) was dropped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct HandlesDropped {
+    pub reference: Reference,
+    pub id: u64,
+}
+
 struct Counted<A: Actor> {
     addr: Addr<A>,
     refs: usize,
+}
+
+/// One subscribed reference.
+struct Subscribed {
+    /// The actor and the count of `subscribe` calls not yet unsubscribed.
+    counted: Counted<DirectoryActor>,
+    /// The coordinator's own copy of the handle (holds nothing).
+    handle: Directory,
+    /// The hold every live handle shares, and its number.
+    hold: (Weak<HandleHold>, u64),
+    /// The linger timer armed when the last handle dropped.
+    linger: Option<SpawnHandle>,
 }
 
 pub(crate) struct Coordinator {
@@ -91,7 +118,7 @@ pub(crate) struct Coordinator {
     registry: Option<Addr<RegistryActor>>,
     cache: Option<Addr<CacheActor>>,
     resolvers: HashMap<String, Counted<ResolverActor>>,
-    directories: HashMap<Reference, (Counted<DirectoryActor>, Directory)>,
+    directories: HashMap<Reference, Subscribed>,
     /// Every export with the (app, revision) it serves.
     exports: HashMap<u64, (Addr<ExportActor>, (String, String))>,
     registry_backend: Arc<dyn Registry>,
@@ -190,12 +217,15 @@ impl Coordinator {
         }
     }
 
-    fn shutdown_all(&mut self) {
+    fn shutdown_all(&mut self, ctx: &mut Context<Self>) {
         self.shut_down = true;
         self.alive = None;
-        for (_, (c, handle)) in self.directories.drain() {
-            handle.close();
-            c.addr.do_send(Shutdown);
+        for (_, d) in self.directories.drain() {
+            if let Some(t) = d.linger {
+                ctx.cancel_future(t);
+            }
+            d.handle.close();
+            d.counted.addr.do_send(Shutdown);
         }
         for (_, c) in self.resolvers.drain() {
             c.addr.do_send(Shutdown);
@@ -216,11 +246,12 @@ impl Actor for Coordinator {
     type Context = Context<Self>;
 
     fn stopped(&mut self, ctx: &mut Self::Context) {
-        // Dropping the engine without shutdown still stops everything; a
-        // stop while an engine handle is still held is a supervised restart
+        // Dropping every engine and directory handle without shutdown still
+        // stops everything; a stop while an engine or directory handle is
+        // still held is a supervised restart
         // (the children keep running, the maps are kept).
         if self.shut_down || !ctx.connected() {
-            self.shutdown_all();
+            self.shutdown_all(ctx);
         }
     }
 }
@@ -251,12 +282,18 @@ fn panicked<T>(r: Option<Result<T, EngineError>>) -> Result<T, EngineError> {
 impl Handler<Subscribe> for Coordinator {
     type Result = Result<Directory, EngineError>;
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
-        panicked(self.contained(ctx, |act, _| act.subscribe(msg.0)))
+        let me = ctx.address();
+        panicked(self.contained(ctx, |act, ctx| act.subscribe(msg.0, me, ctx)))
     }
 }
 
 impl Coordinator {
-    fn subscribe(&mut self, reference: Reference) -> Result<Directory, EngineError> {
+    fn subscribe(
+        &mut self,
+        reference: Reference,
+        me: Addr<Coordinator>,
+        ctx: &mut Context<Self>,
+    ) -> Result<Directory, EngineError> {
         self.containment.drill_point();
         if self.shut_down {
             return Err(EngineError::ShutDown);
@@ -264,9 +301,23 @@ impl Coordinator {
         if reference.apps.is_empty() {
             return Err(EngineError::NoProviderApps(reference.subscribe_key()));
         }
-        if let Some((c, handle)) = self.directories.get_mut(&reference) {
-            c.refs += 1;
-            return Ok(handle.clone());
+        if self.directories.contains_key(&reference) {
+            let next = self.id();
+            let d = self.directories.get_mut(&reference).expect("present above");
+            d.counted.refs += 1;
+            // Subscribed again within the linger: the directory stays.
+            if let Some(t) = d.linger.take() {
+                ctx.cancel_future(t);
+            }
+            let hold = match d.hold.0.upgrade() {
+                Some(hold) => hold,
+                None => {
+                    let hold = Arc::new(HandleHold::new(me, reference, next));
+                    d.hold = (Arc::downgrade(&hold), next);
+                    hold
+                }
+            };
+            return Ok(d.handle.with_hold(hold));
         }
         let mut resolvers = Vec::with_capacity(reference.apps.len());
         for app in &reference.apps {
@@ -282,38 +333,108 @@ impl Coordinator {
             DirectoryActor::new(id, &r, resolvers, published, seed, stats)
         });
         let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
-        self.directories
-            .insert(reference, (Counted { addr, refs: 1 }, handle.clone()));
-        Ok(handle)
+        let hold_id = self.id();
+        let hold = Arc::new(HandleHold::new(me, reference.clone(), hold_id));
+        let returned = handle.with_hold(hold.clone());
+        self.directories.insert(
+            reference,
+            Subscribed {
+                counted: Counted { addr, refs: 1 },
+                handle,
+                hold: (Arc::downgrade(&hold), hold_id),
+                linger: None,
+            },
+        );
+        Ok(returned)
     }
 }
 
 impl Handler<Unsubscribe> for Coordinator {
     type Result = Result<bool, EngineError>;
     fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) -> Self::Result {
-        panicked(self.contained(ctx, |act, _| act.unsubscribe(msg)))
+        panicked(self.contained(ctx, |act, ctx| act.unsubscribe(msg, ctx)))
     }
 }
 
 impl Coordinator {
-    fn unsubscribe(&mut self, msg: Unsubscribe) -> Result<bool, EngineError> {
+    fn unsubscribe(
+        &mut self,
+        msg: Unsubscribe,
+        ctx: &mut Context<Self>,
+    ) -> Result<bool, EngineError> {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
-        let Some((c, _)) = self.directories.get_mut(&msg.0) else {
+        let Some(d) = self.directories.get_mut(&msg.0) else {
             return Err(EngineError::NotSubscribed(msg.0.subscribe_key()));
         };
-        c.refs -= 1;
-        if c.refs > 0 {
+        d.counted.refs = d.counted.refs.saturating_sub(1);
+        if d.counted.refs > 0 {
             return Ok(false);
         }
-        let (c, handle) = self.directories.remove(&msg.0).expect("present above");
-        handle.close();
-        c.addr.do_send(Shutdown);
-        for app in &msg.0.apps {
+        self.remove_directory(&msg.0, ctx);
+        Ok(true)
+    }
+
+    /// Ends every subscription of `reference`: closes its handles, stops
+    /// its directory and releases its resolvers.
+    fn remove_directory(&mut self, reference: &Reference, ctx: &mut Context<Self>) {
+        let Some(d) = self.directories.remove(reference) else {
+            return;
+        };
+        if let Some(t) = d.linger {
+            ctx.cancel_future(t);
+        }
+        d.handle.close();
+        d.counted.addr.do_send(Shutdown);
+        for app in &reference.apps {
             self.release_resolver(app);
         }
-        Ok(true)
+    }
+}
+
+impl Handler<HandlesDropped> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, msg: HandlesDropped, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| act.handles_dropped(msg, ctx));
+    }
+}
+
+impl Coordinator {
+    /// The last handle of a reference dropped: arm its linger, unless a
+    /// newer hold took over, or the linger is off.
+    fn handles_dropped(&mut self, msg: HandlesDropped, ctx: &mut Context<Self>) {
+        if self.shut_down {
+            return;
+        }
+        let Some(linger) = self.live.load().unsubscribe_linger else {
+            return;
+        };
+        let Some(d) = self.directories.get_mut(&msg.reference) else {
+            return;
+        };
+        if d.hold.1 != msg.id || d.hold.0.strong_count() > 0 {
+            return;
+        }
+        if let Some(t) = d.linger.take() {
+            ctx.cancel_future(t);
+        }
+        let HandlesDropped { reference, id } = msg;
+        let key = reference.clone();
+        let timer = crate::timer::arm(ctx, &self.stats, linger, move |act: &mut Self, ctx| {
+            let Some(d) = act.directories.get_mut(&reference) else {
+                return;
+            };
+            d.linger = None;
+            // Still no handle of this reference since it lingered.
+            if d.hold.1 == id && d.hold.0.strong_count() == 0 {
+                EngineStats::bump(&act.stats.linger_unsubscribes);
+                act.remove_directory(&reference, ctx);
+            }
+        });
+        if let Some(d) = self.directories.get_mut(&key) {
+            d.linger = Some(timer);
+        }
     }
 }
 
@@ -342,7 +463,7 @@ impl Handler<Shutdown> for Coordinator {
             tokio::time::timeout(limit, futures::future::join_all(stops))
                 .into_actor(self)
                 .map(|_, act, ctx| {
-                    act.shutdown_all();
+                    act.shutdown_all(ctx);
                     ctx.stop();
                 }),
         )
@@ -369,7 +490,7 @@ impl Handler<Restart> for Coordinator {
             RestartTarget::Directory(r) => self
                 .directories
                 .get(r)
-                .map(|(c, _)| c.addr.do_send(ForceRestart)),
+                .map(|d| d.counted.addr.do_send(ForceRestart)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }
@@ -394,7 +515,7 @@ impl Handler<Panic> for Coordinator {
             RestartTarget::Directory(r) => self
                 .directories
                 .get(r)
-                .map(|(c, _)| c.addr.do_send(DrillPanic)),
+                .map(|d| d.counted.addr.do_send(DrillPanic)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }

@@ -54,6 +54,9 @@ pub(crate) struct DirectoryShared {
     pub(crate) published: Published,
     /// Notified after every publish and on close.
     pub(crate) changed: Notify,
+    /// When waiting callers may next ask for a demand-driven re-resolve
+    /// (see `directory_actor/probe.rs`).
+    pub(crate) probe: std::sync::Mutex<steadfast_core::ProbeThrottle>,
 }
 
 impl DirectoryShared {
@@ -238,6 +241,8 @@ impl Handler<ForceRestart> for DirectoryActor {
         ctx.stop();
     }
 }
+
+pub(crate) mod probe;
 
 #[cfg(test)]
 #[path = "directory_actor/tests.rs"]

@@ -24,6 +24,19 @@ use crate::stats::{EngineStats, StatsSnapshot};
 
 /// A running discovery engine. Cheap to clone; every clone drives the same
 /// actors.
+///
+/// # Lifetime
+///
+/// The engine runs while any `Engine` clone or any [`Directory`] handle is
+/// alive, until [`Engine::shutdown`]: dropping every `Engine` value while a
+/// directory handle is kept (say, one returned from a function) leaves the
+/// directory serving and updating. Once the last `Engine` and the last
+/// handle are gone, nothing can reach the engine and it stops. A reference
+/// ends when `unsubscribe` was called as often as `subscribe`, or when no
+/// handle of it has been alive for [`CallerConfig::unsubscribe_linger`]
+/// (default 30 s; `None`: never), or at shutdown; see [`Directory`].
+/// `shutdown` stops every actor whatever handles are still alive; they then
+/// answer `NotSubscribed` / `DirectoryClosed`.
 #[derive(Clone)]
 pub struct Engine {
     coordinator: Addr<Coordinator>,
@@ -39,7 +52,8 @@ impl Engine {
     }
 
     /// Subscribes to `reference` and returns its directory. Subscribing the
-    /// same reference again returns the same directory (reference-counted).
+    /// same reference again returns the same directory (reference-counted),
+    /// also within the linger after its last handle was dropped.
     pub async fn subscribe(&self, reference: Reference) -> Result<Directory, EngineError> {
         self.coordinator
             .send(Subscribe(reference))
@@ -49,7 +63,8 @@ impl Engine {
 
     /// Ends one subscription of `reference` (the key is derived the same way
     /// as on subscribe). Returns true when it was the last one and the
-    /// directory, and any resolver no longer needed, stopped.
+    /// directory, and any resolver no longer needed, stopped (at once, even
+    /// while handles of it are alive).
     pub async fn unsubscribe(&self, reference: &Reference) -> Result<bool, EngineError> {
         self.coordinator
             .send(Unsubscribe(reference.clone()))

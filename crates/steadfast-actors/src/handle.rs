@@ -1,10 +1,17 @@
 //! [`Directory`]: the handle a caller picks endpoints from. It reads the
 //! snapshot its directory actor publishes, lock-free and on any thread:
-//! `select`, `status`, `view` and `snapshot` never message the actor. It
-//! holds only a weak address, so it never keeps a closed directory alive.
+//! `select`, `status`, `view` and `snapshot` never message the actor.
+//! `ready`, `select_ready` and `changes` wait for publishes
+//! (`handle/wait.rs`). A handle keeps its engine running, but not a closed
+//! directory (`handle/hold.rs`).
+
+mod hold;
+mod wait;
+
+pub(crate) use hold::HandleHold;
+pub use wait::Deadline;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::WeakAddr;
 use steadfast_core::ServiceUrl;
@@ -14,11 +21,37 @@ use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
 
 /// Handle to the directory of one reference.
+///
+/// # Lifetime
+///
+/// Every handle of a subscribed reference (each clone, each `subscribe` of
+/// it) keeps the engine running, even once every [`Engine`](crate::Engine)
+/// value is dropped: a `Directory` returned from a function keeps serving
+/// and updating. The reference stays subscribed until the first of:
+///
+/// - [`Engine::unsubscribe`](crate::Engine::unsubscribe) was called as many
+///   times as `subscribe` (the directory closes at once, even while handles
+///   are alive: they then answer `NotSubscribed` / `DirectoryClosed`);
+/// - no handle of it has been alive for
+///   [`CallerConfig::unsubscribe_linger`](crate::CallerConfig) (default
+///   30 s; `None`: never), which ends all of its subscriptions at once; a
+///   `subscribe` of the reference within the linger keeps the directory as
+///   it is;
+/// - [`Engine::shutdown`](crate::Engine::shutdown), which stops every actor
+///   whatever handles are alive.
+///
+/// Once every `Engine` value and every handle is gone, nothing can reach
+/// the engine any more and it stops at once.
 #[derive(Clone, Debug)]
 pub struct Directory {
     reference: Reference,
     addr: WeakAddr<DirectoryActor>,
     shared: Arc<DirectoryShared>,
+    /// Keeps the engine alive; `None` in the coordinator's own copy (which
+    /// must not keep it alive) and in handles built directly by tests.
+    /// Never read: it is held for its drop.
+    #[allow(dead_code)]
+    hold: Option<Arc<HandleHold>>,
 }
 
 impl Directory {
@@ -31,6 +64,15 @@ impl Directory {
             reference,
             addr,
             shared,
+            hold: None,
+        }
+    }
+
+    /// This handle, holding `hold` (shared by every handle of the reference).
+    pub(crate) fn with_hold(&self, hold: Arc<HandleHold>) -> Self {
+        Self {
+            hold: Some(hold),
+            ..self.clone()
         }
     }
 
@@ -85,32 +127,6 @@ impl Directory {
     /// same lock-free read as [`Directory::select_now`]).
     pub async fn select(&self) -> Result<Option<Endpoint>, EngineError> {
         self.select_now()
-    }
-
-    /// Waits until the directory serves at least one endpoint, for at most
-    /// `timeout` (woken by each publish, never polling the actor); returns
-    /// the snapshot then, which may still not be ready once `timeout` has
-    /// passed (its status says why).
-    pub async fn ready(&self, timeout: Duration) -> Result<Arc<DirectorySnapshot>, EngineError> {
-        let deadline = tokio::time::Instant::now().checked_add(timeout);
-        loop {
-            let changed = self.shared.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a publish in between wakes us.
-            changed.as_mut().enable();
-            let snapshot = self.snapshot()?;
-            if snapshot.status().is_ready() {
-                return Ok(snapshot);
-            }
-            match deadline {
-                Some(d) => {
-                    if tokio::time::timeout_at(d, changed).await.is_err() {
-                        return self.snapshot();
-                    }
-                }
-                None => changed.await,
-            }
-        }
     }
 
     /// Whether the directory is still open (its actor running, not shut

@@ -37,6 +37,6 @@ pub use directory_actor::DirectoryView;
 pub use engine::{Engine, EngineBuilder};
 pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport};
-pub use handle::Directory;
+pub use handle::{Deadline, Directory};
 pub use live_config::{CallerConfig, LiveConfig};
 pub use stats::StatsSnapshot;

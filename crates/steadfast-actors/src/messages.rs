@@ -152,3 +152,16 @@ pub struct Shutdown;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ForceRestart;
+
+/// Handle -> directory: callers are waiting on an empty directory whose
+/// metadata is unresolved; ask the resolvers to retry now. The handles
+/// throttle it to one per `min_probe_interval` per directory.
+#[derive(Message, Clone, Copy, Debug)]
+#[rtype(result = "()")]
+pub struct DemandProbe;
+
+/// Directory -> resolver: fire the pending retries of unresolved revisions
+/// now (see [`steadfast_core::ResolverMachine::retry_now`]).
+#[derive(Message, Clone, Copy, Debug)]
+#[rtype(result = "()")]
+pub struct RetryNow;

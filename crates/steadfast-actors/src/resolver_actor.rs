@@ -17,7 +17,7 @@ use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{
     AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesChanged,
-    MetadataFetched, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
+    MetadataFetched, RegistryHealth, RetryNow, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -267,6 +267,24 @@ impl Handler<MetadataFetched> for ResolverActor {
             let actions =
                 act.machine
                     .on_fetch_result(&msg.revision, msg.token, msg.result, timer::now());
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<RetryNow> for ResolverActor {
+    type Result = ();
+    fn handle(&mut self, _: RetryNow, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            if act.terminated {
+                return;
+            }
+            let actions = act.machine.retry_now(timer::now());
+            let fetches = actions
+                .iter()
+                .filter(|a| matches!(a, ResolverAction::Fetch { .. }))
+                .count();
+            EngineStats::add(&act.stats.demand_fetches, fetches);
             act.perform(actions, ctx);
         });
     }

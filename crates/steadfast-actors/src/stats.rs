@@ -36,6 +36,9 @@ pub struct EngineStats {
     pub(crate) instances_held: AtomicU64,
     pub(crate) older_events_ignored: AtomicU64,
     pub(crate) resets_requested: AtomicU64,
+    pub(crate) demand_probes: AtomicU64,
+    pub(crate) demand_fetches: AtomicU64,
+    pub(crate) linger_unsubscribes: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -97,6 +100,16 @@ pub struct StatsSnapshot {
     pub resets_requested: u64,
     /// Instances held after a mass expiry right after a registry recovery.
     pub instances_held: u64,
+    /// Demand-driven re-resolves a directory asked of its resolvers because
+    /// callers waited on it while its metadata was unresolved (at most one
+    /// per `min_probe_interval` per directory).
+    pub demand_probes: u64,
+    /// Metadata fetches started early by those demands (a revision already
+    /// being fetched is not fetched twice).
+    pub demand_fetches: u64,
+    /// References unsubscribed because their last handle was dropped and
+    /// `unsubscribe_linger` passed.
+    pub linger_unsubscribes: u64,
 }
 
 impl EngineStats {
@@ -129,6 +142,9 @@ impl EngineStats {
             instances_held: u(&self.instances_held),
             older_events_ignored: u(&self.older_events_ignored),
             resets_requested: u(&self.resets_requested),
+            demand_probes: u(&self.demand_probes),
+            demand_fetches: u(&self.demand_fetches),
+            linger_unsubscribes: u(&self.linger_unsubscribes),
         }
     }
 

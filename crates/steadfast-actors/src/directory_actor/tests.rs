@@ -105,7 +105,7 @@ async fn publishes_lock_free_and_refetches_a_full_update_on_a_refused_patch() {
     // A patch on the generation held applies and is published.
     let ep = endpoint(8);
     addr.do_send(patch(&key, 0, 1, vec![ep.clone()]));
-    let ready = dir.ready(Duration::from_secs(5)).await.expect("open");
+    let ready = dir.ready(Duration::from_secs(5)).await.expect("ready");
     assert!(ready.status().is_ready(), "{:?}", ready.status());
     assert_eq!(ready.version(), 3);
 

@@ -35,7 +35,10 @@ fn demand_fetches_a_waiting_revision_at_once_and_it_resolves() {
     let attempts = unresolved(&before.state).attempts;
     let now = h.now + secs(1);
     let a = h.retry_now(now);
-    assert_eq!(a.first(), Some(&ResolverAction::CancelTimer { token: timer }));
+    assert_eq!(
+        a.first(),
+        Some(&ResolverAction::CancelTimer { token: timer })
+    );
     let f = fetched(&a, r1);
     assert!(h.timers.is_empty(), "the 30 s timer is gone");
     assert!(h.complete(f, Ok(m1.clone()), now).is_empty());
@@ -91,7 +94,8 @@ fn resolved_inactive_and_given_up_revisions_are_untouched() {
     let a = h.retry_now(t0 + secs(1) / 2);
     fetched(&a, r2);
     assert!(
-        !a.iter().any(|x| matches!(x, ResolverAction::Fetch { revision, .. } if revision == r1)),
+        !a.iter()
+            .any(|x| matches!(x, ResolverAction::Fetch { revision, .. } if revision == r1)),
         "a resolved revision is not fetched again: {a:?}"
     );
     // Without subscribers nothing runs.
