@@ -6,13 +6,13 @@
 //!
 //! Lifetimes: the coordinator itself runs while any `Engine` value or any
 //! [`Directory`] handle holds its address (handles hold it through one
-//! shared [`HandleHold`] per reference, of which the coordinator keeps only
+//! shared `HandleHold` per reference, of which the coordinator keeps only
 //! a weak pointer). When the last handle of a reference drops, the
 //! reference is unsubscribed after the live `unsubscribe_linger` unless a
 //! handle of it exists again by then (see [`Directory`]'s lifetime docs).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
@@ -24,13 +24,13 @@ use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
 use crate::contain::{Contain, DrillPanic};
-use crate::directory_actor::{DirectoryActor, DirectoryShared};
+
 use crate::error::EngineError;
 use crate::export::{
     build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, GracefulStop, InFlight,
     ShutdownReport,
 };
-use crate::handle::{Directory, HandleHold};
+use crate::handle::Directory;
 use crate::live_config::LiveConfig;
 use crate::messages::{ForceRestart, Shutdown};
 use crate::registry_actor::RegistryActor;
@@ -85,29 +85,14 @@ pub(crate) struct StopExport {
     pub drain: Duration,
 }
 
-/// The last handle of `reference` (its hold number `id`) was dropped.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct HandlesDropped {
-    pub reference: Reference,
-    pub id: u64,
-}
+mod subscriptions;
+
+pub(crate) use subscriptions::HandlesDropped;
+use subscriptions::Subscribed;
 
 struct Counted<A: Actor> {
     addr: Addr<A>,
     refs: usize,
-}
-
-/// One subscribed reference.
-struct Subscribed {
-    /// The actor and the count of `subscribe` calls not yet unsubscribed.
-    counted: Counted<DirectoryActor>,
-    /// The coordinator's own copy of the handle (holds nothing).
-    handle: Directory,
-    /// The hold every live handle shares, and its number.
-    hold: (Weak<HandleHold>, u64),
-    /// The linger timer armed when the last handle dropped.
-    linger: Option<SpawnHandle>,
 }
 
 pub(crate) struct Coordinator {
@@ -277,165 +262,6 @@ impl Contain for Coordinator {
 /// The answer of a coordinator call whose handler panicked.
 fn panicked<T>(r: Option<Result<T, EngineError>>) -> Result<T, EngineError> {
     r.unwrap_or(Err(EngineError::Panicked))
-}
-
-impl Handler<Subscribe> for Coordinator {
-    type Result = Result<Directory, EngineError>;
-    fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
-        let me = ctx.address();
-        panicked(self.contained(ctx, |act, ctx| act.subscribe(msg.0, me, ctx)))
-    }
-}
-
-impl Coordinator {
-    fn subscribe(
-        &mut self,
-        reference: Reference,
-        me: Addr<Coordinator>,
-        ctx: &mut Context<Self>,
-    ) -> Result<Directory, EngineError> {
-        self.containment.drill_point();
-        if self.shut_down {
-            return Err(EngineError::ShutDown);
-        }
-        if reference.apps.is_empty() {
-            return Err(EngineError::NoProviderApps(reference.subscribe_key()));
-        }
-        if self.directories.contains_key(&reference) {
-            let next = self.id();
-            let d = self.directories.get_mut(&reference).expect("present above");
-            d.counted.refs += 1;
-            // Subscribed again within the linger: the directory stays.
-            if let Some(t) = d.linger.take() {
-                ctx.cancel_future(t);
-            }
-            let hold = match d.hold.0.upgrade() {
-                Some(hold) => hold,
-                None => {
-                    let hold = Arc::new(HandleHold::new(me, reference, next));
-                    d.hold = (Arc::downgrade(&hold), next);
-                    hold
-                }
-            };
-            return Ok(d.handle.with_hold(hold));
-        }
-        let mut resolvers = Vec::with_capacity(reference.apps.len());
-        for app in &reference.apps {
-            resolvers.push(self.resolver_for(app)?);
-        }
-        let id = self.id();
-        let seed = self.seed(id);
-        let stats = self.stats.clone();
-        let r = reference.clone();
-        let shared = Arc::new(DirectoryShared::new(self.live.clone()));
-        let published = shared.clone();
-        let addr = Supervisor::start(move |_| {
-            DirectoryActor::new(id, &r, resolvers, published, seed, stats)
-        });
-        let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
-        let hold_id = self.id();
-        let hold = Arc::new(HandleHold::new(me, reference.clone(), hold_id));
-        let returned = handle.with_hold(hold.clone());
-        self.directories.insert(
-            reference,
-            Subscribed {
-                counted: Counted { addr, refs: 1 },
-                handle,
-                hold: (Arc::downgrade(&hold), hold_id),
-                linger: None,
-            },
-        );
-        Ok(returned)
-    }
-}
-
-impl Handler<Unsubscribe> for Coordinator {
-    type Result = Result<bool, EngineError>;
-    fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) -> Self::Result {
-        panicked(self.contained(ctx, |act, ctx| act.unsubscribe(msg, ctx)))
-    }
-}
-
-impl Coordinator {
-    fn unsubscribe(
-        &mut self,
-        msg: Unsubscribe,
-        ctx: &mut Context<Self>,
-    ) -> Result<bool, EngineError> {
-        if self.shut_down {
-            return Err(EngineError::ShutDown);
-        }
-        let Some(d) = self.directories.get_mut(&msg.0) else {
-            return Err(EngineError::NotSubscribed(msg.0.subscribe_key()));
-        };
-        d.counted.refs = d.counted.refs.saturating_sub(1);
-        if d.counted.refs > 0 {
-            return Ok(false);
-        }
-        self.remove_directory(&msg.0, ctx);
-        Ok(true)
-    }
-
-    /// Ends every subscription of `reference`: closes its handles, stops
-    /// its directory and releases its resolvers.
-    fn remove_directory(&mut self, reference: &Reference, ctx: &mut Context<Self>) {
-        let Some(d) = self.directories.remove(reference) else {
-            return;
-        };
-        if let Some(t) = d.linger {
-            ctx.cancel_future(t);
-        }
-        d.handle.close();
-        d.counted.addr.do_send(Shutdown);
-        for app in &reference.apps {
-            self.release_resolver(app);
-        }
-    }
-}
-
-impl Handler<HandlesDropped> for Coordinator {
-    type Result = ();
-    fn handle(&mut self, msg: HandlesDropped, ctx: &mut Self::Context) {
-        self.contained(ctx, |act, ctx| act.handles_dropped(msg, ctx));
-    }
-}
-
-impl Coordinator {
-    /// The last handle of a reference dropped: arm its linger, unless a
-    /// newer hold took over, or the linger is off.
-    fn handles_dropped(&mut self, msg: HandlesDropped, ctx: &mut Context<Self>) {
-        if self.shut_down {
-            return;
-        }
-        let Some(linger) = self.live.load().unsubscribe_linger else {
-            return;
-        };
-        let Some(d) = self.directories.get_mut(&msg.reference) else {
-            return;
-        };
-        if d.hold.1 != msg.id || d.hold.0.strong_count() > 0 {
-            return;
-        }
-        if let Some(t) = d.linger.take() {
-            ctx.cancel_future(t);
-        }
-        let HandlesDropped { reference, id } = msg;
-        let key = reference.clone();
-        let timer = crate::timer::arm(ctx, &self.stats, linger, move |act: &mut Self, ctx| {
-            let Some(d) = act.directories.get_mut(&reference) else {
-                return;
-            };
-            d.linger = None;
-            // Still no handle of this reference since it lingered.
-            if d.hold.1 == id && d.hold.0.strong_count() == 0 {
-                EngineStats::bump(&act.stats.linger_unsubscribes);
-                act.remove_directory(&reference, ctx);
-            }
-        });
-        if let Some(d) = self.directories.get_mut(&key) {
-            d.linger = Some(timer);
-        }
-    }
 }
 
 impl Handler<Shutdown> for Coordinator {
