@@ -198,3 +198,29 @@ async fn shutdown_with_handles_alive_stops_every_actor() {
     advance(Duration::from_secs(10)).await;
     assert_eq!(fx.engine.stats().actors_alive, 0);
 }
+
+#[actix_rt::test]
+async fn a_coordinator_restart_during_the_linger_does_not_forget_it() {
+    let fx = with_linger(Some(Duration::from_secs(5)));
+    let (_, _, dir) = fx.ready_on_r1().await;
+    drop(dir);
+    advance(Duration::from_secs(2)).await;
+    fx.engine
+        .force_restart(steadfast::RestartTarget::Coordinator)
+        .await
+        .expect("restart");
+    settle().await;
+    assert!(fx.engine.stats().restarts >= 1);
+    // The linger starts again at the restart: never earlier than asked.
+    advance(Duration::from_secs(4)).await;
+    assert_eq!(fx.engine.stats().directories_alive, 1);
+    advance(Duration::from_secs(2)).await;
+    let s = fx.engine.stats();
+    assert_eq!(
+        (s.directories_alive, s.linger_unsubscribes),
+        (0, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.timers_pending, 0, "{s:?}");
+    fx.engine.shutdown().await;
+}

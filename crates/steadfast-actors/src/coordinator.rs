@@ -242,9 +242,10 @@ impl Actor for Coordinator {
 }
 
 impl Supervised for Coordinator {
-    fn restarting(&mut self, _ctx: &mut Self::Context) {
+    fn restarting(&mut self, ctx: &mut Self::Context) {
         if !self.shut_down {
             EngineStats::bump(&self.stats.restarts);
+            self.rearm_lingers(ctx);
         }
     }
 }

@@ -174,10 +174,18 @@ impl Coordinator {
         if d.hold.1 != msg.id || d.hold.0.strong_count() > 0 {
             return;
         }
-        if let Some(t) = d.linger.take() {
-            ctx.cancel_future(t);
-        }
-        let HandlesDropped { reference, id } = msg;
+        self.arm_linger(msg.reference, msg.id, linger, ctx);
+    }
+
+    /// Arms the linger of `reference`, whose hold number `id` is gone: once
+    /// it passes with still no handle of it, the reference is unsubscribed.
+    fn arm_linger(
+        &mut self,
+        reference: Reference,
+        id: u64,
+        linger: std::time::Duration,
+        ctx: &mut Context<Self>,
+    ) {
         let key = reference.clone();
         let timer = crate::timer::arm(ctx, &self.stats, linger, move |act: &mut Self, ctx| {
             let Some(d) = act.directories.get_mut(&reference) else {
@@ -191,7 +199,30 @@ impl Coordinator {
             }
         });
         if let Some(d) = self.directories.get_mut(&key) {
-            d.linger = Some(timer);
+            if let Some(old) = d.linger.replace(timer) {
+                ctx.cancel_future(old);
+            }
+        }
+    }
+
+    /// After a supervised restart (which drops every timer of the old
+    /// context): lingers start again for references with no handle, so none
+    /// is forgotten (a restart can only make a linger longer).
+    pub(super) fn rearm_lingers(&mut self, ctx: &mut Context<Self>) {
+        let Some(linger) = self.live.load().unsubscribe_linger else {
+            return;
+        };
+        let orphans: Vec<(Reference, u64)> = self
+            .directories
+            .iter_mut()
+            .filter(|(_, d)| d.hold.0.strong_count() == 0)
+            .map(|(r, d)| {
+                d.linger = None;
+                (r.clone(), d.hold.1)
+            })
+            .collect();
+        for (reference, id) in orphans {
+            self.arm_linger(reference, id, linger, ctx);
         }
     }
 }
