@@ -178,6 +178,15 @@ async fn timeouts_say_why_and_a_closed_directory_answers_at_once() {
     );
     let why = dir.ready(Duration::ZERO).await.expect_err("empty");
     assert_eq!(why.reason, NoEndpointReason::RegistryEmpty);
+    // A deadline may be an instant as well.
+    let at = Instant::now() + Duration::from_millis(300);
+    let why = dir.ready(at).await.expect_err("empty");
+    assert_eq!(why.reason, NoEndpointReason::RegistryEmpty);
+    let woke = Instant::now();
+    assert!(
+        woke >= at && woke <= at + Duration::from_millis(5),
+        "{woke:?}"
+    );
 
     // Ready: answered at once.
     let m = metadata(APP, 20000, "t1");

@@ -214,3 +214,25 @@ impl Directory {
 fn not_subscribed() -> NoEndpoint {
     NoEndpoint::new(NoEndpointReason::NotSubscribed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_from_durations_and_instants_never_overflow() {
+        let now = Instant::now();
+        let d = Deadline::from(Duration::from_millis(250));
+        assert!(d.instant() >= now + Duration::from_millis(250));
+        assert!(!d.passed(now));
+        assert!(d.passed(now + Duration::from_secs(1)));
+        let far = Deadline::from(Duration::MAX);
+        assert!(far.instant() > now + Duration::from_secs(3600 * 24 * 365));
+        assert_eq!(Deadline::from(now), Deadline::at(now));
+        assert_eq!(Deadline::from(now.into_std()), Deadline::at(now));
+        assert!(
+            Deadline::at(now).passed(now),
+            "a deadline of now has passed"
+        );
+    }
+}
