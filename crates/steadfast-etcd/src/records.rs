@@ -6,9 +6,10 @@
 //! Watches and lists use the prefix `<prefix>/services/<app>/` including the
 //! trailing slash, so app `web` never matches `webx`.
 
-use steadfast_core::{RegistryError, ServiceInstance};
+use steadfast_core::{Instance, RegistryError, RevisionInterner, ServiceInstance};
 
 use crate::error::InvalidRecord;
+use crate::wire::KeyValue;
 
 /// Where records live in the etcd keyspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +89,23 @@ impl KeyLayout {
             });
         }
         Ok(inst)
+    }
+}
+
+impl KeyLayout {
+    /// Decodes the pair `kv` of `app` into the shared form the watch path
+    /// carries (as [`KeyLayout::decode_instance`] checks it), with the key's
+    /// `create_revision` as its incarnation's creation marker: a record etcd
+    /// replays keeps it, a new registration of the key gets a new one.
+    pub fn decode_shared(
+        &self,
+        app: &str,
+        kv: &KeyValue,
+        revisions: &mut RevisionInterner,
+    ) -> Result<Instance, InvalidRecord> {
+        let record = self.decode_instance(app, &kv.key, &kv.value)?;
+        let created = u64::try_from(kv.create_revision).unwrap_or(0);
+        Ok(Instance::from_record(record, revisions).with_created(created))
     }
 }
 

@@ -448,8 +448,7 @@ impl ResolverMachine {
         let updates = keys
             .iter_mut()
             .map(|(key, state)| {
-                let change = self.take_change(key, state, self.generation);
-                self.wrap(key, change, self.generation, state.count == 0)
+                self.key_update(key, state, self.generation)
             })
             .collect();
         self.keys = keys;
