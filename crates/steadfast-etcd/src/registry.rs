@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use steadfast_core::{
-    Instance, Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance,
+    Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance,
     Version,
 };
 
