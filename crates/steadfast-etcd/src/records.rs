@@ -178,6 +178,37 @@ mod tests {
     }
 
     #[test]
+    fn the_create_revision_marks_the_incarnation_a_replay_keeps_it() {
+        let l = KeyLayout::new("/t");
+        let mut i = ServiceInstance::new("web", "10.0.0.1", 80);
+        steadfast_core::Incarnation {
+            export_ms: 9,
+            boot_id: "b".into(),
+            created: None,
+        }
+        .stamp(&mut i.metadata);
+        let kv = |create_revision: i64, mod_revision: i64| KeyValue {
+            key: l.instance_key("web", &i.id).into_bytes(),
+            create_revision,
+            mod_revision,
+            value: json(&i),
+            ..KeyValue::default()
+        };
+        let mut revs = RevisionInterner::default();
+        let first = l.decode_shared("web", &kv(5, 5), &mut revs).unwrap();
+        let inc = first.incarnation().cloned().unwrap();
+        assert_eq!(inc.created.map(|c| c.get()), Some(5));
+        let replay = l.decode_shared("web", &kv(5, 8), &mut revs).unwrap();
+        assert_eq!(replay.incarnation(), Some(&inc), "a replay: same boot");
+        let again = l.decode_shared("web", &kv(9, 9), &mut revs).unwrap();
+        assert_ne!(again.incarnation(), Some(&inc), "re-created: another");
+        // The marker is the registry's: never written back into the record.
+        assert_eq!(first.to_record("web"), i);
+        let bad = l.decode_shared("web", &kv(-1, 1), &mut revs).unwrap();
+        assert_eq!(bad.incarnation().and_then(|i| i.created), None);
+    }
+
+    #[test]
     fn segments_must_be_non_empty_without_slash() {
         assert!(check_segment("app", "web").is_ok());
         assert!(check_segment("app", "").is_err());
