@@ -3,6 +3,7 @@
 //! and [`prop`] holds the property test.
 
 mod harness;
+mod closing;
 mod incremental;
 mod memory;
 mod prop;
