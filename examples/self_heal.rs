@@ -265,7 +265,10 @@ async fn closing_story(
     let Some(s) = wait(dir, Duration::from_secs(1), |s| !s.is_ready()).await else {
         return Err("the closing endpoint was still served".into());
     };
-    at(&format!("consumer: endpoint dropped, tombstone kept ({})", describe(&s)));
+    at(&format!(
+        "consumer: endpoint dropped, tombstone kept ({})",
+        describe(&s)
+    ));
 
     // A lagging write of the closed boot's record (same boot, same
     // registration): the tombstone vetoes it.
@@ -275,7 +278,10 @@ async fn closing_story(
         .map_err(|e| e.to_string())?;
     at("a stale write of the closed boot's serving record reaches the registry");
     if let Some(s) = wait(dir, Duration::from_millis(300), |s| s.is_ready()).await {
-        return Err(format!("the closed boot was served again: {}", describe(&s)));
+        return Err(format!(
+            "the closed boot was served again: {}",
+            describe(&s)
+        ));
     }
     if let Ok(s) = dir.status().await {
         at(&format!("consumer: vetoed, still {}", describe(&s)));
@@ -295,7 +301,10 @@ async fn closing_story(
         short(&v3.revision)
     ));
     if let Some(s) = wait(dir, Duration::from_millis(250), |s| {
-        matches!(s, DirectoryStatus::Empty(steadfast::EmptyReason::Unresolved(_)))
+        matches!(
+            s,
+            DirectoryStatus::Empty(steadfast::EmptyReason::Unresolved(_))
+        )
     })
     .await
     {

@@ -61,8 +61,14 @@ async fn graceful_shutdown_tombstones_a_stale_replay_is_vetoed_and_a_failing_res
     fx.registry.put(stale.clone());
     advance(Duration::from_secs(2)).await;
     let v = dir.view().await.unwrap();
-    assert!(v.endpoints.is_empty(), "the closed boot is not served again");
-    assert_eq!(reason(&v), Some(NoEndpointReason::AllClosing { closing: 1 }));
+    assert!(
+        v.endpoints.is_empty(),
+        "the closed boot is not served again"
+    );
+    assert_eq!(
+        reason(&v),
+        Some(NoEndpointReason::AllClosing { closing: 1 })
+    );
     assert!(fx.engine.stats().closing_readds_vetoed >= 1);
 
     // The replayed record goes again; the tombstone keeps vetoing that
@@ -90,7 +96,10 @@ async fn graceful_shutdown_tombstones_a_stale_replay_is_vetoed_and_a_failing_res
         hosts(v) == vec![9500]
     })
     .await;
-    assert!(fx.fetcher.calls(&m2.revision) >= 2, "first fetch failed, retried");
+    assert!(
+        fx.fetcher.calls(&m2.revision) >= 2,
+        "first fetch failed, retried"
+    );
     assert!(
         restarted.elapsed() < Duration::from_secs(30),
         "back well before the tombstone's TTL: {:?}",
@@ -149,16 +158,22 @@ async fn without_incarnation_a_readd_is_vetoed_until_the_live_ttl_then_comes_bac
     fx.registry.put(closing(&record));
     settle().await;
     let v = dir.view().await.unwrap();
-    assert_eq!(reason(&v), Some(NoEndpointReason::AllClosing { closing: 1 }));
+    assert_eq!(
+        reason(&v),
+        Some(NoEndpointReason::AllClosing { closing: 1 })
+    );
     // The record comes back as serving: no incarnation to tell a restart
     // from a replay, so it is vetoed until the TTL.
     fx.registry.put(record);
     let version = fx.registry.version();
     advance(Duration::from_millis(9_900)).await;
     assert!(dir.view().await.unwrap().endpoints.is_empty(), "vetoed");
-    let v = wait_for(&dir, "re-applied at the TTL", Duration::from_millis(200), |v| {
-        hosts(v) == vec![8001]
-    })
+    let v = wait_for(
+        &dir,
+        "re-applied at the TTL",
+        Duration::from_millis(200),
+        |v| hosts(v) == vec![8001],
+    )
     .await;
     assert!(v.status.is_ready());
     assert_eq!(fx.registry.version(), version, "with no new registry event");

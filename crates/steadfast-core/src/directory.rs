@@ -461,8 +461,8 @@ pub use no_endpoint::{NoEndpoint, NoEndpointReason};
 mod closing;
 #[path = "directory/tombstones.rs"]
 mod tombstones;
-use tombstones::{Clock, Tombstones};
 pub use tombstones::TombstoneCounts;
+use tombstones::{Clock, Tombstones};
 
 #[cfg(test)]
 #[path = "directory/tombstone_tests.rs"]

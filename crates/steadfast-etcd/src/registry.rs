@@ -27,8 +27,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use steadfast_core::{
-    Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance,
-    Version,
+    Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance, Version,
 };
 
 use crate::config::EtcdConfig;

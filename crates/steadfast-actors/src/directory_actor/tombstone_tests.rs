@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use steadfast_core::{
-    BackoffPolicy, Closing, ClosingSource, DirectoryUpdate, Endpoint, NoEndpoint,
-    NoEndpointReason, ServiceInfo, ServiceInstance, UpdateState, UrlChange,
+    BackoffPolicy, Closing, ClosingSource, DirectoryUpdate, Endpoint, NoEndpoint, NoEndpointReason,
+    ServiceInfo, ServiceInstance, UpdateState, UrlChange,
 };
 
 use super::*;
@@ -106,7 +106,11 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
     let timers = stats.snapshot().timers_pending;
 
     let one = endpoint(1);
-    addr.do_send(EndpointClosing(Closing::of(&one, &key, ClosingSource::Call)));
+    addr.do_send(EndpointClosing(Closing::of(
+        &one,
+        &key,
+        ClosingSource::Call,
+    )));
     settle().await;
     assert_eq!(ports(&dir), vec![2], "removed at once");
     // The TTL is read when the tombstone is written: a change now does not
@@ -116,9 +120,17 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
         ..CallerConfig::default()
     });
     let two = endpoint(2);
-    addr.do_send(EndpointClosing(Closing::of(&two, &key, ClosingSource::Call)));
+    addr.do_send(EndpointClosing(Closing::of(
+        &two,
+        &key,
+        ClosingSource::Call,
+    )));
     // A second notice for what is no longer held writes nothing.
-    addr.do_send(EndpointClosing(Closing::of(&one, &key, ClosingSource::Call)));
+    addr.do_send(EndpointClosing(Closing::of(
+        &one,
+        &key,
+        ClosingSource::Call,
+    )));
     settle().await;
     assert!(ports(&dir).is_empty());
     let status = dir.snapshot().expect("open").status().clone();
@@ -128,7 +140,11 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
     );
     let s = stats.snapshot();
     assert_eq!((s.tombstones_written, s.closings_ignored), (2, 1));
-    assert_eq!(s.timers_pending, timers + 1, "one timer for every tombstone");
+    assert_eq!(
+        s.timers_pending,
+        timers + 1,
+        "one timer for every tombstone"
+    );
 
     tokio::time::sleep(Duration::from_millis(4_990)).await;
     settle().await;
@@ -136,7 +152,11 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
     tokio::time::sleep(Duration::from_millis(20)).await;
     settle().await;
     assert_eq!(ports(&dir), vec![1], "back at 5 s, with no update");
-    assert_eq!(stats.snapshot().timers_pending, timers + 1, "re-armed for :2");
+    assert_eq!(
+        stats.snapshot().timers_pending,
+        timers + 1,
+        "re-armed for :2"
+    );
     tokio::time::sleep(Duration::from_secs(55)).await;
     settle().await;
     assert_eq!(ports(&dir), vec![1, 2]);

@@ -90,7 +90,11 @@ fn closed_by_registry(inc: Option<(u64, &'static str, u64)>) -> (DirectoryMachin
     let t0 = Instant::now();
     let mut d = DirectoryMachine::new(KEY, &["a".to_string()], 1);
     d.apply_at(full(1, vec![url(1, inc), url(2, inc)], vec![]), t0, TTL);
-    let (applied, _) = d.apply_at(patch(2, vec![], &[1], vec![instance(1, inc, true)]), t0, TTL);
+    let (applied, _) = d.apply_at(
+        patch(2, vec![], &[1], vec![instance(1, inc, true)]),
+        t0,
+        TTL,
+    );
     assert_eq!(applied, Applied::Yes);
     assert_eq!(ports(&d), vec![2]);
     assert_eq!(d.tombstones(), 1);
@@ -164,7 +168,11 @@ fn a_registry_removal_clears_the_tombstone() {
     let t0 = Instant::now();
     let mut d = DirectoryMachine::new(KEY, &["a".to_string()], 1);
     d.apply_at(full(1, vec![url(1, None), url(2, None)], vec![]), t0, TTL);
-    let held = d.list().into_iter().find(|u| u.instance.port() == 1).unwrap();
+    let held = d
+        .list()
+        .into_iter()
+        .find(|u| u.instance.port() == 1)
+        .unwrap();
     assert_eq!(
         d.close(Closing::of(&held, KEY, ClosingSource::Call), t0, TTL),
         Applied::Yes
@@ -190,7 +198,11 @@ fn a_full_list_lacking_a_tombstoned_id_is_its_removal() {
     let t0 = Instant::now();
     let mut d = DirectoryMachine::new(KEY, &["a".to_string()], 1);
     d.apply_at(full(1, vec![url(1, None), url(2, None)], vec![]), t0, TTL);
-    let held = d.list().into_iter().find(|u| u.instance.port() == 1).unwrap();
+    let held = d
+        .list()
+        .into_iter()
+        .find(|u| u.instance.port() == 1)
+        .unwrap();
     d.close(Closing::of(&held, KEY, ClosingSource::Call), t0, TTL);
     d.apply_at(full(2, vec![url(2, None)], vec![]), t0, TTL);
     assert_eq!(d.tombstones(), 0);

@@ -447,9 +447,7 @@ impl ResolverMachine {
         let mut keys = std::mem::take(&mut self.keys);
         let updates = keys
             .iter_mut()
-            .map(|(key, state)| {
-                self.key_update(key, state, self.generation)
-            })
+            .map(|(key, state)| self.key_update(key, state, self.generation))
             .collect();
         self.keys = keys;
         updates
