@@ -309,3 +309,31 @@ fn without_a_clock_closings_only_remove_and_huge_ttls_do_not_panic() {
     assert_eq!(r, Applied::Yes);
     assert!(d.next_deadline().is_some_and(|t| t > t0));
 }
+
+#[test]
+fn each_tombstone_keeps_the_ttl_it_was_written_with_and_expires_in_order() {
+    let t0 = Instant::now();
+    let mut d = DirectoryMachine::new(KEY, &["a".to_string()], 1);
+    d.apply_at(
+        full(1, vec![url(1, A), url(2, A), url(3, A)], vec![]),
+        t0,
+        TTL,
+    );
+    for (port, secs) in [(1, 30), (2, 10), (3, 20)] {
+        let held = d
+            .list()
+            .into_iter()
+            .find(|u| u.instance.port() == port)
+            .unwrap();
+        let ttl = Duration::from_secs(secs);
+        d.close(Closing::of(&held, KEY, ClosingSource::Call), t0, ttl);
+    }
+    assert!(d.is_empty());
+    let mut order = Vec::new();
+    while let Some(at) = d.next_deadline() {
+        assert_eq!(d.on_timeout(at), Applied::Yes);
+        order.push((at - t0).as_secs());
+    }
+    assert_eq!(order, vec![10, 20, 30]);
+    assert_eq!(ports(&d), vec![1, 2, 3]);
+}

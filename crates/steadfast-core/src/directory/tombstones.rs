@@ -21,6 +21,7 @@
 //! No tombstone is written for an endpoint the directory does not hold, nor
 //! for a closing of another incarnation than the one held.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -101,10 +102,14 @@ impl Clock {
     }
 }
 
-/// The tombstones of one app's endpoints, by instance id.
+/// The tombstones of one app's endpoints, by instance id, with their
+/// expiries in order and the number holding a vetoed URL (so that neither
+/// the next deadline nor the status costs a pass over them).
 #[derive(Debug, Default)]
 pub(crate) struct Tombstones {
     by_id: FxHashMap<Arc<str>, Tombstone>,
+    by_expiry: BTreeSet<(Instant, Arc<str>)>,
+    vetoed: usize,
 }
 
 impl Tombstones {
@@ -115,12 +120,43 @@ impl Tombstones {
 
     /// Number of tombstones holding back a URL the registry lists.
     pub(crate) fn vetoed(&self) -> usize {
-        self.by_id.values().filter(|t| t.vetoed.is_some()).count()
+        self.vetoed
     }
 
     /// The earliest expiry.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.by_id.values().map(|t| t.expires).min()
+        self.by_expiry.first().map(|(at, _)| *at)
+    }
+
+    fn insert(&mut self, id: Arc<str>, tombstone: Tombstone) {
+        self.remove(&id);
+        if tombstone.vetoed.is_some() {
+            self.vetoed = self.vetoed.saturating_add(1);
+        }
+        self.by_expiry.insert((tombstone.expires, id.clone()));
+        self.by_id.insert(id, tombstone);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Tombstone> {
+        let (id, t) = self.by_id.remove_entry(id)?;
+        self.by_expiry.remove(&(t.expires, id));
+        if t.vetoed.is_some() {
+            self.vetoed = self.vetoed.saturating_sub(1);
+        }
+        Some(t)
+    }
+
+    /// Replaces the vetoed URL of `id`'s tombstone, if any.
+    fn set_vetoed(&mut self, id: &str, url: Option<Endpoint>) {
+        let Some(t) = self.by_id.get_mut(id) else {
+            return;
+        };
+        match (t.vetoed.is_some(), url.is_some()) {
+            (false, true) => self.vetoed = self.vetoed.saturating_add(1),
+            (true, false) => self.vetoed = self.vetoed.saturating_sub(1),
+            _ => {}
+        }
+        t.vetoed = url;
     }
 
     /// `id` (held in `editor`) closed in `incarnation`: removes it and
@@ -146,7 +182,7 @@ impl Tombstones {
         let Some(held) = editor.remove(id) else {
             return false;
         };
-        self.by_id.insert(
+        self.insert(
             held.instance.id_arc().clone(),
             Tombstone {
                 incarnation: incarnation.cloned(),
@@ -174,10 +210,12 @@ impl Tombstones {
                 return;
             }
         }
-        if let Some(t) = self.by_id.get_mut(instance.id()) {
-            if t.incarnation.as_ref() == inc {
-                t.vetoed = None;
-            }
+        let same = self
+            .by_id
+            .get(instance.id())
+            .is_some_and(|t| t.incarnation.as_ref() == inc);
+        if same {
+            self.set_vetoed(instance.id(), None);
         }
     }
 
@@ -185,27 +223,29 @@ impl Tombstones {
     /// when tombstoned in its incarnation; a tombstone of another
     /// incarnation is cleared (a restart).
     fn admit(&mut self, url: Endpoint, counts: &mut TombstoneCounts) -> Option<Endpoint> {
-        let Some(t) = self.by_id.get_mut(url.instance_id()) else {
+        let Some(t) = self.by_id.get(url.instance_id()) else {
             return Some(url);
         };
         if t.incarnation.as_ref() == url.incarnation() {
-            t.vetoed = Some(url);
+            let id = url.instance.id_arc().clone();
+            self.set_vetoed(&id, Some(url));
             counts.vetoed = counts.vetoed.saturating_add(1);
             return None;
         }
-        self.by_id.remove(url.instance_id());
+        self.remove(url.instance_id());
         counts.cleared_by_restart = counts.cleared_by_restart.saturating_add(1);
         Some(url)
     }
 
     /// The registry no longer lists `id`.
     fn removed(&mut self, id: &str, counts: &mut TombstoneCounts) {
-        let Some(t) = self.by_id.get_mut(id) else {
+        let Some(t) = self.by_id.get(id) else {
             return;
         };
-        t.vetoed = None;
-        if t.incarnation.is_none() {
-            self.by_id.remove(id);
+        if t.incarnation.is_some() {
+            self.set_vetoed(id, None);
+        } else {
+            self.remove(id);
             counts.cleared_by_removal = counts.cleared_by_removal.saturating_add(1);
         }
     }
@@ -298,15 +338,13 @@ impl Tombstones {
         now: Instant,
         counts: &mut TombstoneCounts,
     ) -> bool {
-        let due: Vec<Arc<str>> = self
-            .by_id
-            .iter()
-            .filter(|(_, t)| t.expires <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
         let mut replayed = false;
-        for id in due {
-            let Some(t) = self.by_id.remove(&id) else {
+        // Each pass pops one entry: bounded by the number of tombstones.
+        while self.by_expiry.first().is_some_and(|(at, _)| *at <= now) {
+            let Some((_, id)) = self.by_expiry.pop_first() else {
+                break;
+            };
+            let Some(t) = self.remove(&id) else {
                 continue;
             };
             counts.expired = counts.expired.saturating_add(1);
