@@ -247,6 +247,7 @@ fn update(generation: u64, change: UrlChange) -> DirectoryUpdate {
         state: UpdateState::Resolved,
         stale_since: None,
         held: None,
+        closing: Vec::new(),
     }
 }
 

@@ -4,9 +4,16 @@
 //! method), so a new metadata revision, and its MetadataService is not ready
 //! for the first fetch (the failure that leaves
 //! dubbo-go consumers empty forever). Steadfast retries on its own backoff,
-//! with no further registry event, and the directory recovers. Prints a
-//! timeline and ends with `recovered in <ms> ms after the metadata service
-//! healed`; exits non-zero if it did not recover.
+//! with no further registry event, and the directory recovers.
+//!
+//! Then the closing story: the provider shuts down gracefully (its record
+//! announces closing), the consumer drops the endpoint at once and keeps a
+//! tombstone for that boot; a stale write of the closed boot's record is
+//! vetoed; the provider restarts on the same address with a new revision
+//! whose first metadata fetch fails, and the endpoint is back after the
+//! retry, with no further registry event and long before the tombstone
+//! expires. Prints a timeline and ends with `recovered in <ms> ms after the
+//! metadata service healed`; exits non-zero if a step did not happen.
 //!
 //! Run: `cargo run --example self_heal` (embedded registry), or against a
 //! real etcd: `cargo run --example self_heal -- --registry etcd://127.0.0.1:2379`
@@ -19,7 +26,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use steadfast::{
     DirectoryStatus, Engine, FetchError, Incarnation, MemoryRegistry, MetadataFetcher,
-    MetadataInfo, Reference, Registry, ServiceInfo, ServiceInstance,
+    MetadataInfo, Reference, Registry, ServiceInfo, ServiceInstance, CLOSING_KEY,
 };
 use steadfast_etcd::{EtcdConfig, EtcdRegistry};
 
@@ -185,32 +192,135 @@ async fn main() -> ExitCode {
     at("metadata service healed (no new registry event will come)");
 
     let recovered = wait(&dir, Duration::from_secs(10), |s| s.is_ready()).await;
-    for (when, rev, ok) in metadata_service.calls.lock().expect("demo lock").iter() {
-        println!(
-            "           fetch of {} at {:>5} ms: {}",
-            short(rev),
-            when.duration_since(t0).as_millis(),
-            if *ok { "ok" } else { "failed" }
-        );
-    }
-    let _ = registry.unregister(instance_v2).await;
+    print_fetches(&metadata_service, t0);
+    let Some(status) = recovered else {
+        println!("did NOT recover within 10 s after the metadata service healed");
+        engine.shutdown().await;
+        return ExitCode::FAILURE;
+    };
+    at(&format!("consumer: {}", describe(&status)));
+    let first_recovery = Instant::now().saturating_duration_since(healed_at);
+
+    let ok = closing_story(&registry, &metadata_service, &dir, instance_v2, t0, &at).await;
+    let s = engine.stats();
+    println!(
+        "           tombstones written {}, stale re-adds vetoed {}, cleared by a restart {}",
+        s.tombstones_written, s.closing_readds_vetoed, s.tombstones_cleared_by_restart
+    );
     engine.shutdown().await;
-    match recovered {
-        Some(status) => {
-            at(&format!("consumer: {}", describe(&status)));
+    match ok {
+        Ok(healed) => {
             println!(
-                "recovered in {} ms after the metadata service healed",
-                Instant::now()
-                    .saturating_duration_since(healed_at)
-                    .as_millis()
+                "recovered in {} ms after the metadata service healed (restart after the \
+                 closing: {} ms)",
+                first_recovery.as_millis(),
+                healed.as_millis()
             );
             ExitCode::SUCCESS
         }
-        None => {
-            println!("did NOT recover within 10 s after the metadata service healed");
+        Err(e) => {
+            println!("closing story failed: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `record` as its provider announces closing on graceful shutdown.
+fn closing_record(record: &ServiceInstance) -> ServiceInstance {
+    let mut c = record.clone();
+    c.healthy = false;
+    c.metadata.insert(CLOSING_KEY.into(), "true".into());
+    c
+}
+
+fn print_fetches(metadata_service: &DemoMetadataService, t0: Instant) {
+    let mut calls = metadata_service.calls.lock().expect("demo lock");
+    for (when, rev, ok) in calls.drain(..) {
+        println!(
+            "           fetch of {} at {:>5} ms: {}",
+            short(&rev),
+            when.duration_since(t0).as_millis(),
+            if ok { "ok" } else { "failed" }
+        );
+    }
+}
+
+/// Graceful shutdown of `boot` -> tombstone -> a stale write of that boot's
+/// record is vetoed -> restart on the same address with a new revision whose
+/// first fetch fails -> back after the retry. Returns how long after the
+/// metadata service healed the endpoint was back.
+async fn closing_story(
+    registry: &Arc<dyn Registry>,
+    metadata_service: &DemoMetadataService,
+    dir: &steadfast::Directory,
+    boot: ServiceInstance,
+    t0: Instant,
+    at: &impl Fn(&str),
+) -> Result<Duration, String> {
+    registry
+        .register(closing_record(&boot))
+        .await
+        .map_err(|e| e.to_string())?;
+    at("provider shutting down gracefully: its record announces closing");
+    let Some(s) = wait(dir, Duration::from_secs(1), |s| !s.is_ready()).await else {
+        return Err("the closing endpoint was still served".into());
+    };
+    at(&format!(
+        "consumer: endpoint dropped, tombstone kept ({})",
+        describe(&s)
+    ));
+
+    // A lagging write of the closed boot's record (same boot, same
+    // registration): the tombstone vetoes it.
+    registry
+        .register(boot.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    at("a stale write of the closed boot's serving record reaches the registry");
+    if let Some(s) = wait(dir, Duration::from_millis(300), |s| s.is_ready()).await {
+        return Err(format!(
+            "the closed boot was served again: {}",
+            describe(&s)
+        ));
+    }
+    if let Ok(s) = dir.status().await {
+        at(&format!("consumer: vetoed, still {}", describe(&s)));
+    }
+    registry.unregister(boot).await.map_err(|e| e.to_string())?;
+    at("provider unregistered");
+
+    let (v3, instance_v3) = provider_boot(3_000, "greet,farewell,wave");
+    let healed_at = Instant::now() + Duration::from_millis(300);
+    metadata_service.publish(v3.clone(), healed_at);
+    registry
+        .register(instance_v3.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    at(&format!(
+        "provider restarted on the same address, revision {}; metadata service not ready yet",
+        short(&v3.revision)
+    ));
+    if let Some(s) = wait(dir, Duration::from_millis(250), |s| {
+        matches!(
+            s,
+            DirectoryStatus::Empty(steadfast::EmptyReason::Unresolved(_))
+        )
+    })
+    .await
+    {
+        at(&format!("consumer: {}", describe(&s)));
+    }
+    let back = wait(dir, Duration::from_secs(10), |s| s.is_ready()).await;
+    print_fetches(metadata_service, t0);
+    let _ = registry.unregister(instance_v3).await;
+    let Some(s) = back else {
+        return Err("the restarted provider never came back".into());
+    };
+    at(&format!(
+        "consumer: {} (no further registry event; the tombstone would have lasted 30 s)",
+        describe(&s)
+    ));
+    Ok(Instant::now().saturating_duration_since(healed_at))
 }
 
 /// Polls the directory every 5 ms until `pred` holds, for at most `limit`.

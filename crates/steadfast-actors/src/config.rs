@@ -169,11 +169,13 @@ impl EngineConfig {
             check_duration("registry_probe_interval", probe)?;
         }
         // Zero is meaningful for these (hedge at once, resync only on
-        // resume, never hold); only an absurd length is refused.
+        // resume, never hold, no tombstone veto); only an absurd length is
+        // refused.
         for (field, value) in [
             ("fetch_hedge_delay", self.fetch_hedge_delay),
             ("reconcile_interval", self.reconcile_interval),
             ("mass_removal_grace", self.mass_removal_grace),
+            ("caller.tombstone_ttl", self.caller.tombstone_ttl),
         ] {
             if value > MAX_BACKOFF {
                 return Err(ConfigError::Duration { field, value });

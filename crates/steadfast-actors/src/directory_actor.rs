@@ -4,9 +4,13 @@
 //! publishes each new immutable snapshot into the directory's
 //! [`Published`] slot, which handles read without messaging the actor. A
 //! patch the machine refuses ([`Applied::NeedFull`]) makes it re-attach to
-//! that app's resolver, which answers with a full update.
+//! that app's resolver, which answers with a full update. Closing notices
+//! (from the registry's closing flag in an update, or [`EndpointClosing`]
+//! from a caller) write tombstones in the machine; one timer, armed at the
+//! machine's next tombstone expiry, delivers the expiry.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use actix::prelude::*;
 use actix::WeakAddr;
@@ -21,6 +25,7 @@ use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{ApplyUpdate, Attach, Detach, EndpointClosing, ForceRestart, Shutdown};
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
+use crate::timer;
 
 /// Everything a directory can tell at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +97,8 @@ pub struct DirectoryActor {
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
+    /// The tombstone expiry timer: when it fires, and its handle.
+    tomb_timer: Option<(Instant, SpawnHandle)>,
     _alive: LiveGuard,
 }
 
@@ -117,6 +124,7 @@ impl DirectoryActor {
             graveyard: Graveyard::default(),
             terminated: false,
             containment: Default::default(),
+            tomb_timer: None,
             _alive: LiveGuard::new(&stats, Live::Directory),
             stats,
         }
@@ -137,6 +145,8 @@ impl Actor for DirectoryActor {
         for i in 0..self.resolvers.len() {
             self.attach(i, ctx);
         }
+        // Tombstones survive a restart; their timer does not.
+        self.after_change(ctx);
     }
 }
 
@@ -151,6 +161,37 @@ impl DirectoryActor {
                 recipient: ctx.address().downgrade().recipient(),
             });
         }
+    }
+}
+
+impl DirectoryActor {
+    /// Counts what the tombstones did and (re)arms the expiry timer at the
+    /// machine's next deadline (one timer at a time).
+    fn after_change(&mut self, ctx: &mut Context<Self>) {
+        self.stats
+            .record_tombstones(&self.machine.take_tombstone_counts());
+        let want = self.machine.next_deadline();
+        if self.tomb_timer.as_ref().map(|(at, _)| *at) == want {
+            return;
+        }
+        if let Some((_, h)) = self.tomb_timer.take() {
+            ctx.cancel_future(h);
+        }
+        let Some(at) = want else {
+            return;
+        };
+        let delay = at.saturating_duration_since(timer::now());
+        let h = timer::arm(ctx, &self.stats, delay, |act: &mut Self, ctx| {
+            act.tomb_timer = None;
+            if act.terminated {
+                return;
+            }
+            if act.machine.on_timeout(timer::now()).applied() {
+                act.shared.publish(act.machine.snapshot().clone());
+            }
+            act.after_change(ctx);
+        });
+        self.tomb_timer = Some((at, h));
     }
 }
 
@@ -171,6 +212,8 @@ impl Supervised for DirectoryActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
         self.graveyard.reset();
+        // The context's timers are gone; `started` re-arms.
+        self.tomb_timer = None;
     }
 }
 
@@ -186,7 +229,10 @@ impl Handler<ApplyUpdate> for DirectoryActor {
             }
             let app = msg.0.app.clone();
             let full = matches!(msg.0.change, UrlChange::Full(_));
-            match act.machine.apply_retiring(msg.0) {
+            // The TTL is read when a tombstone may be written (not frozen).
+            let ttl = act.shared.config.load().tombstone_ttl;
+            let applied = act.machine.apply_at(msg.0, timer::now(), ttl);
+            match applied {
                 (Applied::Yes, old) => {
                     act.shared.publish(act.machine.snapshot().clone());
                     match old {
@@ -209,14 +255,26 @@ impl Handler<ApplyUpdate> for DirectoryActor {
                 }
                 (Applied::Ignored, _) => {}
             }
+            act.after_change(ctx);
         });
     }
 }
 
 impl Handler<EndpointClosing> for DirectoryActor {
     type Result = ();
-    fn handle(&mut self, _msg: EndpointClosing, _ctx: &mut Self::Context) {
-        // Issue 8: removes the endpoint and writes a tombstone.
+    /// A caller (or anyone) says an endpoint closes: the machine removes it
+    /// and writes a tombstone if it holds it in that incarnation.
+    fn handle(&mut self, msg: EndpointClosing, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            if act.terminated {
+                return;
+            }
+            let ttl = act.shared.config.load().tombstone_ttl;
+            if act.machine.close(msg.0, timer::now(), ttl).applied() {
+                act.shared.publish(act.machine.snapshot().clone());
+            }
+            act.after_change(ctx);
+        });
     }
 }
 
@@ -247,3 +305,7 @@ pub(crate) mod probe;
 #[cfg(test)]
 #[path = "directory_actor/tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "directory_actor/tombstone_tests.rs"]
+mod tombstone_tests;

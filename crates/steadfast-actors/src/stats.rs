@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use steadfast_core::FetchError;
+use steadfast_core::{FetchError, TombstoneCounts};
 
 /// Shared counters of one engine.
 #[derive(Debug, Default)]
@@ -39,6 +39,13 @@ pub struct EngineStats {
     pub(crate) demand_probes: AtomicU64,
     pub(crate) demand_fetches: AtomicU64,
     pub(crate) linger_unsubscribes: AtomicU64,
+    pub(crate) tombstones_written: AtomicU64,
+    pub(crate) closing_readds_vetoed: AtomicU64,
+    pub(crate) tombstones_cleared_by_restart: AtomicU64,
+    pub(crate) tombstones_cleared_by_removal: AtomicU64,
+    pub(crate) closings_ignored: AtomicU64,
+    pub(crate) tombstones_expired: AtomicU64,
+    pub(crate) vetoed_readds_replayed: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -110,6 +117,23 @@ pub struct StatsSnapshot {
     /// References unsubscribed because their last handle was dropped and
     /// `unsubscribe_linger` passed.
     pub linger_unsubscribes: u64,
+    /// Closing tombstones written (a directory held an endpoint that
+    /// announced closing, in the registry or through a failed call).
+    pub tombstones_written: u64,
+    /// Re-adds vetoed by a tombstone (same incarnation as the closed one).
+    pub closing_readds_vetoed: u64,
+    /// Tombstones cleared by a re-add of another incarnation (a restart).
+    pub tombstones_cleared_by_restart: u64,
+    /// Tombstones cleared by the registry removing the instance (only
+    /// tombstones without incarnation are; see `docs/directory.md`).
+    pub tombstones_cleared_by_removal: u64,
+    /// Closing notices that wrote no tombstone (endpoint not held, another
+    /// incarnation, another directory).
+    pub closings_ignored: u64,
+    /// Tombstones expired.
+    pub tombstones_expired: u64,
+    /// Vetoed endpoints re-added when their tombstone expired.
+    pub vetoed_readds_replayed: u64,
 }
 
 impl EngineStats {
@@ -145,6 +169,13 @@ impl EngineStats {
             demand_probes: u(&self.demand_probes),
             demand_fetches: u(&self.demand_fetches),
             linger_unsubscribes: u(&self.linger_unsubscribes),
+            tombstones_written: u(&self.tombstones_written),
+            closing_readds_vetoed: u(&self.closing_readds_vetoed),
+            tombstones_cleared_by_restart: u(&self.tombstones_cleared_by_restart),
+            tombstones_cleared_by_removal: u(&self.tombstones_cleared_by_removal),
+            closings_ignored: u(&self.closings_ignored),
+            tombstones_expired: u(&self.tombstones_expired),
+            vetoed_readds_replayed: u(&self.vetoed_readds_replayed),
         }
     }
 
@@ -162,6 +193,23 @@ impl EngineStats {
         Self::bump(&self.fetch_failures);
         if let Some(i) = FetchError::LABELS.iter().position(|l| *l == err.label()) {
             Self::bump(&self.fetch_failures_by_kind[i]);
+        }
+    }
+
+    /// Adds what a directory's tombstones did.
+    pub(crate) fn record_tombstones(&self, c: &TombstoneCounts) {
+        for (counter, n) in [
+            (&self.tombstones_written, c.written),
+            (&self.closing_readds_vetoed, c.vetoed),
+            (&self.tombstones_cleared_by_restart, c.cleared_by_restart),
+            (&self.tombstones_cleared_by_removal, c.cleared_by_removal),
+            (&self.closings_ignored, c.ignored),
+            (&self.tombstones_expired, c.expired),
+            (&self.vetoed_readds_replayed, c.replayed),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::SeqCst);
+            }
         }
     }
 

@@ -3,12 +3,14 @@
 //! [`DirectorySnapshot`] (one [`EndpointSet`] per app, edited by
 //! copy-on-write), answers list/select, and reports why it is empty or
 //! degraded. Randomness for selection is a seeded input; the lock-free read
-//! side is [`crate::endpoint_set::Published`].
+//! side is [`crate::endpoint_set::Published`]. Endpoints that announce
+//! closing leave tombstones (`directory/tombstones.rs`, driven from
+//! `directory/closing.rs`) with time as an input.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -156,6 +158,8 @@ struct AppView {
     state: UpdateState,
     stale_since: Option<Instant>,
     held: Option<HeldInstances>,
+    /// Closing tombstones of the app's endpoints.
+    tombs: Tombstones,
 }
 
 /// What [`DirectoryMachine::apply`] did with an update.
@@ -186,6 +190,8 @@ pub struct DirectoryMachine {
     /// What readers see: rebuilt after each applied update, from the apps'
     /// sets (an update re-publishes only its own app's set).
     snapshot: Arc<DirectorySnapshot>,
+    /// What the tombstones did since the counts were last taken.
+    tomb_counts: TombstoneCounts,
 }
 
 impl DirectoryMachine {
@@ -197,6 +203,7 @@ impl DirectoryMachine {
             rng: StdRng::seed_from_u64(seed),
             version: 0,
             snapshot: Arc::default(),
+            tomb_counts: TombstoneCounts::default(),
         };
         m.snapshot = Arc::new(DirectorySnapshot::new(0, m.compute_status(), Vec::new()));
         m
@@ -212,7 +219,9 @@ impl DirectoryMachine {
     /// [`UrlChange::Patch`] applies only on top of exactly its `base`
     /// generation ([`Applied::NeedFull`] otherwise), and is ignored when the
     /// generation held is already at least the patch's. Updates for another
-    /// key or an unknown app are ignored.
+    /// key or an unknown app are ignored. Without a clock, an endpoint the
+    /// update names closing is removed but leaves no tombstone (see
+    /// [`DirectoryMachine::apply_at`]); existing tombstones still veto.
     pub fn apply(&mut self, update: DirectoryUpdate) -> Applied {
         self.apply_retiring(update).0
     }
@@ -223,6 +232,31 @@ impl DirectoryMachine {
     pub fn apply_retiring(
         &mut self,
         update: DirectoryUpdate,
+    ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
+        self.apply_inner(update, None)
+    }
+
+    /// Like [`DirectoryMachine::apply_retiring`] at `now`: a held endpoint
+    /// the update names closing (`update.closing`) is removed and leaves a
+    /// tombstone expiring `tombstone_ttl` from `now`; tombstoned ids are
+    /// screened (see `docs/directory.md`).
+    pub fn apply_at(
+        &mut self,
+        update: DirectoryUpdate,
+        now: Instant,
+        tombstone_ttl: Duration,
+    ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
+        let clock = Clock {
+            now,
+            ttl: tombstone_ttl,
+        };
+        self.apply_inner(update, Some(clock))
+    }
+
+    fn apply_inner(
+        &mut self,
+        update: DirectoryUpdate,
+        clock: Option<Clock>,
     ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
         if update.subscribe_key != self.subscribe_key {
             return (Applied::Ignored, None);
@@ -243,7 +277,15 @@ impl DirectoryMachine {
                     state: UpdateState::Pending,
                     stale_since: None,
                     held: None,
+                    tombs: Tombstones::default(),
                 });
+                let urls = view.tombs.screen_full(
+                    &mut view.editor,
+                    urls,
+                    &update.closing,
+                    clock,
+                    &mut self.tomb_counts,
+                );
                 view.editor.rebuild(urls);
                 view
             }
@@ -262,10 +304,14 @@ impl DirectoryMachine {
                     }
                     _ => return (Applied::NeedFull, None),
                 };
-                for id in &removals {
-                    view.editor.remove(id);
-                }
-                view.editor.extend(upserts);
+                view.tombs.apply_patch(
+                    &mut view.editor,
+                    upserts,
+                    &removals,
+                    &update.closing,
+                    clock,
+                    &mut self.tomb_counts,
+                );
                 view
             }
         };
@@ -274,6 +320,12 @@ impl DirectoryMachine {
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
+        (Applied::Yes, Some(self.republish()))
+    }
+
+    /// Builds and installs the next snapshot from the apps' sets as they
+    /// are; hands back the replaced one.
+    fn republish(&mut self) -> Arc<DirectorySnapshot> {
         self.version += 1;
         let sets = self.views().map(|v| v.set.clone()).collect();
         let next = Arc::new(DirectorySnapshot::new(
@@ -281,10 +333,7 @@ impl DirectoryMachine {
             self.compute_status(),
             sets,
         ));
-        (
-            Applied::Yes,
-            Some(std::mem::replace(&mut self.snapshot, next)),
-        )
+        std::mem::replace(&mut self.snapshot, next)
     }
 
     /// Number of updates applied so far.
@@ -382,6 +431,13 @@ impl DirectoryMachine {
                 not_serving.get_or_insert_with(NotServing::default).merge(n);
             }
         }
+        // Endpoints the registry lists as serving, held back by a closing
+        // tombstone: closing, as far as callers are concerned.
+        let vetoed: usize = self.views().map(|v| v.tombs.vetoed()).sum();
+        if vetoed > 0 {
+            let n = not_serving.get_or_insert_with(NotServing::default);
+            n.closing = n.closing.saturating_add(vetoed);
+        }
         if let Some(n) = not_serving {
             return DirectoryStatus::Empty(EmptyReason::NotServing(n));
         }
@@ -400,6 +456,17 @@ impl DirectoryMachine {
 #[path = "directory/no_endpoint.rs"]
 mod no_endpoint;
 pub use no_endpoint::{NoEndpoint, NoEndpointReason};
+
+#[path = "directory/closing.rs"]
+mod closing;
+#[path = "directory/tombstones.rs"]
+mod tombstones;
+pub use tombstones::TombstoneCounts;
+use tombstones::{Clock, Tombstones};
+
+#[cfg(test)]
+#[path = "directory/tombstone_tests.rs"]
+mod tombstone_tests;
 
 #[cfg(test)]
 #[path = "directory/tests.rs"]

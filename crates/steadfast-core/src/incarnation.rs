@@ -1,8 +1,10 @@
 //! Incarnation: the export time (ms) and a random boot id stamped on every
-//! exported instance; both reach the service URLs so a directory can tell a
-//! genuine restart from a stale snapshot.
+//! exported instance, plus the registry's own creation marker of the record
+//! where it has one (etcd `create_revision`); all reach the service URLs so
+//! a directory can tell a genuine restart from a stale snapshot.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use rand::Rng;
@@ -58,13 +60,19 @@ impl std::fmt::Display for BootId {
     }
 }
 
-/// When and in which boot an instance was exported.
+/// When and in which boot an instance was exported. Two incarnations are
+/// the same boot only when every field is equal.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Incarnation {
     /// Export time, milliseconds since the Unix epoch.
     pub export_ms: u64,
     /// Random id chosen once per process boot.
     pub boot_id: BootId,
+    /// The registry's own creation marker of the record, where it has one
+    /// (etcd: the key's `create_revision`): a record the registry replays
+    /// keeps it, a new registration gets a new one. Never written into the
+    /// record's metadata (the registry sets it when the record is read).
+    pub created: Option<NonZeroU64>,
 }
 
 impl Incarnation {
@@ -73,7 +81,15 @@ impl Incarnation {
         Self {
             export_ms,
             boot_id: BootId::Hex(rng.gen::<u64>()),
+            created: None,
         }
+    }
+
+    /// This incarnation with the registry's creation marker `created` (0:
+    /// none).
+    pub fn with_created(mut self, created: u64) -> Self {
+        self.created = NonZeroU64::new(created);
+        self
     }
 
     /// Reads the incarnation from instance metadata.
@@ -81,10 +97,12 @@ impl Incarnation {
         Some(Self {
             export_ms: meta.get(EXPORT_MS_KEY)?.parse().ok()?,
             boot_id: BootId::parse(meta.get(BOOT_ID_KEY)?),
+            created: None,
         })
     }
 
-    /// Writes the incarnation into instance metadata.
+    /// Writes the incarnation into instance metadata (export time and boot
+    /// id; the creation marker is the registry's, not the record's).
     pub fn stamp(&self, meta: &mut BTreeMap<String, String>) {
         meta.insert(EXPORT_MS_KEY.into(), self.export_ms.to_string());
         meta.insert(BOOT_ID_KEY.into(), self.boot_id.to_string());

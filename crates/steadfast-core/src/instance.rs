@@ -166,7 +166,18 @@ impl Instance {
         }
     }
 
-    /// The owned record of this instance in `app` (as registered).
+    /// This instance with the registry's creation marker of its record
+    /// (etcd `create_revision`; 0: none) in its incarnation. A record with
+    /// no stamped incarnation keeps none.
+    pub fn with_created(mut self, created: u64) -> Self {
+        if let Some(inc) = self.incarnation.take() {
+            self.incarnation = Some(inc.with_created(created));
+        }
+        self
+    }
+
+    /// The owned record of this instance in `app` (as registered; the
+    /// creation marker is the registry's and is not part of it).
     pub fn to_record(&self, app: &str) -> ServiceInstance {
         let mut metadata = BTreeMap::new();
         if let Some(r) = &self.revision {
@@ -289,6 +300,7 @@ mod tests {
         Incarnation {
             export_ms: 7,
             boot_id: "b".into(),
+            created: None,
         }
         .stamp(&mut r.metadata);
         let a = Instance::decode(&r, &mut revs);

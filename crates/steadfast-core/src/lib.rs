@@ -40,6 +40,7 @@ pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{
     Applied, DirectoryMachine, DirectoryStatus, EmptyReason, NoEndpoint, NoEndpointReason,
+    TombstoneCounts,
 };
 pub use endpoint_set::{
     thread_random, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,

@@ -174,6 +174,13 @@ pub struct DirectoryUpdate {
     /// Set while instances removed in a mass expiry after a registry
     /// recovery are still served (they are part of the URLs).
     pub held: Option<HeldInstances>,
+    /// Instances whose record now carries the closing flag: in a patch,
+    /// those whose URL the patch removes because they announced closing
+    /// (their ids are in its removals too; such a removal is not the
+    /// registry removing them); in a full list, every closing instance of
+    /// the app. A directory holding one of them removes it and writes a
+    /// tombstone (see `docs/directory.md`).
+    pub closing: Vec<Arc<Instance>>,
 }
 
 impl DirectoryUpdate {

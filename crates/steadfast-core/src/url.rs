@@ -172,6 +172,7 @@ mod tests {
         Incarnation {
             export_ms: 7,
             boot_id: "b1".into(),
+            created: None,
         }
         .stamp(&mut inst.metadata);
         let ep = ServiceEndpoint::of(&svc);

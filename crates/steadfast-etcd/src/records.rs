@@ -6,9 +6,10 @@
 //! Watches and lists use the prefix `<prefix>/services/<app>/` including the
 //! trailing slash, so app `web` never matches `webx`.
 
-use steadfast_core::{RegistryError, ServiceInstance};
+use steadfast_core::{Instance, RegistryError, RevisionInterner, ServiceInstance};
 
 use crate::error::InvalidRecord;
+use crate::wire::KeyValue;
 
 /// Where records live in the etcd keyspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +92,23 @@ impl KeyLayout {
     }
 }
 
+impl KeyLayout {
+    /// Decodes the pair `kv` of `app` into the shared form the watch path
+    /// carries (as [`KeyLayout::decode_instance`] checks it), with the key's
+    /// `create_revision` as its incarnation's creation marker: a record etcd
+    /// replays keeps it, a new registration of the key gets a new one.
+    pub fn decode_shared(
+        &self,
+        app: &str,
+        kv: &KeyValue,
+        revisions: &mut RevisionInterner,
+    ) -> Result<Instance, InvalidRecord> {
+        let record = self.decode_instance(app, &kv.key, &kv.value)?;
+        let created = u64::try_from(kv.create_revision).unwrap_or(0);
+        Ok(Instance::from_record(record, revisions).with_created(created))
+    }
+}
+
 /// Checks that `name` (an app, instance id or revision) can be one path
 /// segment of a key: non-empty, no `/`.
 pub fn check_segment(what: &str, name: &str) -> Result<(), RegistryError> {
@@ -157,6 +175,37 @@ mod tests {
             l.decode_instance("web", key.as_bytes(), &json(&other)),
             Err(InvalidRecord::IdMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn the_create_revision_marks_the_incarnation_a_replay_keeps_it() {
+        let l = KeyLayout::new("/t");
+        let mut i = ServiceInstance::new("web", "10.0.0.1", 80);
+        steadfast_core::Incarnation {
+            export_ms: 9,
+            boot_id: "b".into(),
+            created: None,
+        }
+        .stamp(&mut i.metadata);
+        let kv = |create_revision: i64, mod_revision: i64| KeyValue {
+            key: l.instance_key("web", &i.id).into_bytes(),
+            create_revision,
+            mod_revision,
+            value: json(&i),
+            ..KeyValue::default()
+        };
+        let mut revs = RevisionInterner::default();
+        let first = l.decode_shared("web", &kv(5, 5), &mut revs).unwrap();
+        let inc = first.incarnation().cloned().unwrap();
+        assert_eq!(inc.created.map(|c| c.get()), Some(5));
+        let replay = l.decode_shared("web", &kv(5, 8), &mut revs).unwrap();
+        assert_eq!(replay.incarnation(), Some(&inc), "a replay: same boot");
+        let again = l.decode_shared("web", &kv(9, 9), &mut revs).unwrap();
+        assert_ne!(again.incarnation(), Some(&inc), "re-created: another");
+        // The marker is the registry's: never written back into the record.
+        assert_eq!(first.to_record("web"), i);
+        let bad = l.decode_shared("web", &kv(-1, 1), &mut revs).unwrap();
+        assert_eq!(bad.incarnation().and_then(|i| i.created), None);
     }
 
     #[test]

@@ -27,8 +27,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use steadfast_core::{
-    Instance, Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance,
-    Version,
+    Listing, RecoverPolicy, Registry, RegistryError, RevisionInterner, ServiceInstance, Version,
 };
 
 use crate::config::EtcdConfig;
@@ -267,8 +266,8 @@ impl Inner {
         let mut revisions = RevisionInterner::default();
         let mut instances = Vec::with_capacity(r.kvs.len());
         for kv in &r.kvs {
-            match self.layout.decode_instance(app, &kv.key, &kv.value) {
-                Ok(i) => instances.push(Arc::new(Instance::from_record(i, &mut revisions))),
+            match self.layout.decode_shared(app, kv, &mut revisions) {
+                Ok(i) => instances.push(Arc::new(i)),
                 Err(e) => {
                     EtcdStats::bump(&self.stats.invalid_records);
                     tracing::warn!(app, error = %e, "skipping invalid etcd record");

@@ -73,8 +73,11 @@ impl WatchMachine {
 
     /// Decodes one record once; an invalid one is counted and skipped.
     pub(super) fn decode(&mut self, kv: &KeyValue) -> Option<Arc<Instance>> {
-        match self.layout.decode_instance(&self.app, &kv.key, &kv.value) {
-            Ok(rec) => Some(Arc::new(Instance::from_record(rec, &mut self.revisions))),
+        match self
+            .layout
+            .decode_shared(&self.app, kv, &mut self.revisions)
+        {
+            Ok(instance) => Some(Arc::new(instance)),
             Err(e) => {
                 EtcdStats::bump(&self.stats.invalid_records);
                 tracing::warn!(app = %self.app, error = %e, "skipping invalid etcd record");

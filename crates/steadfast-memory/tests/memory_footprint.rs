@@ -80,6 +80,7 @@ fn record(n: usize) -> ServiceInstance {
             "{:016x}",
             n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
         )),
+        created: None,
     }
     .stamp(&mut r.metadata);
     r

@@ -67,6 +67,7 @@ impl InstanceBuilder {
         Incarnation {
             export_ms,
             boot_id: boot_id.into().into(),
+            created: None,
         }
         .stamp(&mut self.instance.metadata);
         self
@@ -201,7 +202,8 @@ mod tests {
             i.incarnation(),
             Some(Incarnation {
                 export_ms: 1234,
-                boot_id: "boot-a".into()
+                boot_id: "boot-a".into(),
+                created: None,
             })
         );
     }

@@ -50,6 +50,7 @@ fn patch(key: &str, base: u64, generation: u64, upserts: Vec<Endpoint>) -> Apply
         state: UpdateState::Resolved,
         stale_since: None,
         held: None,
+        closing: Vec::new(),
     })
 }
 

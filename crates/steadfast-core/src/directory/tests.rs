@@ -31,6 +31,7 @@ fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUp
         state,
         stale_since: None,
         held: None,
+        closing: Vec::new(),
     }
 }
 

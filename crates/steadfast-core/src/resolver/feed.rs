@@ -177,7 +177,7 @@ impl ResolverMachine {
             touched.insert(rev.clone());
         }
         for key in self.keys.values_mut() {
-            key.on_removed(slot, old.instance.id_arc());
+            key.on_removed(slot, &old.instance);
         }
     }
 

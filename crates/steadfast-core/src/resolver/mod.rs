@@ -447,10 +447,7 @@ impl ResolverMachine {
         let mut keys = std::mem::take(&mut self.keys);
         let updates = keys
             .iter_mut()
-            .map(|(key, state)| {
-                let change = self.take_change(key, state, self.generation);
-                self.wrap(key, change, self.generation, state.count == 0)
-            })
+            .map(|(key, state)| self.key_update(key, state, self.generation))
             .collect();
         self.keys = keys;
         updates

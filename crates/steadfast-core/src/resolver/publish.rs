@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use super::table::SlotRef;
 use super::{ResolverMachine, RevisionState};
+use crate::instance::Instance;
 use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState, UrlChange};
 use crate::url::{Endpoint, ServiceEndpoint, ServiceUrl};
 
@@ -37,6 +38,9 @@ pub(super) struct KeyState {
     dirty: Vec<u32>,
     /// Ids whose URL must go.
     removals: Vec<Arc<str>>,
+    /// Instances among `removals` whose URL goes because they announced
+    /// closing (not because the registry removed them).
+    closing: Vec<Arc<Instance>>,
     /// The next update must carry everything.
     pub(super) full: bool,
     /// Generation of the last update sent.
@@ -51,6 +55,7 @@ impl Default for KeyState {
             count: 0,
             dirty: Vec::new(),
             removals: Vec::new(),
+            closing: Vec::new(),
             full: true,
             sent: None,
             offers: Offers::default(),
@@ -85,14 +90,19 @@ impl KeyState {
         }
     }
 
-    /// The instance in `slot` (id `id`) left: its URL goes, if one was sent.
-    pub(super) fn on_removed(&mut self, slot: u32, id: &Arc<str>) {
+    /// `instance` (in `slot`) left: its URL goes, if one was sent. When
+    /// the record it left as announced closing (a closing announcement
+    /// and the removal in one burst), the directory is told it closed.
+    pub(super) fn on_removed(&mut self, slot: u32, instance: &Arc<Instance>) {
         if self.full {
             return;
         }
         if self.bit(slot) {
             self.set_bit(slot, false);
-            self.removals.push(id.clone());
+            self.removals.push(instance.id_arc().clone());
+            if instance.is_closing() {
+                self.closing.push(instance.clone());
+            }
         }
     }
 
@@ -120,6 +130,7 @@ impl ResolverMachine {
                 state.full = false;
                 state.dirty.clear();
                 state.removals.clear();
+                state.closing.clear();
                 state.offers.clear();
                 state.sent_bits.clear();
                 state.sent_bits.resize(self.table.capacity() / 64 + 1, 0);
@@ -147,6 +158,9 @@ impl ResolverMachine {
                 None if state.bit(slot) => {
                     state.set_bit(slot, false);
                     removals.push(s.instance.id_arc().clone());
+                    if s.instance.is_closing() {
+                        state.closing.push(s.instance.clone());
+                    }
                 }
                 None => {}
             }
@@ -155,6 +169,7 @@ impl ResolverMachine {
             // An id removed and added back in one burst: the upsert wins.
             let up: rustc_hash::FxHashSet<&str> = upserts.iter().map(|u| u.instance_id()).collect();
             removals.retain(|id| !up.contains(id.as_ref()));
+            state.closing.retain(|i| !up.contains(i.id()));
         }
         UrlChange::Patch {
             base,
@@ -245,7 +260,27 @@ impl ResolverMachine {
         self.offer_of(from, key, offers)
     }
 
-    /// An update for `key` carrying `change` at `generation`.
+    /// The update for `key` since its last one (see
+    /// [`ResolverMachine::take_change`]), with the instances whose URL it
+    /// removes because they announced closing.
+    pub(super) fn key_update(
+        &self,
+        key: &str,
+        state: &mut KeyState,
+        generation: u64,
+    ) -> DirectoryUpdate {
+        let change = self.take_change(key, state, generation);
+        let patch = matches!(change, UrlChange::Patch { .. });
+        let mut update = self.wrap(key, change, generation, state.count == 0);
+        if patch {
+            update.closing = std::mem::take(&mut state.closing);
+        }
+        update
+    }
+
+    /// An update for `key` carrying `change` at `generation` (a full list
+    /// names every closing instance; a patch none: see
+    /// [`ResolverMachine::key_update`]).
     /// `empty`: whether the key has no URL after the change.
     pub(super) fn wrap(
         &self,
@@ -269,6 +304,15 @@ impl ResolverMachine {
                 (Some(u), false) => UpdateState::Degraded(u),
             }
         };
+        let closing = match &change {
+            UrlChange::Full(_) => self
+                .table
+                .instances()
+                .filter(|(_, i)| i.is_closing())
+                .map(|(_, i)| i.clone())
+                .collect(),
+            UrlChange::Patch { .. } => Vec::new(),
+        };
         DirectoryUpdate {
             app: self.app.clone(),
             subscribe_key: key.to_string(),
@@ -277,6 +321,7 @@ impl ResolverMachine {
             state,
             stale_since: self.stale_since,
             held: self.held,
+            closing,
         }
     }
 

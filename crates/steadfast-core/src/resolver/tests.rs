@@ -3,6 +3,7 @@
 //! and [`prop`] holds the property test.
 
 mod demand;
+mod closing;
 mod harness;
 mod incremental;
 mod memory;

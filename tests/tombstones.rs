@@ -1,0 +1,209 @@
+//! Closing tombstones through the whole engine, on the embedded registry in
+//! virtual time: a provider's graceful shutdown tombstones its endpoint, a
+//! stale replay of the closed boot's record is vetoed, a restart on the
+//! same address passes at once, even while its first metadata fetch fails
+//! and is retried with no further registry event; without incarnation a
+//! re-add is vetoed until the TTL (read from the live config) and then
+//! comes back with no new event.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use steadfast::core::{NoEndpoint, NoEndpointReason};
+use steadfast::{DirectoryView, Incarnation, ServiceInstance, CLOSING_KEY};
+use steadfast_actors::CallerConfig;
+
+/// Instance ports of the endpoints in a view, sorted.
+fn hosts(v: &DirectoryView) -> Vec<u16> {
+    let mut p: Vec<u16> = v.endpoints.iter().map(|u| u.instance.port()).collect();
+    p.sort_unstable();
+    p
+}
+
+fn reason(v: &DirectoryView) -> Option<NoEndpointReason> {
+    NoEndpoint::of_status(&v.status).map(|e| e.reason)
+}
+
+/// `record` as its provider announces closing on graceful shutdown.
+fn closing(record: &ServiceInstance) -> ServiceInstance {
+    let mut c = record.clone();
+    c.healthy = false;
+    c.metadata.insert(CLOSING_KEY.into(), "true".into());
+    c
+}
+
+#[actix_rt::test]
+async fn graceful_shutdown_tombstones_a_stale_replay_is_vetoed_and_a_failing_restart_heals() {
+    tokio::time::pause();
+    let fx = Fixture::start_full(|b, f| b.metadata_publisher(f.clone()));
+    let dir = fx.subscribe().await;
+    let boot1 = fx.engine.export(export_spec(9500)).await.unwrap();
+    wait_for(&dir, "boot 1 served", Duration::from_secs(5), |v| {
+        hosts(v) == vec![9500]
+    })
+    .await;
+    let stale = fx.registry.instances(APP).remove(0);
+    assert!(stale.incarnation().is_some());
+
+    // Graceful shutdown: closing announced, then unregistered.
+    let report = boot1.shutdown(Duration::ZERO).await.unwrap();
+    assert!(report.unregistered);
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert!(v.endpoints.is_empty());
+    assert_eq!(fx.engine.stats().tombstones_written, 1);
+
+    // The registry replays the closed boot's record (a lagging writer or
+    // node): a newer version, the same incarnation. Vetoed, and the status
+    // says why.
+    fx.registry.put(stale.clone());
+    advance(Duration::from_secs(2)).await;
+    let v = dir.view().await.unwrap();
+    assert!(
+        v.endpoints.is_empty(),
+        "the closed boot is not served again"
+    );
+    assert_eq!(
+        reason(&v),
+        Some(NoEndpointReason::AllClosing { closing: 1 })
+    );
+    assert!(fx.engine.stats().closing_readds_vetoed >= 1);
+
+    // The replayed record goes again; the tombstone keeps vetoing that
+    // boot until it expires.
+    assert!(fx.registry.remove(APP, &stale.id));
+    settle().await;
+
+    // Restart on the same address with a new definition (a new revision)
+    // whose MetadataService fails the first fetch.
+    let m2 = metadata(APP, 9500, "boot-2");
+    fx.fetcher.serve(m2.clone());
+    fx.fetcher.fail_next(&m2.revision, 1);
+    let mut boot2 = instance(&m2, 9500);
+    boot2.id = stale.id.clone();
+    Incarnation::new(2_000, &mut rand::thread_rng()).stamp(&mut boot2.metadata);
+    fx.registry.put(boot2);
+    let version = fx.registry.version();
+    let restarted = tokio::time::Instant::now();
+    let v = wait_for(&dir, "first fetch failed", Duration::from_secs(1), |v| {
+        matches!(reason(v), Some(NoEndpointReason::MetadataUnresolved(_)))
+    })
+    .await;
+    assert!(v.endpoints.is_empty());
+    let v = wait_for(&dir, "restart served", Duration::from_secs(5), |v| {
+        hosts(v) == vec![9500]
+    })
+    .await;
+    assert!(
+        fx.fetcher.calls(&m2.revision) >= 2,
+        "first fetch failed, retried"
+    );
+    assert!(
+        restarted.elapsed() < Duration::from_secs(30),
+        "back well before the tombstone's TTL: {:?}",
+        restarted.elapsed()
+    );
+    assert_eq!(fx.registry.version(), version, "no further registry event");
+    assert!(v.status.is_ready());
+    let s = fx.engine.stats();
+    assert_eq!(s.tombstones_cleared_by_restart, 1);
+    assert!(s.fetch_failures >= 1);
+}
+
+#[actix_rt::test]
+async fn a_restart_within_the_same_millisecond_passes_at_once() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    let mut boot1 = instance(&m1, 8001);
+    Incarnation {
+        export_ms: 1_000,
+        boot_id: "boot-a".into(),
+        created: None,
+    }
+    .stamp(&mut boot1.metadata);
+    fx.registry.put(boot1.clone());
+    settle().await;
+    fx.registry.put(closing(&boot1));
+    settle().await;
+    assert!(dir.view().await.unwrap().endpoints.is_empty());
+
+    // Same revision, same export millisecond, another boot: served at once.
+    let mut boot2 = boot1.clone();
+    Incarnation {
+        export_ms: 1_000,
+        boot_id: "boot-b".into(),
+        created: None,
+    }
+    .stamp(&mut boot2.metadata);
+    fx.registry.put(boot2);
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert_eq!(hosts(&v), vec![8001], "a genuine restart, not vetoed");
+}
+
+#[actix_rt::test]
+async fn without_incarnation_a_readd_is_vetoed_until_the_live_ttl_then_comes_back_alone() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    let record = instance(&m1, 8001);
+    assert!(record.incarnation().is_none());
+    // The TTL is read when the tombstone is written, not at start.
+    fx.engine.set_caller_config(CallerConfig {
+        tombstone_ttl: Duration::from_secs(10),
+        ..CallerConfig::clone(&fx.engine.caller_config())
+    });
+
+    fx.registry.put(closing(&record));
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert_eq!(
+        reason(&v),
+        Some(NoEndpointReason::AllClosing { closing: 1 })
+    );
+    // The record comes back as serving: no incarnation to tell a restart
+    // from a replay, so it is vetoed until the TTL.
+    fx.registry.put(record);
+    let version = fx.registry.version();
+    advance(Duration::from_millis(9_900)).await;
+    assert!(dir.view().await.unwrap().endpoints.is_empty(), "vetoed");
+    let v = wait_for(
+        &dir,
+        "re-applied at the TTL",
+        Duration::from_millis(200),
+        |v| hosts(v) == vec![8001],
+    )
+    .await;
+    assert!(v.status.is_ready());
+    assert_eq!(fx.registry.version(), version, "with no new registry event");
+    let s = fx.engine.stats();
+    assert_eq!((s.tombstones_expired, s.vetoed_readds_replayed), (1, 1));
+}
+
+#[actix_rt::test]
+async fn a_registry_removal_drops_the_vetoed_add_and_an_unknown_closing_writes_nothing() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    let record = instance(&m1, 8001);
+    fx.registry.put(closing(&record));
+    settle().await;
+    fx.registry.put(record.clone());
+    settle().await;
+    assert!(fx.registry.remove(APP, &record.id));
+    settle().await;
+    // The removal cleared the tombstone: re-registered, served at once.
+    fx.registry.put(record);
+    settle().await;
+    assert_eq!(hosts(&dir.view().await.unwrap()), vec![8001]);
+    assert_eq!(fx.engine.stats().tombstones_cleared_by_removal, 1);
+
+    // A closing record the directory never held leaves no tombstone.
+    let other = instance(&m1, 8003);
+    fx.registry.put(closing(&other));
+    settle().await;
+    fx.registry.put(other);
+    settle().await;
+    assert_eq!(hosts(&dir.view().await.unwrap()), vec![8001, 8003]);
+    assert_eq!(fx.engine.stats().tombstones_written, 1);
+}
