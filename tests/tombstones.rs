@@ -47,9 +47,9 @@ async fn graceful_shutdown_tombstones_a_stale_replay_is_vetoed_and_a_failing_res
     let stale = fx.registry.instances(APP).remove(0);
     assert!(stale.incarnation().is_some());
 
-    // Graceful shutdown: closing announced, then unregistered.
-    let report = boot1.shutdown(Duration::ZERO).await.unwrap();
-    assert!(report.unregistered);
+    // The provider announces closing (what its graceful shutdown writes
+    // first): the endpoint goes at once and is tombstoned.
+    fx.registry.put(closing(&stale));
     settle().await;
     let v = dir.view().await.unwrap();
     assert!(v.endpoints.is_empty());
@@ -71,10 +71,16 @@ async fn graceful_shutdown_tombstones_a_stale_replay_is_vetoed_and_a_failing_res
     );
     assert!(fx.engine.stats().closing_readds_vetoed >= 1);
 
-    // The replayed record goes again; the tombstone keeps vetoing that
-    // boot until it expires.
-    assert!(fx.registry.remove(APP, &stale.id));
+    // The graceful shutdown completes: closing announced, then unregistered.
+    // The registry removal ends the tombstone (the instance is gone) and
+    // drops the add it held back.
+    let report = boot1.shutdown(Duration::ZERO).await.unwrap();
+    assert!(report.unregistered);
     settle().await;
+    let v = dir.view().await.unwrap();
+    assert!(v.endpoints.is_empty());
+    assert_eq!(reason(&v), Some(NoEndpointReason::RegistryEmpty));
+    assert_eq!(fx.engine.stats().tombstones_cleared_by_removal, 1);
 
     // Restart on the same address with a new definition (a new revision)
     // whose MetadataService fails the first fetch.
@@ -108,7 +114,10 @@ async fn graceful_shutdown_tombstones_a_stale_replay_is_vetoed_and_a_failing_res
     assert_eq!(fx.registry.version(), version, "no further registry event");
     assert!(v.status.is_ready());
     let s = fx.engine.stats();
-    assert_eq!(s.tombstones_cleared_by_restart, 1);
+    assert_eq!(
+        s.tombstones_cleared_by_restart, 0,
+        "the removal had ended it"
+    );
     assert!(s.fetch_failures >= 1);
 }
 

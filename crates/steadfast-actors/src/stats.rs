@@ -124,8 +124,7 @@ pub struct StatsSnapshot {
     pub closing_readds_vetoed: u64,
     /// Tombstones cleared by a re-add of another incarnation (a restart).
     pub tombstones_cleared_by_restart: u64,
-    /// Tombstones cleared by the registry removing the instance (only
-    /// tombstones without incarnation are; see `docs/directory.md`).
+    /// Tombstones cleared by the registry removing the instance.
     pub tombstones_cleared_by_removal: u64,
     /// Closing notices that wrote no tombstone (endpoint not held, another
     /// incarnation, another directory).

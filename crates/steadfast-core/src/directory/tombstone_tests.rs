@@ -189,8 +189,16 @@ fn a_registry_removal_clears_the_tombstone() {
     let (mut d, t0) = closed_by_registry(A);
     d.apply_at(patch(3, vec![url(1, A)], &[], vec![]), t0, TTL);
     d.apply_at(patch(4, vec![], &[1], vec![]), t0, TTL);
+    assert_eq!(
+        d.tombstones(),
+        0,
+        "the removal ends a tombstone with incarnation too"
+    );
     assert_eq!(d.on_timeout(t0 + TTL), Applied::Ignored);
     assert_eq!(ports(&d), vec![2], "a removed instance is never re-added");
+    // Registered again after its removal (a newer registry state): served.
+    d.apply_at(patch(5, vec![url(1, A)], &[], vec![]), t0, TTL);
+    assert_eq!(ports(&d), vec![1, 2]);
 }
 
 #[test]

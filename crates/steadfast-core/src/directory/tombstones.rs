@@ -237,14 +237,13 @@ impl Tombstones {
         Some(url)
     }
 
-    /// The registry no longer lists `id`.
+    /// The registry no longer lists `id`: the instance is gone, so its
+    /// tombstone (and any add it held back) goes too. A replay of the closed
+    /// boot after this is an older registry state, which the engine's
+    /// versioned events already refuse; a new registration of the address
+    /// is served at once, whatever its incarnation.
     fn removed(&mut self, id: &str, counts: &mut TombstoneCounts) {
-        let Some(t) = self.by_id.get(id) else {
-            return;
-        };
-        if t.incarnation.is_some() {
-            self.set_vetoed(id, None);
-        } else {
+        if self.by_id.contains_key(id) {
             self.remove(id);
             counts.cleared_by_removal = counts.cleared_by_removal.saturating_add(1);
         }

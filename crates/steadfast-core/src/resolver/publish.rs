@@ -90,9 +90,11 @@ impl KeyState {
         }
     }
 
-    /// `instance` (in `slot`) left: its URL goes, if one was sent. When
-    /// the record it left as announced closing (a closing announcement
-    /// and the removal in one burst), the directory is told it closed.
+    /// `instance` (in `slot`) left the registry: its URL goes, if one was
+    /// sent, and a closing instance (whose URL went when it announced
+    /// closing) is named removed as well, so the directory learns the
+    /// registry removed it, which ends its tombstone. A closing
+    /// announcement and its removal in one burst net to the removal.
     pub(super) fn on_removed(&mut self, slot: u32, instance: &Arc<Instance>) {
         if self.full {
             return;
@@ -100,10 +102,10 @@ impl KeyState {
         if self.bit(slot) {
             self.set_bit(slot, false);
             self.removals.push(instance.id_arc().clone());
-            if instance.is_closing() {
-                self.closing.push(instance.clone());
-            }
+        } else if instance.is_closing() {
+            self.removals.push(instance.id_arc().clone());
         }
+        self.closing.retain(|c| c.id() != instance.id());
     }
 
     /// The instance in `slot` changed or appeared.

@@ -2,8 +2,8 @@
 //! clock stepped by hand from one `t0`; [`memory`] covers the backoff memory
 //! and [`prop`] holds the property test.
 
-mod demand;
 mod closing;
+mod demand;
 mod harness;
 mod incremental;
 mod memory;
