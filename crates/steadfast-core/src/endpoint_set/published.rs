@@ -109,6 +109,22 @@ impl DirectorySnapshot {
         &self.apps
     }
 
+    /// The endpoint in position `index` of [`DirectorySnapshot::iter`]'s
+    /// order (`O(apps)`).
+    #[inline]
+    pub fn get(&self, mut index: usize) -> Option<&Endpoint> {
+        if let [only] = self.apps.as_slice() {
+            return only.get(index);
+        }
+        for set in &self.apps {
+            match index.checked_sub(set.len()) {
+                Some(rest) => index = rest,
+                None => return set.get(index),
+            }
+        }
+        None
+    }
+
     /// Every endpoint, app by app, each app in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Endpoint> + '_ {
         self.apps.iter().flat_map(EndpointSet::iter)
