@@ -54,6 +54,9 @@ pub(crate) struct DirectoryShared {
     pub(crate) published: Published,
     /// Notified after every publish and on close.
     pub(crate) changed: Notify,
+    /// Balancing state shared by the directory's handles and leases
+    /// (round-robin cursor, strategy override, ejected count).
+    pub(crate) balance: Arc<steadfast_core::DirectoryBalance>,
 }
 
 impl DirectoryShared {

@@ -1,6 +1,7 @@
 //! [`Directory`]: the handle a caller picks endpoints from. It reads the
 //! snapshot its directory actor publishes, lock-free and on any thread:
-//! `select`, `status`, `view` and `snapshot` never message the actor. It
+//! `select` (a lease, see `handle/lease.rs`), `select_now`, `status`,
+//! `view` and `snapshot` never message the actor. It
 //! holds only a weak address, so it never keeps a closed directory alive.
 
 use std::sync::Arc;
@@ -12,6 +13,8 @@ use steadfast_core::{DirectorySnapshot, DirectoryStatus, Endpoint, Reference};
 
 use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
+
+mod lease;
 
 /// Handle to the directory of one reference.
 #[derive(Clone, Debug)]
@@ -27,6 +30,7 @@ impl Directory {
         addr: WeakAddr<DirectoryActor>,
         shared: Arc<DirectoryShared>,
     ) -> Self {
+        lease::install(&shared, &addr, &reference);
         Self {
             reference,
             addr,
@@ -79,12 +83,6 @@ impl Directory {
     /// What the directory can serve, and why.
     pub async fn status(&self) -> Result<DirectoryStatus, EngineError> {
         Ok(self.snapshot()?.status().clone())
-    }
-
-    /// One endpoint picked at random by weight, or `None` when empty (the
-    /// same lock-free read as [`Directory::select_now`]).
-    pub async fn select(&self) -> Result<Option<Endpoint>, EngineError> {
-        self.select_now()
     }
 
     /// Waits until the directory serves at least one endpoint, for at most

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+
 use crate::url::ServiceUrl;
 
 mod lease;
@@ -174,13 +175,19 @@ impl std::fmt::Debug for DirectoryBalance {
     }
 }
 
+impl Default for DirectoryBalance {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl DirectoryBalance {
-    /// Fresh state; ejection times are counted from `base`.
-    pub fn new(base: Instant) -> Self {
+    /// Fresh state: no override, nothing ejected, no environment.
+    pub fn new() -> Self {
         Self {
             cursor: AtomicUsize::new(0),
             strategy: AtomicU8::new(0),
-            ledger: EjectionLedger::new(base),
+            ledger: EjectionLedger::new(),
             env: OnceLock::new(),
         }
     }

@@ -9,7 +9,7 @@
 //! atomics.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::stats::EndpointStats;
@@ -134,9 +134,10 @@ pub enum Ejection {
 }
 
 /// Counts a directory's ejected endpoints (see the module docs).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct EjectionLedger {
-    base: Instant,
+    /// The time of the first ejection: times are counted from it.
+    base: OnceLock<Instant>,
     count: AtomicUsize,
     /// Earliest end of an ejection counted, in ms since `base` (`u64::MAX`: none).
     next_end: AtomicU64,
@@ -144,10 +145,10 @@ pub struct EjectionLedger {
 }
 
 impl EjectionLedger {
-    /// An empty ledger; times are counted from `base`.
-    pub fn new(base: Instant) -> Self {
+    /// An empty ledger.
+    pub fn new() -> Self {
         Self {
-            base,
+            base: OnceLock::new(),
             count: AtomicUsize::new(0),
             next_end: AtomicU64::new(u64::MAX),
             entries: Mutex::new(Vec::new()),
@@ -155,7 +156,8 @@ impl EjectionLedger {
     }
 
     fn ms(&self, now: Instant) -> u64 {
-        u64::try_from(now.saturating_duration_since(self.base).as_millis()).unwrap_or(u64::MAX)
+        let base = *self.base.get_or_init(|| now);
+        u64::try_from(now.saturating_duration_since(base).as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Endpoints ejected at `now`. Lock-free; when an ejection has ended it

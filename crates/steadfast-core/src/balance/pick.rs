@@ -162,7 +162,20 @@ fn p2c<'s>(
         }
         b = draw(snapshot, honor, now, rng);
     }
-    let Some(b) = b.filter(|b| !Arc::ptr_eq(a, b)) else {
+    let b = match b.filter(|b| !Arc::ptr_eq(a, b)) {
+        Some(b) => Some(b),
+        // Rare (a dominant weight, or few endpoints): the next eligible
+        // other endpoint from a random slot, so two are always compared.
+        None if snapshot.len() > 1 => {
+            let n = snapshot.len();
+            let start = (rng() % n as u64) as usize;
+            (0..n)
+                .filter_map(|k| snapshot.get((start + k) % n))
+                .find(|ep| !Arc::ptr_eq(a, ep) && eligible(ep, honor, now))
+        }
+        None => None,
+    };
+    let Some(b) = b else {
         return Some(a);
     };
     let a_wins = match strategy {

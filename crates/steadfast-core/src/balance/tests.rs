@@ -88,7 +88,7 @@ impl Rig {
             Arc::new(Mutex::new(BalanceConfig::default())),
             Arc::new(Mutex::new(Vec::new())),
         );
-        let balance = Arc::new(DirectoryBalance::new(t0));
+        let balance = Arc::new(DirectoryBalance::new());
         assert!(balance.install(Box::new(TestEnv {
             now: now.clone(),
             cfg: cfg.clone(),
