@@ -3,6 +3,8 @@
 //! directory through one [`LiveConfig`] slot that
 //! [`Engine::set_caller_config`](crate::Engine::set_caller_config) swaps.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,28 +65,93 @@ impl Default for CallerConfig {
 /// The shared, swappable [`CallerConfig`] of one engine (cheap to clone;
 /// reads are lock-free).
 #[derive(Clone, Debug, Default)]
-pub struct LiveConfig(Arc<ArcSwap<CallerConfig>>);
+pub struct LiveConfig(Arc<Slot>);
+
+#[derive(Debug)]
+struct Slot {
+    config: ArcSwap<CallerConfig>,
+    /// Bumped after every store: a thread's cached balancing settings are
+    /// current while the generation they were read at still is.
+    generation: AtomicU64,
+    /// Identifies the slot in the per-thread caches.
+    id: u64,
+}
+
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self::new(CallerConfig::default())
+    }
+}
+
+impl Slot {
+    fn new(config: CallerConfig) -> Self {
+        Self {
+            config: ArcSwap::from_pointee(config),
+            generation: AtomicU64::new(0),
+            id: NEXT_SLOT.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// Balancing settings a thread read last, per slot: (slot, generation, settings).
+const BALANCE_CACHE: usize = 4;
+
+thread_local! {
+    static BALANCE: RefCell<Vec<(u64, u64, BalanceConfig)>> = const { RefCell::new(Vec::new()) };
+}
 
 impl LiveConfig {
     /// A slot holding `config`.
     pub fn new(config: CallerConfig) -> Self {
-        Self(Arc::new(ArcSwap::from_pointee(config)))
+        Self(Arc::new(Slot::new(config)))
     }
 
     /// The settings now.
     pub fn load(&self) -> Arc<CallerConfig> {
-        self.0.load_full()
+        self.0.config.load_full()
     }
 
     /// A short-lived guard on the settings now (no reference count touched
-    /// on the fast path; for per-pick reads).
+    /// on the fast path).
     #[inline]
     pub fn peek(&self) -> arc_swap::Guard<Arc<CallerConfig>> {
-        self.0.load()
+        self.0.config.load()
+    }
+
+    /// The balancing settings now, through a small per-thread cache: a hit
+    /// costs one atomic load (for per-pick reads).
+    #[inline]
+    pub fn balance(&self) -> BalanceConfig {
+        let (id, generation) = (self.0.id, self.0.generation.load(Ordering::Acquire));
+        let hit = BALANCE.with(|c| {
+            let c = c.try_borrow().ok()?;
+            c.iter()
+                .find(|(i, g, _)| *i == id && *g == generation)
+                .map(|(_, _, b)| *b)
+        });
+        hit.unwrap_or_else(|| self.balance_slow(id, generation))
+    }
+
+    #[cold]
+    fn balance_slow(&self, id: u64, generation: u64) -> BalanceConfig {
+        let b = self.peek().balance();
+        BALANCE.with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut() {
+                c.retain(|(i, _, _)| *i != id);
+                if c.len() >= BALANCE_CACHE {
+                    c.pop();
+                }
+                c.insert(0, (id, generation, b));
+            }
+        });
+        b
     }
 
     /// Replaces the settings; readers see them from their next read.
     pub fn store(&self, config: CallerConfig) {
-        self.0.store(Arc::new(config));
+        self.0.config.store(Arc::new(config));
+        self.0.generation.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
+use once_cell::race::OnceBox;
 
 use crate::balance::EndpointStats;
 use crate::incarnation::{Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
@@ -67,8 +67,9 @@ pub struct ServiceUrl {
     /// Protocol, port, path and params, shared with the other instances of
     /// the same revision.
     pub service: Arc<ServiceEndpoint>,
-    /// Balancing statistics, created lazily (8 bytes while empty).
-    stats: ArcSwapOption<EndpointStats>,
+    /// Balancing statistics, created lazily (8 bytes while empty; set
+    /// once, never replaced).
+    stats: OnceBox<Arc<EndpointStats>>,
 }
 
 impl Clone for ServiceUrl {
@@ -77,7 +78,10 @@ impl Clone for ServiceUrl {
         Self {
             instance: self.instance.clone(),
             service: self.service.clone(),
-            stats: ArcSwapOption::new(self.stats.load_full()),
+            stats: match self.stats.get() {
+                Some(s) => OnceBox::with_value(Box::new(s.clone())),
+                None => OnceBox::new(),
+            },
         }
     }
 }
@@ -130,54 +134,36 @@ impl ServiceUrl {
         Self {
             instance: instance.clone(),
             service: endpoint.clone(),
-            stats: ArcSwapOption::empty(),
+            stats: OnceBox::new(),
         }
     }
 
     /// The balancing statistics, if a lease created them.
     #[inline]
-    pub fn stats(&self) -> Option<Arc<EndpointStats>> {
-        self.stats.load_full()
-    }
-
-    /// Whether the statistics exist (without touching a reference count).
-    #[inline]
-    pub(crate) fn stats_slot(&self) -> &ArcSwapOption<EndpointStats> {
-        &self.stats
+    pub fn stats(&self) -> Option<&Arc<EndpointStats>> {
+        self.stats.get()
     }
 
     /// The statistics, created with `make` when absent (one creator wins a
     /// race; the others get its statistics).
-    pub(crate) fn stats_or_init(&self, make: impl FnOnce() -> EndpointStats) -> Arc<EndpointStats> {
-        if let Some(s) = self.stats.load_full() {
-            return s;
-        }
-        let fresh = Arc::new(make());
-        let prev = self
-            .stats
-            .compare_and_swap(&None::<Arc<EndpointStats>>, Some(fresh.clone()));
-        match &*prev {
-            Some(existing) => existing.clone(),
-            None => fresh,
-        }
+    pub(crate) fn stats_or_init(&self, make: impl FnOnce() -> EndpointStats) -> &Arc<EndpointStats> {
+        self.stats.get_or_init(|| Box::new(Arc::new(make())))
     }
 
     /// Carries `from`'s statistics over to this URL (a new record of the
     /// same endpoint): only when this URL has none yet and both belong to
     /// the same instance id and incarnation (a restart starts afresh).
     pub(crate) fn inherit_stats(&self, from: &ServiceUrl) {
-        if std::ptr::eq(self, from) || from.stats.load().is_none() {
-            return;
-        }
-        if self.instance_id() != from.instance_id() || self.incarnation() != from.incarnation() {
-            return;
-        }
-        let Some(stats) = from.stats.load_full() else {
+        let Some(stats) = from.stats.get() else {
             return;
         };
-        let _ = self
-            .stats
-            .compare_and_swap(&None::<Arc<EndpointStats>>, Some(stats));
+        if std::ptr::eq(self, from)
+            || self.instance_id() != from.instance_id()
+            || self.incarnation() != from.incarnation()
+        {
+            return;
+        }
+        let _ = self.stats.set(Box::new(stats.clone()));
     }
 
     /// Builds the URL of `service` on the owned record `instance`

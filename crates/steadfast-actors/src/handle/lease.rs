@@ -6,7 +6,7 @@
 use actix::WeakAddr;
 use steadfast_core::balance::{BalanceConfig, BalanceEnv, PickError, Strategy};
 use steadfast_core::{
-    thread_random, Closing, ClosingSource, Lease, NoEndpoint, NoEndpointReason, NotServing,
+    thread_random, Closing, ClosingSource, DirectorySnapshot, Lease, NoEndpoint, NoEndpointReason, NotServing,
     Reference, ServiceUrl,
 };
 
@@ -34,7 +34,7 @@ impl BalanceEnv for HandleEnv {
     }
 
     fn config(&self) -> BalanceConfig {
-        self.config.peek().balance()
+        self.config.balance()
     }
 
     fn closing(&self, endpoint: &ServiceUrl) {
@@ -59,6 +59,23 @@ pub(super) fn install(
     }));
 }
 
+/// Why a pick of `snapshot` found nothing.
+#[cold]
+fn no_endpoint(e: PickError, snapshot: &DirectorySnapshot) -> NoEndpoint {
+    match e {
+        PickError::AllEjected { endpoints } => {
+            NoEndpoint::new(NoEndpointReason::AllEjected { endpoints })
+        }
+        PickError::Empty => NoEndpoint::of_status(snapshot.status()).unwrap_or_else(|| {
+            // Ready in name, yet every endpoint has weight 0.
+            NoEndpoint::new(NoEndpointReason::NotServing(NotServing {
+                zero_weight: snapshot.len(),
+                ..NotServing::default()
+            }))
+        }),
+    }
+}
+
 impl Directory {
     /// Picks an endpoint with the directory's strategy
     /// ([`Directory::strategy`], by default the engine's
@@ -75,32 +92,18 @@ impl Directory {
     /// (`Pending`, `RegistryEmpty`, `MetadataUnresolved`, ...),
     /// `AllEjected`, or `NotSubscribed` once the directory is closed.
     pub fn select(&self) -> Result<Lease, NoEndpoint> {
-        let snapshot = self.shared.published.load();
-        if snapshot.is_closed() {
-            return Err(NoEndpoint::new(NoEndpointReason::NotSubscribed));
-        }
-        let cfg = self.shared.config.peek().balance();
-        let strategy = self.shared.balance.strategy().unwrap_or(cfg.strategy);
-        let mut rng = thread_random;
-        match self
-            .shared
-            .balance
-            .lease(&snapshot, strategy, &cfg, now(), &mut rng)
-        {
-            Ok(lease) => Ok(lease),
-            Err(PickError::AllEjected { endpoints }) => {
-                Err(NoEndpoint::new(NoEndpointReason::AllEjected { endpoints }))
+        let cfg = self.shared.config.balance();
+        let balance = &self.shared.balance;
+        let strategy = balance.strategy().unwrap_or(cfg.strategy);
+        self.shared.published.read(|snapshot| {
+            if snapshot.is_closed() {
+                return Err(NoEndpoint::new(NoEndpointReason::NotSubscribed));
             }
-            Err(PickError::Empty) => Err(NoEndpoint::of_status(snapshot.status()).unwrap_or_else(
-                || {
-                    // Ready in name, yet every endpoint has weight 0.
-                    NoEndpoint::new(NoEndpointReason::NotServing(NotServing {
-                        zero_weight: snapshot.len(),
-                        ..NotServing::default()
-                    }))
-                },
-            )),
-        }
+            let mut rng = thread_random;
+            balance
+                .lease(snapshot, strategy, &cfg, now(), &mut rng)
+                .map_err(|e| no_endpoint(e, snapshot))
+        })
     }
 
     /// The strategy this directory picks with.

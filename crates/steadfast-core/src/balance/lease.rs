@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::outlier::{Ejection, Trigger};
+use super::pick::Candidate;
 use super::stats::EndpointStats;
 use super::{BalanceConfig, DirectoryBalance, FailureClass};
 use crate::url::{Endpoint, ServiceUrl};
@@ -38,7 +39,6 @@ pub struct Report {
 /// in-flight count (a cancelled call teaches nothing).
 pub struct Lease {
     endpoint: Endpoint,
-    stats: Arc<EndpointStats>,
     balance: Arc<DirectoryBalance>,
     picked_at: Instant,
     /// The directory's size at the pick (for the ejection share).
@@ -47,17 +47,21 @@ pub struct Lease {
 
 impl Lease {
     pub(crate) fn new(
-        endpoint: Endpoint,
+        picked: Candidate<'_>,
         balance: Arc<DirectoryBalance>,
         endpoints: usize,
         cfg: &BalanceConfig,
         now: Instant,
     ) -> Self {
-        let stats = endpoint.stats_or_init(|| EndpointStats::new(now, cfg.peak_ewma.default_rtt));
+        let stats = match picked.stats {
+            Some(s) => s,
+            None => picked
+                .ep
+                .stats_or_init(|| EndpointStats::new(now, cfg.peak_ewma.default_rtt)),
+        };
         stats.enter();
         Self {
-            endpoint,
-            stats,
+            endpoint: picked.ep.clone(),
             balance,
             picked_at: now,
             endpoints,
@@ -69,9 +73,11 @@ impl Lease {
         &self.endpoint
     }
 
-    /// The endpoint's statistics.
+    /// The endpoint's statistics (created by the pick, never replaced:
+    /// the URL's own).
     pub fn stats(&self) -> &Arc<EndpointStats> {
-        &self.stats
+        let ep: &ServiceUrl = &self.endpoint;
+        ep.stats_or_init(|| EndpointStats::new(self.picked_at, Default::default()))
     }
 
     /// When the endpoint was picked.
@@ -112,6 +118,7 @@ impl Lease {
     /// installed), then ends the lease.
     pub fn report_at(self, outcome: Outcome, now: Instant) -> Report {
         let env = self.balance.env();
+        let stats = self.stats();
         let cfg = env.map(|e| e.config()).unwrap_or_default();
         let since_pick = now.saturating_duration_since(self.picked_at);
         let mut report = Report {
@@ -122,19 +129,19 @@ impl Lease {
         let window = cfg.outlier.window();
         match outcome {
             Outcome::Success(latency) => {
-                self.stats
+                stats
                     .observe(latency.unwrap_or(since_pick), now, &cfg.peak_ewma);
-                self.stats.record_success(now, window);
+                stats.record_success(now, window);
             }
             Outcome::Failure(class, latency) => {
                 let latency = latency
                     .unwrap_or(since_pick)
                     .max(cfg.peak_ewma.failure_penalty);
-                self.stats.observe(latency, now, &cfg.peak_ewma);
-                report.trigger = cfg.outlier.on_failure(&self.stats, class, now);
+                stats.observe(latency, now, &cfg.peak_ewma);
+                report.trigger = cfg.outlier.on_failure(stats, class, now);
                 if report.trigger.is_some() {
                     report.ejection = Some(self.balance.ledger().eject(
-                        &self.stats,
+                        stats,
                         now,
                         self.endpoints,
                         &cfg.outlier,
@@ -161,7 +168,7 @@ impl Deref for Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.stats.leave();
+        self.stats().leave();
     }
 }
 
@@ -169,7 +176,7 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("endpoint", &self.endpoint.to_string())
-            .field("in_flight", &self.stats.in_flight())
+            .field("in_flight", &self.stats().in_flight())
             .finish()
     }
 }

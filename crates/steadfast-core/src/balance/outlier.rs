@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::stats::EndpointStats;
+use super::stats::{millis, EndpointStats};
 use super::FailureClass;
 
 /// A failure-rate trigger: eject when, over `window`, at least
@@ -157,7 +157,7 @@ impl EjectionLedger {
 
     fn ms(&self, now: Instant) -> u64 {
         let base = *self.base.get_or_init(|| now);
-        u64::try_from(now.saturating_duration_since(base).as_millis()).unwrap_or(u64::MAX)
+        millis(now.saturating_duration_since(base))
     }
 
     /// Endpoints ejected at `now`. Lock-free; when an ejection has ended it
@@ -206,7 +206,7 @@ impl EjectionLedger {
         };
         let end = self
             .ms(now)
-            .saturating_add(u64::try_from(time.as_millis()).unwrap_or(u64::MAX));
+            .saturating_add(millis(time));
         entries.push((Arc::downgrade(stats), end));
         self.prune(&mut entries, now);
         Ejection::Ejected(time)

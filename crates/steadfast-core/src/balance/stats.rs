@@ -48,6 +48,20 @@ pub struct StatsView {
     pub ejections: u32,
 }
 
+/// Whole milliseconds of `d`, saturating (no 128-bit division).
+#[inline]
+pub(crate) fn millis(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(d.subsec_millis()))
+}
+
+/// Milliseconds of `d` as a float.
+#[inline]
+fn millis_f64(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 fn pack_ewma(stamp_ms: u64, est_ns: f32) -> u64 {
     ((stamp_ms as u32 as u64) << 32) | u64::from(est_ns.to_bits())
 }
@@ -63,7 +77,7 @@ impl EndpointStats {
             base: now,
             in_flight: AtomicU32::new(0),
             consecutive: AtomicU32::new(0),
-            ewma: AtomicU64::new(pack_ewma(0, default_rtt.as_nanos() as f32)),
+            ewma: AtomicU64::new(pack_ewma(0, (default_rtt.as_secs_f64() * 1e9) as f32)),
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
             window: Default::default(),
@@ -73,7 +87,7 @@ impl EndpointStats {
     /// Milliseconds from `base` to `now` (0 before it).
     #[inline]
     pub(crate) fn ms(&self, now: Instant) -> u64 {
-        u64::try_from(now.saturating_duration_since(self.base).as_millis()).unwrap_or(u64::MAX)
+        millis(now.saturating_duration_since(self.base))
     }
 
     /// Calls in flight.
@@ -86,11 +100,9 @@ impl EndpointStats {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Pairs with one earlier [`EndpointStats::enter`] (a lease's drop).
     pub(crate) fn leave(&self) {
-        // Never below 0, whatever the interleaving.
-        let _ = self
-            .in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// The latency estimate in ns at `now`: the stored estimate decayed by
@@ -100,11 +112,38 @@ impl EndpointStats {
     pub fn latency_ns(&self, now: Instant, cfg: &PeakEwma) -> f64 {
         let (stamp, est) = unpack_ewma(self.ewma.load(Ordering::Relaxed));
         let elapsed = (self.ms(now) as u32).wrapping_sub(stamp);
-        let decay_ms = cfg.decay.as_millis() as f64;
+        let decay_ms = millis_f64(cfg.decay);
         if elapsed == 0 || decay_ms <= 0.0 {
             return f64::from(est);
         }
         f64::from(est) * (-f64::from(elapsed) / decay_ms).exp()
+    }
+
+    /// Whether this endpoint's peak-EWMA cost is at most `other`'s. Both
+    /// estimates decay by the same factor up to any common `now`, so the
+    /// comparison needs no clock: `est * (in flight + 1)` scaled by
+    /// `exp(-(stamp_other - stamp_self) / decay)`, one `exp` at most.
+    #[inline]
+    pub fn cheaper_or_equal(&self, other: &EndpointStats, cfg: &PeakEwma) -> bool {
+        let (sa, ea) = unpack_ewma(self.ewma.load(Ordering::Relaxed));
+        let (sb, eb) = unpack_ewma(other.ewma.load(Ordering::Relaxed));
+        let a = f64::from(ea) * f64::from(self.in_flight().saturating_add(1));
+        let b = f64::from(eb) * f64::from(other.in_flight().saturating_add(1));
+        // Stamps are ms since each statistics' own base: align them.
+        let (ba, bb) = (self.base, other.base);
+        let shift = if ba >= bb {
+            millis(ba.saturating_duration_since(bb)) as f64
+        } else {
+            -(millis(bb.saturating_duration_since(ba)) as f64)
+        };
+        let gap = (f64::from(sa) + shift) - f64::from(sb);
+        if gap == 0.0 {
+            return a <= b;
+        }
+        let decay_ms = millis_f64(cfg.decay).max(1.0);
+        // Decayed to a common time: a * exp(gap / decay) vs b, where gap > 0
+        // means `self` was updated later (decayed less).
+        a * (gap.clamp(-7e5, 7e5) / decay_ms).exp() <= b
     }
 
     /// The peak-EWMA cost at `now`: estimate * (in flight + 1).
@@ -117,7 +156,7 @@ impl EndpointStats {
     /// replaces it at once (the peak); otherwise the estimate moves toward
     /// it with weight `1 - exp(-elapsed / decay)`.
     pub fn observe(&self, latency: Duration, now: Instant, cfg: &PeakEwma) {
-        let rtt = latency.as_nanos() as f64;
+        let rtt = latency.as_secs_f64() * 1e9;
         let now_ms = self.ms(now);
         let (stamp, est) = unpack_ewma(self.ewma.load(Ordering::Relaxed));
         let est = f64::from(est);
@@ -125,7 +164,7 @@ impl EndpointStats {
             rtt
         } else {
             let elapsed = f64::from((now_ms as u32).wrapping_sub(stamp));
-            let decay_ms = (cfg.decay.as_millis() as f64).max(1.0);
+            let decay_ms = millis_f64(cfg.decay).max(1.0);
             let w = (-elapsed / decay_ms).exp();
             est * w + rtt * (1.0 - w)
         };
@@ -148,7 +187,7 @@ impl EndpointStats {
     }
 
     fn seq(&self, now: Instant, window: Duration) -> u32 {
-        let width = (window.as_millis() as u64 / BUCKETS as u64).max(1);
+        let width = (millis(window) / BUCKETS as u64).max(1);
         (self.ms(now) / width) as u32
     }
 
@@ -209,7 +248,7 @@ impl EndpointStats {
         if prev != 0 && now_ms < prev {
             return None;
         }
-        let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+        let max_ms = millis(max);
         let k = if prev == 0 || now_ms.saturating_sub(prev) > max_ms {
             1
         } else {
@@ -219,7 +258,7 @@ impl EndpointStats {
         let factor = 1u32.checked_shl(k.saturating_sub(1)).unwrap_or(u32::MAX);
         let time = base.saturating_mul(factor).min(max);
         let until = now_ms
-            .saturating_add(u64::try_from(time.as_millis()).unwrap_or(u64::MAX))
+            .saturating_add(millis(time))
             .max(1);
         self.ejected_until.store(until, Ordering::Relaxed);
         self.consecutive.store(0, Ordering::Relaxed);
@@ -234,7 +273,8 @@ impl EndpointStats {
         StatsView {
             in_flight: self.in_flight(),
             consecutive_failures: self.consecutive.load(Ordering::Relaxed),
-            latency: Duration::from_nanos(self.latency_ns(now, cfg) as u64),
+            latency: Duration::try_from_secs_f64(self.latency_ns(now, cfg).max(0.0) / 1e9)
+                .unwrap_or(Duration::MAX),
             ejected: self.is_ejected(now),
             ejections: self.ejections.load(Ordering::Relaxed),
         }
