@@ -35,8 +35,8 @@ use steadfast::core::{
     thread_random, DirectoryMachine, Instance, Published, RevisionInterner, ServiceEndpoint,
 };
 use steadfast::{
-    Directory, DirectoryUpdate, Endpoint, Engine, Strategy, MemoryRegistry, Reference, ServiceInstance,
-    ServiceUrl, UpdateState, UrlChange,
+    Directory, DirectoryUpdate, Endpoint, Engine, MemoryRegistry, Reference, ServiceInstance,
+    ServiceUrl, Strategy, UpdateState, UrlChange,
 };
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 

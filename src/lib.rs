@@ -28,10 +28,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub use steadfast_actors::CallerConfig;
 pub use steadfast_actors::{
     ConfigError, Directory, DirectoryView, Engine, EngineBuilder, EngineConfig, EngineError,
     ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget, ShutdownReport,
     StatsSnapshot,
+};
+/// Balancing: strategies, leases and outcome feedback, outlier ejection.
+pub use steadfast_core::balance::{
+    FailureClass, FailureRate, Lease, Outcome, OutlierPolicy, PeakEwma, Strategy,
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{
@@ -41,13 +46,8 @@ pub use steadfast_core::{
     Registry, RegistryError, RegistryEvent, ServiceInfo, ServiceInstance, ServiceUrl, Unresolved,
     UpdateState, UrlChange, Version,
 };
-pub use steadfast_memory::MemoryRegistry;
-/// Balancing: strategies, leases and outcome feedback, outlier ejection.
-pub use steadfast_core::balance::{
-    FailureClass, FailureRate, Lease, Outcome, OutlierPolicy, PeakEwma, Strategy,
-};
 pub use steadfast_core::{NoEndpoint, NoEndpointReason};
-pub use steadfast_actors::CallerConfig;
+pub use steadfast_memory::MemoryRegistry;
 
 /// The model and sans-IO state machines, for users who drive them directly.
 pub mod core {

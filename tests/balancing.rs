@@ -116,7 +116,10 @@ async fn the_strategy_is_the_engines_live_setting_unless_the_directory_overrides
     });
     assert_eq!(dir.strategy(), Strategy::RoundRobin);
     let seq: Vec<u16> = (0..4).map(|_| dir.select().unwrap().port()).collect();
-    assert!(seq[0] != seq[1] && seq[0] == seq[2] && seq[1] == seq[3], "{seq:?}");
+    assert!(
+        seq[0] != seq[1] && seq[0] == seq[2] && seq[1] == seq[3],
+        "{seq:?}"
+    );
     dir.set_strategy(Some(Strategy::LeastInFlight));
     assert_eq!(dir.strategy(), Strategy::LeastInFlight);
     // Hold a call on one: least-in-flight picks the other every time.
@@ -155,7 +158,10 @@ async fn select_says_why_there_is_no_endpoint() {
         "100 % may be ejected: nothing left"
     );
     fx.engine.unsubscribe(dir.reference()).await.unwrap();
-    assert_eq!(dir.select().unwrap_err().reason, NoEndpointReason::NotSubscribed);
+    assert_eq!(
+        dir.select().unwrap_err().reason,
+        NoEndpointReason::NotSubscribed
+    );
     fx.engine.shutdown().await;
 }
 
@@ -263,9 +269,16 @@ async fn target_after_a_provider_dies_at_most_one_pick_of_it_once_its_failure_is
         failures.load(Ordering::SeqCst),
         ok.load(Ordering::SeqCst)
     );
-    assert!(reported.load(Ordering::SeqCst), "the dead endpoint was tried");
+    assert!(
+        reported.load(Ordering::SeqCst),
+        "the dead endpoint was tried"
+    );
     assert!(dead_after <= 1, "{dead_after} picks of the dead endpoint");
-    assert_eq!(dir.snapshot().unwrap().len(), 2, "routed around, not evicted");
+    assert_eq!(
+        dir.snapshot().unwrap().len(),
+        2,
+        "routed around, not evicted"
+    );
     assert_eq!(dir.ejected(), 1);
     fx.engine.shutdown().await;
 }

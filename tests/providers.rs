@@ -59,7 +59,10 @@ async fn really_empty_provider_set_empties_at_once_without_gone_addresses() {
     assert!(v.endpoints.is_empty(), "no gone address served");
     assert_eq!(v.status, DirectoryStatus::Empty(EmptyReason::RegistryEmpty));
     assert_eq!(
-        dir.select().map(|l| l.endpoint().clone()).unwrap_err().reason,
+        dir.select()
+            .map(|l| l.endpoint().clone())
+            .unwrap_err()
+            .reason,
         steadfast::NoEndpointReason::RegistryEmpty
     );
     advance(Duration::from_secs(60)).await;

@@ -234,7 +234,11 @@ impl EngineConfig {
             v if (min..=100).contains(&v) => Ok(()),
             value => Err(ConfigError::Percent { field, min, value }),
         };
-        percent("caller.outlier.max_ejection_percent", 0, o.max_ejection_percent)?;
+        percent(
+            "caller.outlier.max_ejection_percent",
+            0,
+            o.max_ejection_percent,
+        )?;
         if let Some(rate) = &o.failure_rate {
             percent("caller.outlier.failure_rate.percent", 1, rate.percent)?;
             check_duration("caller.outlier.failure_rate.window", rate.window)?;

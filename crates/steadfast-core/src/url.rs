@@ -146,7 +146,10 @@ impl ServiceUrl {
 
     /// The statistics, created with `make` when absent (one creator wins a
     /// race; the others get its statistics).
-    pub(crate) fn stats_or_init(&self, make: impl FnOnce() -> EndpointStats) -> &Arc<EndpointStats> {
+    pub(crate) fn stats_or_init(
+        &self,
+        make: impl FnOnce() -> EndpointStats,
+    ) -> &Arc<EndpointStats> {
         self.stats.get_or_init(|| Box::new(Arc::new(make())))
     }
 

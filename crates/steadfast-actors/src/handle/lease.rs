@@ -6,8 +6,8 @@
 use actix::WeakAddr;
 use steadfast_core::balance::{BalanceConfig, BalanceEnv, PickError, Strategy};
 use steadfast_core::{
-    thread_random, Closing, ClosingSource, DirectorySnapshot, Lease, NoEndpoint, NoEndpointReason, NotServing,
-    Reference, ServiceUrl,
+    thread_random, Closing, ClosingSource, DirectorySnapshot, Lease, NoEndpoint, NoEndpointReason,
+    NotServing, Reference, ServiceUrl,
 };
 
 use super::Directory;

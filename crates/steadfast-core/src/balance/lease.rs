@@ -129,8 +129,7 @@ impl Lease {
         let window = cfg.outlier.window();
         match outcome {
             Outcome::Success(latency) => {
-                stats
-                    .observe(latency.unwrap_or(since_pick), now, &cfg.peak_ewma);
+                stats.observe(latency.unwrap_or(since_pick), now, &cfg.peak_ewma);
                 stats.record_success(now, window);
             }
             Outcome::Failure(class, latency) => {

@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-
 use crate::url::ServiceUrl;
 
 mod lease;

@@ -204,9 +204,7 @@ impl EjectionLedger {
         else {
             return Ejection::Already;
         };
-        let end = self
-            .ms(now)
-            .saturating_add(millis(time));
+        let end = self.ms(now).saturating_add(millis(time));
         entries.push((Arc::downgrade(stats), end));
         self.prune(&mut entries, now);
         Ejection::Ejected(time)

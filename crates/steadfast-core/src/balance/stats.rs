@@ -257,9 +257,7 @@ impl EndpointStats {
         self.ejections.store(k, Ordering::Relaxed);
         let factor = 1u32.checked_shl(k.saturating_sub(1)).unwrap_or(u32::MAX);
         let time = base.saturating_mul(factor).min(max);
-        let until = now_ms
-            .saturating_add(millis(time))
-            .max(1);
+        let until = now_ms.saturating_add(millis(time)).max(1);
         self.ejected_until.store(until, Ordering::Relaxed);
         self.consecutive.store(0, Ordering::Relaxed);
         for slot in &self.window {
