@@ -456,20 +456,20 @@ fn statistics_survive_a_weight_change_but_not_a_restart() {
     // A weight change (a new record of the same incarnation) keeps them.
     editor.upsert(ep_with(1, 5, Some("b1")));
     let kept = editor.get("h1:1").unwrap().stats().unwrap();
-    assert!(Arc::ptr_eq(&kept, &stats));
+    assert!(Arc::ptr_eq(kept, stats));
     assert!(kept.is_ejected(rig.now()));
     // So does a rebuild (a full list) that still holds it.
     editor.rebuild(vec![ep_with(2, 1, Some("b1")), ep_with(1, 7, Some("b1"))]);
     assert!(Arc::ptr_eq(
-        &editor.get("h1:1").unwrap().stats().unwrap(),
-        &stats
+        editor.get("h1:1").unwrap().stats().unwrap(),
+        stats
     ));
     assert!(editor.get("h2:1").unwrap().stats().is_none());
     // A removal moving another endpoint into the slot moves no statistics.
     editor.remove("h2:1");
     assert!(Arc::ptr_eq(
-        &editor.get("h1:1").unwrap().stats().unwrap(),
-        &stats
+        editor.get("h1:1").unwrap().stats().unwrap(),
+        stats
     ));
     // A restart (another boot) starts afresh.
     editor.upsert(ep_with(1, 7, Some("b2")));
