@@ -303,6 +303,20 @@ fn leases(
             }
         }
         dir.set_strategy(None);
+        // The same lease at a time read once per batch of 1024 picks (a
+        // caller that already holds its request's start time): the cost of
+        // the pick without its clock read.
+        let d = dir.clone();
+        let t = tokio::time::Instant::now();
+        let at = move || d.select_at(t).is_ok();
+        let (l, q, r) = paired(rt, tasks, rounds, picks, at, pick.clone());
+        println!(
+            "  {tasks:>2} task(s): select_at(now given) lease, default strategy: {:.1} M/s/thread \
+             ({:.1} ns), plain {:.1} ns: ratio {r:.2} (no target; shows the clock's share)",
+            l / 1e6,
+            1e9 / l,
+            1e9 / q
+        );
         let d = dir.clone();
         let full = move || d.select().map(|l| l.success()).is_ok();
         let (l, q, r) = paired(rt, tasks, rounds, picks, full, pick.clone());

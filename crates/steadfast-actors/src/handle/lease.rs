@@ -92,6 +92,14 @@ impl Directory {
     /// (`Pending`, `RegistryEmpty`, `MetadataUnresolved`, ...),
     /// `AllEjected`, or `NotSubscribed` once the directory is closed.
     pub fn select(&self) -> Result<Lease, NoEndpoint> {
+        self.select_at(tokio::time::Instant::now())
+    }
+
+    /// [`Directory::select`] at a time the caller already read (e.g. its
+    /// request's start), saving the clock read of the pick; an outcome
+    /// reported without a latency is measured from `now`.
+    pub fn select_at(&self, now: tokio::time::Instant) -> Result<Lease, NoEndpoint> {
+        let now = now.into_std();
         let cfg = self.shared.config.balance();
         let balance = &self.shared.balance;
         let strategy = balance.strategy().unwrap_or(cfg.strategy);
@@ -101,7 +109,7 @@ impl Directory {
             }
             let mut rng = thread_random;
             balance
-                .lease(snapshot, strategy, &cfg, now(), &mut rng)
+                .lease(snapshot, strategy, &cfg, now, &mut rng)
                 .map_err(|e| no_endpoint(e, snapshot))
         })
     }
