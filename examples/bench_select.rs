@@ -10,6 +10,10 @@
 //!    the thread CPU time of its batches (a batch never yields, so it runs on
 //!    one thread); picks per CPU-second is picks/s per thread. Medians over
 //!    rounds, the two sides alternating first.
+//!    Then every strategy with leases (`Directory::select()`), each against
+//!    the plain pick in the same run (same method, medians of the ratio),
+//!    the default also with `success()` reported, and the cost of the clock
+//!    (`tokio::time::Instant::now()`) a pick reads.
 //! 2. Latency during a burst: a writer thread owns the directory's state
 //!    machine at 100k endpoints (the `DirectoryMachine` + `Published` pair the
 //!    directory actor uses) and applies 1000 single-endpoint patches
@@ -32,7 +36,7 @@ use steadfast::core::{
 };
 use steadfast::{
     Directory, DirectoryUpdate, Endpoint, Engine, MemoryRegistry, Reference, ServiceInstance,
-    ServiceUrl, UpdateState, UrlChange,
+    ServiceUrl, Strategy, UpdateState, UrlChange,
 };
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 
@@ -140,7 +144,7 @@ fn engine_directory() -> (
 
 /// One task: `picks` calls of `f` in batches, yielding between batches;
 /// returns the picks made and the thread CPU time of its batches.
-async fn task<F: Fn() -> Option<Endpoint>>(f: F, picks: u64) -> (u64, Duration) {
+async fn task<R, F: Fn() -> R>(f: F, picks: u64) -> (u64, Duration) {
     let (mut done, mut cpu) = (0u64, Duration::ZERO);
     while done < picks {
         {
@@ -158,9 +162,10 @@ async fn task<F: Fn() -> Option<Endpoint>>(f: F, picks: u64) -> (u64, Duration) 
 }
 
 /// Picks per CPU-second (per thread) of `tasks` tasks sharing `picks`.
-fn run<F>(rt: &tokio::runtime::Runtime, tasks: u64, picks: u64, f: F) -> f64
+fn run<R, F>(rt: &tokio::runtime::Runtime, tasks: u64, picks: u64, f: F) -> f64
 where
-    F: Fn() -> Option<Endpoint> + Clone + Send + Sync + 'static,
+    R: 'static,
+    F: Fn() -> R + Clone + Send + Sync + 'static,
 {
     rt.block_on(async {
         let handles: Vec<_> = (0..tasks)
@@ -225,8 +230,110 @@ fn throughput(rounds: usize, picks: u64) {
             verdict(s >= 10e6)
         );
     }
+    leases(&rt, &dir, &plain, rounds, picks);
     let _ = stop.send(());
     arbiter.join().expect("arbiter thread");
+}
+
+/// Medians over `rounds` (after a warm-up round) of `a`'s and `b`'s
+/// picks/s and of their ratio, the two sides alternating first.
+fn paired<A, B, RA: 'static, RB: 'static>(
+    rt: &tokio::runtime::Runtime,
+    tasks: u64,
+    rounds: usize,
+    picks: u64,
+    a: A,
+    b: B,
+) -> (f64, f64, f64)
+where
+    A: Fn() -> RA + Clone + Send + Sync + 'static,
+    B: Fn() -> RB + Clone + Send + Sync + 'static,
+{
+    let (mut va, mut vb, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds + 1 {
+        let (x, y) = if round % 2 == 0 {
+            let x = run(rt, tasks, picks, a.clone());
+            (x, run(rt, tasks, picks, b.clone()))
+        } else {
+            let y = run(rt, tasks, picks, b.clone());
+            (run(rt, tasks, picks, a.clone()), y)
+        };
+        if round > 0 {
+            va.push(x);
+            vb.push(y);
+            ratio.push(x / y);
+        }
+    }
+    (median(&mut va), median(&mut vb), median(&mut ratio))
+}
+
+/// Every strategy with leases (`Directory::select()`, the lease dropped
+/// without an outcome, and for the default also with `success()`), each
+/// against the plain weighted pick in the same run; and the cost of the
+/// clock a pick reads.
+fn leases(
+    rt: &tokio::runtime::Runtime,
+    dir: &Directory,
+    plain: &Arc<Plain>,
+    rounds: usize,
+    picks: u64,
+) {
+    for tasks in [1u64, 2, 64] {
+        let p = plain.clone();
+        let pick = move || p.pick(thread_random());
+        for strategy in Strategy::ALL {
+            dir.set_strategy(Some(strategy));
+            let d = dir.clone();
+            let lease = move || d.select().is_ok();
+            let (l, q, r) = paired(rt, tasks, rounds, picks, lease, pick.clone());
+            println!(
+                "  {tasks:>2} task(s): select() lease, {strategy:?}: {:.1} M picks/s/thread \
+                 ({:.1} ns), plain {:.1} M ({:.1} ns): ratio {r:.2}",
+                l / 1e6,
+                1e9 / l,
+                q / 1e6,
+                1e9 / q
+            );
+            if strategy == Strategy::default() {
+                println!(
+                    "target default strategy with lease vs plain weighted pick, {tasks} \
+                     task(s) = {r:.2} (>= 0.3) {}",
+                    verdict(r >= 0.3)
+                );
+            }
+        }
+        dir.set_strategy(None);
+        // The same lease at a time read once per batch of 1024 picks (a
+        // caller that already holds its request's start time): the cost of
+        // the pick without its clock read.
+        let d = dir.clone();
+        let t = tokio::time::Instant::now();
+        let at = move || d.select_at(t).is_ok();
+        let (l, q, r) = paired(rt, tasks, rounds, picks, at, pick.clone());
+        println!(
+            "  {tasks:>2} task(s): select_at(now given) lease, default strategy: {:.1} M/s/thread \
+             ({:.1} ns), plain {:.1} ns: ratio {r:.2} (no target; shows the clock's share)",
+            l / 1e6,
+            1e9 / l,
+            1e9 / q
+        );
+        let d = dir.clone();
+        let full = move || d.select().map(|l| l.success()).is_ok();
+        let (l, q, r) = paired(rt, tasks, rounds, picks, full, pick.clone());
+        println!(
+            "  {tasks:>2} task(s): select() + success() (default strategy, clock read twice): \
+             {:.1} M/s/thread ({:.1} ns), plain {:.1} ns: ratio {r:.2}",
+            l / 1e6,
+            1e9 / l,
+            1e9 / q
+        );
+    }
+    let clock = || tokio::time::Instant::now();
+    let c = run(rt, 1, picks, clock);
+    println!(
+        "  clock: tokio::time::Instant::now() on a runtime worker = {:.1} ns per read",
+        1e9 / c
+    );
 }
 
 fn endpoint(id: usize, weight: u32, round: u64, svc: &Arc<ServiceEndpoint>) -> Endpoint {

@@ -14,8 +14,12 @@
 //! use steadfast::{Engine, Reference};
 //! let engine = Engine::builder().fetcher(fetcher).start()?;
 //! let dir = engine.subscribe(Reference::new("demo.Greeter", "tri", ["greeter-app"])).await?;
-//! if let Some(endpoint) = dir.select().await? {
-//!     println!("call {endpoint}");
+//! match dir.select() {
+//!     Ok(lease) => {
+//!         println!("call {}", *lease);         // derefs to the endpoint
+//!         lease.success();                     // or .failure(FailureClass::Timeout)
+//!     }
+//!     Err(no) => println!("{no}"),             // e.g. "no endpoint: waiting for the registry"
 //! }
 //! engine.shutdown().await;
 //! # Ok(()) }
@@ -28,6 +32,10 @@ pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
     ShutdownReport, StatsSnapshot,
+};
+/// Balancing: strategies, leases and outcome feedback, outlier ejection.
+pub use steadfast_core::balance::{
+    FailureClass, FailureRate, Lease, Outcome, OutlierPolicy, PeakEwma, Strategy,
 };
 pub use steadfast_core::model::CLOSING_KEY;
 pub use steadfast_core::{

@@ -58,7 +58,13 @@ async fn really_empty_provider_set_empties_at_once_without_gone_addresses() {
     let v = dir.view().await.unwrap();
     assert!(v.endpoints.is_empty(), "no gone address served");
     assert_eq!(v.status, DirectoryStatus::Empty(EmptyReason::RegistryEmpty));
-    assert_eq!(dir.select().await.unwrap(), None);
+    assert_eq!(
+        dir.select()
+            .map(|l| l.endpoint().clone())
+            .unwrap_err()
+            .reason,
+        steadfast::NoEndpointReason::RegistryEmpty
+    );
     advance(Duration::from_secs(60)).await;
     assert!(dir.view().await.unwrap().endpoints.is_empty());
 }

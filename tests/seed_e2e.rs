@@ -125,7 +125,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     // Boot 1.
     let p1 = boot_provider(&etcd.endpoint(), &prefix, (port, metadata_port), "greet").await;
     let url = poll(Duration::from_secs(10), async || {
-        dir.select().await.ok().flatten()
+        dir.select().ok().map(|l| l.endpoint().clone())
     })
     .await
     .expect("boot 1 resolved");
@@ -171,7 +171,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     proxy.restore();
     let healed = Instant::now();
     let url = poll(Duration::from_secs(10), async || {
-        let u = dir.select().await.ok().flatten()?;
+        let u = dir.select().ok()?.endpoint().clone();
         (u.param("steadfast.boot-id") == Some(new_boot.to_string())).then_some(u)
     })
     .await

@@ -145,7 +145,7 @@ pub fn marker(revisions: &[String], gen: u16, seq: u64) -> ServiceInstance {
 /// The marker sequence number `select()` returns now: `Some(seq)` when the
 /// pick is the marker generation `id`, `None` for any other pick.
 pub async fn picked_marker(dir: &Directory, id: &str) -> Result<Option<u64>, BoxError> {
-    let pick = dir.select().await?.ok_or("directory empty")?;
+    let pick = dir.select()?;
     Ok((pick.instance_id() == id).then(|| {
         pick.incarnation()
             .map_or(0, |i| i.export_ms.saturating_sub(BASE_MS))

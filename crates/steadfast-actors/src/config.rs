@@ -143,6 +143,16 @@ pub enum ConfigError {
         /// The config field.
         field: &'static str,
     },
+    /// A percentage is out of its range.
+    #[error("{field} must be a percentage in {min}..=100, got {value}")]
+    Percent {
+        /// The config field.
+        field: &'static str,
+        /// The lowest value allowed.
+        min: u8,
+        /// The value given.
+        value: u8,
+    },
 }
 
 impl EngineConfig {
@@ -190,6 +200,7 @@ impl EngineConfig {
                 return Err(ConfigError::Zero { field });
             }
         }
+        self.validate_balance()?;
         if self.metadata_max_attempts == Some(0) {
             return Err(ConfigError::Zero {
                 field: "metadata_max_attempts",
@@ -204,6 +215,45 @@ impl EngineConfig {
                     value: linger,
                 });
             }
+        }
+        Ok(())
+    }
+}
+
+impl EngineConfig {
+    /// Checks the balancing settings of `caller`: durations above zero and
+    /// at most a day, `max_ejection_time >= base_ejection_time`,
+    /// percentages in range.
+    fn validate_balance(&self) -> Result<(), ConfigError> {
+        let (p, o) = (&self.caller.peak_ewma, &self.caller.outlier);
+        for (field, value) in [
+            ("caller.peak_ewma.default_rtt", p.default_rtt),
+            ("caller.peak_ewma.decay", p.decay),
+            ("caller.outlier.base_ejection_time", o.base_ejection_time),
+            ("caller.outlier.max_ejection_time", o.max_ejection_time),
+        ] {
+            check_duration(field, value)?;
+        }
+        if p.failure_penalty > MAX_BACKOFF {
+            let (field, value) = ("caller.peak_ewma.failure_penalty", p.failure_penalty);
+            return Err(ConfigError::Duration { field, value });
+        }
+        if o.max_ejection_time < o.base_ejection_time {
+            let (field, value) = ("caller.outlier.max_ejection_time", o.max_ejection_time);
+            return Err(ConfigError::Duration { field, value });
+        }
+        let percent = |field, min, value: u8| match value {
+            v if (min..=100).contains(&v) => Ok(()),
+            value => Err(ConfigError::Percent { field, min, value }),
+        };
+        percent(
+            "caller.outlier.max_ejection_percent",
+            0,
+            o.max_ejection_percent,
+        )?;
+        if let Some(rate) = &o.failure_rate {
+            percent("caller.outlier.failure_rate.percent", 1, rate.percent)?;
+            check_duration("caller.outlier.failure_rate.window", rate.window)?;
         }
         Ok(())
     }
@@ -256,6 +306,25 @@ mod tests {
                 value: Duration::ZERO
             })
         );
+        let mut c = EngineConfig::default();
+        c.caller.outlier.max_ejection_percent = 101;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Percent {
+                field: "caller.outlier.max_ejection_percent",
+                min: 0,
+                value: 101
+            })
+        );
+        let mut c = EngineConfig::default();
+        c.caller.peak_ewma.decay = Duration::ZERO;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Duration {
+                field: "caller.peak_ewma.decay",
+                ..
+            })
+        ));
         let c = EngineConfig {
             cache_capacity: 0,
             ..EngineConfig::default()

@@ -62,6 +62,9 @@ pub(crate) struct DirectoryShared {
     /// When waiting callers may next ask for a demand-driven re-resolve
     /// (see `directory_actor/probe.rs`).
     pub(crate) probe: std::sync::Mutex<steadfast_core::ProbeThrottle>,
+    /// Balancing state shared by the directory's handles and leases
+    /// (round-robin cursor, strategy override, ejected count).
+    pub(crate) balance: Arc<steadfast_core::DirectoryBalance>,
 }
 
 impl DirectoryShared {

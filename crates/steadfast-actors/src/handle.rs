@@ -1,9 +1,9 @@
 //! [`Directory`]: the handle a caller picks endpoints from. It reads the
 //! snapshot its directory actor publishes, lock-free and on any thread:
-//! `select`, `status`, `view` and `snapshot` never message the actor.
-//! `ready`, `select_ready` and `changes` wait for publishes
-//! (`handle/wait.rs`). A handle keeps its engine running, but not a closed
-//! directory (`handle/hold.rs`).
+//! `select` (a lease, see `handle/lease.rs`), `select_now`, `status`,
+//! `view` and `snapshot` never message the actor. `ready`, `select_ready`
+//! and `changes` wait for publishes (`handle/wait.rs`). A handle keeps its
+//! engine running, but not a closed directory (`handle/hold.rs`).
 
 mod hold;
 mod wait;
@@ -19,6 +19,8 @@ use steadfast_core::{DirectorySnapshot, DirectoryStatus, Endpoint, Reference};
 
 use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
+
+mod lease;
 
 /// Handle to the directory of one reference.
 ///
@@ -60,6 +62,7 @@ impl Directory {
         addr: WeakAddr<DirectoryActor>,
         shared: Arc<DirectoryShared>,
     ) -> Self {
+        lease::install(&shared, &addr, &reference);
         Self {
             reference,
             addr,
@@ -121,12 +124,6 @@ impl Directory {
     /// What the directory can serve, and why.
     pub async fn status(&self) -> Result<DirectoryStatus, EngineError> {
         Ok(self.snapshot()?.status().clone())
-    }
-
-    /// One endpoint picked at random by weight, or `None` when empty (the
-    /// same lock-free read as [`Directory::select_now`]).
-    pub async fn select(&self) -> Result<Option<Endpoint>, EngineError> {
-        self.select_now()
     }
 
     /// Whether the directory is still open (its actor running, not shut

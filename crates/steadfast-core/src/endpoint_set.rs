@@ -261,7 +261,9 @@ impl EndpointSetEditor {
     }
 
     /// Inserts `endpoint` (appended), or replaces the endpoint of the same
-    /// instance id in place; returns the replaced one. `O(CHUNK)`.
+    /// instance id in place (inheriting its balancing statistics when of
+    /// the same incarnation, see [`EndpointSetEditor::rebuild`]); returns
+    /// the replaced one. `O(CHUNK)`.
     pub fn upsert(&mut self, endpoint: Endpoint) -> Option<Endpoint> {
         if let Some(slot) = self
             .index
@@ -338,8 +340,20 @@ impl EndpointSetEditor {
     /// [`EndpointSet::from_vec`] for order): each chunk is filled as a
     /// plain chunk and shared once full, the index is pre-sized and takes
     /// one probe per endpoint.
+    ///
+    /// An endpoint replacing one of the same id and incarnation inherits
+    /// its balancing statistics (latency, failures, ejection): a weight or
+    /// metadata change keeps them, a restart starts afresh.
     pub fn rebuild(&mut self, endpoints: Vec<Endpoint>) {
-        self.clear();
+        let old = std::mem::take(self);
+        if !old.is_empty() {
+            for ep in &endpoints {
+                if let Some(prev) = old.get(ep.instance_id()) {
+                    ep.inherit_stats(prev);
+                }
+            }
+        }
+        drop(old);
         let n = endpoints.len();
         self.index.reserve(n, |_| None);
         let mut done: Vec<Arc<Chunk>> = Vec::with_capacity(n.div_ceil(CHUNK));
@@ -409,6 +423,7 @@ impl EndpointSetEditor {
         let (c, i) = (slot / CHUNK, slot % CHUNK);
         let chunk = Arc::make_mut(&mut self.chunks[c]);
         let old = std::mem::replace(&mut chunk.items[i], endpoint);
+        chunk.items[i].inherit_stats(&old);
         chunk.reweigh(i);
         self.tops_valid = self.tops_valid.min(c);
         old

@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod backoff;
+pub mod balance;
 pub mod closing;
 pub mod contain;
 pub mod directory;
@@ -36,6 +37,10 @@ pub mod url;
 
 pub use backend::{check_metadata, EventStream, MetadataFetcher, MetadataPublisher, Registry};
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
+pub use balance::{
+    BalanceConfig, BalanceEnv, DirectoryBalance, FailureClass, Lease, Outcome, OutlierPolicy,
+    PeakEwma, PickError, Strategy,
+};
 pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{

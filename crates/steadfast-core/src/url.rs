@@ -6,10 +6,15 @@
 //! weight and incarnation. A directory of 100k endpoints therefore holds
 //! 100k small records, not 100k copies of the same parameter map.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use once_cell::race::OnceBox;
+
+use crate::balance::EndpointStats;
 use crate::incarnation::{Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
 use crate::instance::{Instance, RevisionInterner};
 use crate::model::{ServiceInfo, ServiceInstance};
@@ -51,13 +56,72 @@ impl ServiceEndpoint {
 /// registry record and the service's shared endpoint part, both shared (a
 /// URL copies no string). Directories hold each URL once, as an
 /// [`Endpoint`], and hand out clones of that handle.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// A URL also carries a slot for its balancing statistics
+/// ([`EndpointStats`]: in flight, latency, failures, ejection), created on
+/// the first lease and carried over by the directory when a new record of
+/// the same incarnation replaces it. Equality, hashing and order ignore it.
 pub struct ServiceUrl {
     /// The instance the URL belongs to (host, id, weight, incarnation).
     pub instance: Arc<Instance>,
     /// Protocol, port, path and params, shared with the other instances of
     /// the same revision.
     pub service: Arc<ServiceEndpoint>,
+    /// Balancing statistics, created lazily (8 bytes while empty; set
+    /// once, never replaced).
+    stats: OnceBox<Arc<EndpointStats>>,
+}
+
+impl Clone for ServiceUrl {
+    /// A copy sharing the same statistics.
+    fn clone(&self) -> Self {
+        Self {
+            instance: self.instance.clone(),
+            service: self.service.clone(),
+            stats: match self.stats.get() {
+                Some(s) => OnceBox::with_value(Box::new(s.clone())),
+                None => OnceBox::new(),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for ServiceUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceUrl")
+            .field("instance", &self.instance)
+            .field("service", &self.service)
+            .finish()
+    }
+}
+
+impl PartialEq for ServiceUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.instance == other.instance && self.service == other.service
+    }
+}
+
+impl Eq for ServiceUrl {}
+
+impl Hash for ServiceUrl {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.instance.hash(state);
+        self.service.hash(state);
+    }
+}
+
+impl PartialOrd for ServiceUrl {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ServiceUrl {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.instance
+            .cmp(&other.instance)
+            .then_with(|| self.service.cmp(&other.service))
+    }
 }
 
 /// A shared handle on one URL: what a directory holds and `select()`
@@ -70,7 +134,39 @@ impl ServiceUrl {
         Self {
             instance: instance.clone(),
             service: endpoint.clone(),
+            stats: OnceBox::new(),
         }
+    }
+
+    /// The balancing statistics, if a lease created them.
+    #[inline]
+    pub fn stats(&self) -> Option<&Arc<EndpointStats>> {
+        self.stats.get()
+    }
+
+    /// The statistics, created with `make` when absent (one creator wins a
+    /// race; the others get its statistics).
+    pub(crate) fn stats_or_init(
+        &self,
+        make: impl FnOnce() -> EndpointStats,
+    ) -> &Arc<EndpointStats> {
+        self.stats.get_or_init(|| Box::new(Arc::new(make())))
+    }
+
+    /// Carries `from`'s statistics over to this URL (a new record of the
+    /// same endpoint): only when this URL has none yet and both belong to
+    /// the same instance id and incarnation (a restart starts afresh).
+    pub(crate) fn inherit_stats(&self, from: &ServiceUrl) {
+        let Some(stats) = from.stats.get() else {
+            return;
+        };
+        if std::ptr::eq(self, from)
+            || self.instance_id() != from.instance_id()
+            || self.incarnation() != from.incarnation()
+        {
+            return;
+        }
+        let _ = self.stats.set(Box::new(stats.clone()));
     }
 
     /// Builds the URL of `service` on the owned record `instance`

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use steadfast_core::{DirectorySnapshot, DirectoryStatus, Endpoint, NoEndpoint, NoEndpointReason};
+use steadfast_core::balance::Lease;
+use steadfast_core::{DirectorySnapshot, DirectoryStatus, NoEndpoint, NoEndpointReason};
 use tokio::time::Instant;
 
 use super::Directory;
@@ -105,14 +106,11 @@ impl Directory {
         .await
     }
 
-    /// Waits like [`Directory::ready`] and picks one endpoint as soon as the
-    /// directory has one.
-    pub async fn select_ready(
-        &self,
-        deadline: impl Into<Deadline>,
-    ) -> Result<Endpoint, NoEndpoint> {
+    /// Waits like [`Directory::ready`] and leases one endpoint (see
+    /// [`Directory::select`]) as soon as the directory has one to give.
+    pub async fn select_ready(&self, deadline: impl Into<Deadline>) -> Result<Lease, NoEndpoint> {
         let deadline = deadline.into();
-        self.wait_until(deadline, Self::pick_for_wait).await
+        self.wait_until(deadline, Self::select).await
     }
 
     /// A stream of `(version, status)`: the current one first, then each
@@ -145,25 +143,6 @@ impl Directory {
                 return Some((snapshot.version(), snapshot.status().clone()));
             }
             changed.await;
-        }
-    }
-
-    /// One endpoint for a waiter, or why there is none. (The lead swaps in
-    /// the leased `select` here.)
-    fn pick_for_wait(&self) -> Result<Endpoint, NoEndpoint> {
-        match self.shared.published.select() {
-            Err(_) => Err(not_subscribed()),
-            Ok(Some(endpoint)) => Ok(endpoint),
-            Ok(None) => {
-                let snapshot = self.shared.published.snapshot();
-                if snapshot.is_closed() {
-                    return Err(not_subscribed());
-                }
-                // Ready but empty only in a race with a publish: the
-                // notification registered before the attempt wakes us.
-                Err(NoEndpoint::of_status(snapshot.status())
-                    .unwrap_or_else(|| NoEndpoint::new(NoEndpointReason::Pending)))
-            }
         }
     }
 

@@ -109,6 +109,22 @@ impl DirectorySnapshot {
         &self.apps
     }
 
+    /// The endpoint in position `index` of [`DirectorySnapshot::iter`]'s
+    /// order (`O(apps)`).
+    #[inline]
+    pub fn get(&self, mut index: usize) -> Option<&Endpoint> {
+        if let [only] = self.apps.as_slice() {
+            return only.get(index);
+        }
+        for set in &self.apps {
+            match index.checked_sub(set.len()) {
+                Some(rest) => index = rest,
+                None => return set.get(index),
+            }
+        }
+        None
+    }
+
     /// Every endpoint, app by app, each app in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Endpoint> + '_ {
         self.apps.iter().flat_map(EndpointSet::iter)
@@ -254,23 +270,34 @@ impl Published {
     /// tests and seeded callers).
     #[inline]
     pub fn select_with(&self, r: u64) -> Result<Option<Endpoint>, Closed> {
+        self.read(|snapshot| pick_from(snapshot, r))
+    }
+
+    /// Runs `f` on the current snapshot, read through this thread's cache
+    /// (see the type's docs): a hit costs one atomic load.
+    #[inline]
+    pub fn read<R>(&self, f: impl FnOnce(&DirectorySnapshot) -> R) -> R {
         let seq = self.seq.load(Ordering::Acquire);
-        let hit = CACHE.with(|cache| {
-            let cache = cache.try_borrow().ok()?;
-            let c = cache.iter().find(|c| c.id == self.id && c.seq == seq)?;
-            Some(pick_from(&c.snapshot, r))
+        let out = CACHE.with(move |cache| {
+            let Ok(cache) = cache.try_borrow() else {
+                return Err(f);
+            };
+            match cache.iter().find(|c| c.id == self.id && c.seq == seq) {
+                Some(c) => Ok(f(&c.snapshot)),
+                None => Err(f),
+            }
         });
-        match hit {
-            Some(picked) => picked,
-            None => self.select_slow(seq, r),
+        match out {
+            Ok(out) => out,
+            Err(f) => self.read_slow(seq, f),
         }
     }
 
-    /// Refreshes this thread's cache entry for the slot, then picks.
+    /// Refreshes this thread's cache entry for the slot, then runs `f`.
     #[cold]
-    fn select_slow(&self, seq: u64, r: u64) -> Result<Option<Endpoint>, Closed> {
+    fn read_slow<R>(&self, seq: u64, f: impl FnOnce(&DirectorySnapshot) -> R) -> R {
         let snapshot = self.current.load_full();
-        let picked = pick_from(&snapshot, r);
+        let picked = f(&snapshot);
         let evicted = CACHE.with(|cache| {
             let mut cache = cache.try_borrow_mut().ok()?;
             let evicted = match cache.iter().position(|c| c.id == self.id) {

@@ -1,0 +1,216 @@
+//! The strategies' picks over a [`DirectorySnapshot`] (see the module docs
+//! of [`balance`](super)). Each candidate's statistics are loaded once and
+//! serve the ejection check, the comparison and the lease.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::stats::EndpointStats;
+use super::{BalanceConfig, DirectoryBalance, Lease, PeakEwma, Strategy};
+use crate::endpoint_set::DirectorySnapshot;
+use crate::url::Endpoint;
+
+/// Weighted redraws when a draw lands on an ejected endpoint, before a scan.
+const REDRAWS: usize = 8;
+/// Redraws of the second P2C candidate when it equals the first.
+const DISTINCT_REDRAWS: usize = 3;
+
+/// Why a pick found nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PickError {
+    /// No endpoint may take traffic (none, or all of weight 0).
+    #[error("no endpoint")]
+    Empty,
+    /// Every endpoint is ejected (only when `max_ejection_percent` is 100).
+    #[error("all {endpoints} endpoint(s) ejected")]
+    AllEjected {
+        /// Endpoints held.
+        endpoints: usize,
+    },
+}
+
+/// An endpoint under consideration, with its statistics as loaded.
+pub(crate) struct Candidate<'s> {
+    pub(crate) ep: &'s Endpoint,
+    pub(crate) stats: Option<&'s Arc<EndpointStats>>,
+}
+
+impl<'s> Candidate<'s> {
+    #[inline]
+    fn of(ep: &'s Endpoint) -> Self {
+        Self {
+            ep,
+            stats: ep.stats(),
+        }
+    }
+
+    #[inline]
+    fn ejected(&self, now: Instant) -> bool {
+        self.stats.is_some_and(|s| s.is_ejected(now))
+    }
+
+    #[inline]
+    fn eligible(&self, honor: bool, now: Instant) -> bool {
+        self.ep.weight() > 0 && !(honor && self.ejected(now))
+    }
+
+    #[inline]
+    fn cost(&self, now: Instant, cfg: &PeakEwma) -> f64 {
+        match self.stats {
+            Some(s) => s.cost(now, cfg),
+            None => cfg.default_rtt.as_secs_f64() * 1e9,
+        }
+    }
+
+    #[inline]
+    fn in_flight(&self) -> u32 {
+        self.stats.map_or(0, |s| s.in_flight())
+    }
+
+    #[inline]
+    fn same(&self, other: &Candidate<'_>) -> bool {
+        Arc::ptr_eq(self.ep, other.ep)
+    }
+}
+
+/// One weighted draw, redrawn while it lands on an ejected endpoint.
+#[inline]
+fn draw<'s>(
+    snapshot: &'s DirectorySnapshot,
+    honor: bool,
+    now: Instant,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<Candidate<'s>> {
+    for _ in 0..REDRAWS {
+        let c = Candidate::of(snapshot.pick(rng())?);
+        if !honor || !c.ejected(now) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// The first eligible endpoint from slot `start` on, wrapping, other than
+/// `not`.
+fn scan<'s>(
+    snapshot: &'s DirectorySnapshot,
+    start: usize,
+    honor: bool,
+    now: Instant,
+    not: Option<&Endpoint>,
+) -> Option<Candidate<'s>> {
+    let n = snapshot.len();
+    (0..n)
+        .filter_map(|k| snapshot.get((start % n.max(1) + k) % n))
+        .filter(|ep| not.is_none_or(|x| !Arc::ptr_eq(x, ep)))
+        .map(Candidate::of)
+        .find(|c| c.eligible(honor, now))
+}
+
+impl DirectoryBalance {
+    /// Picks an endpoint of `snapshot` with `strategy` at `now`, drawing
+    /// from `rng`; skips ejected endpoints unless more than the maximum
+    /// share is ejected (panic mode).
+    pub fn pick<'s>(
+        &self,
+        snapshot: &'s DirectorySnapshot,
+        strategy: Strategy,
+        cfg: &BalanceConfig,
+        now: Instant,
+        rng: &mut impl FnMut() -> u64,
+    ) -> Result<&'s Endpoint, PickError> {
+        self.candidate(snapshot, strategy, cfg, now, rng)
+            .map(|c| c.ep)
+    }
+
+    pub(crate) fn candidate<'s>(
+        &self,
+        snapshot: &'s DirectorySnapshot,
+        strategy: Strategy,
+        cfg: &BalanceConfig,
+        now: Instant,
+        rng: &mut impl FnMut() -> u64,
+    ) -> Result<Candidate<'s>, PickError> {
+        let n = snapshot.len();
+        if n == 0 || snapshot.total_weight() == 0 {
+            return Err(PickError::Empty);
+        }
+        let honor = !cfg.outlier.panics(self.ledger().ejected(now), n);
+        let picked = match strategy {
+            Strategy::RoundRobin => scan(snapshot, self.next_cursor(), honor, now, None),
+            Strategy::WeightedRandom => draw(snapshot, honor, now, rng),
+            Strategy::LeastInFlight | Strategy::PeakEwma => {
+                p2c(snapshot, strategy, cfg, honor, now, rng)
+            }
+        };
+        if let Some(c) = picked {
+            return Ok(c);
+        }
+        let start = (rng() % n as u64) as usize;
+        if let Some(c) = scan(snapshot, start, honor, now, None) {
+            return Ok(c);
+        }
+        // Every endpoint that may take traffic is ejected.
+        if cfg.outlier.max_ejection_percent >= 100 {
+            return Err(PickError::AllEjected { endpoints: n });
+        }
+        // Ejected elsewhere (statistics are shared by the directories
+        // serving one endpoint) past this directory's share: panic mode.
+        scan(snapshot, start, false, now, None).ok_or(PickError::Empty)
+    }
+
+    /// Picks like [`DirectoryBalance::pick`] and leases the endpoint: it is
+    /// counted in flight until the lease drops (its statistics are created
+    /// now if it had none).
+    #[inline]
+    pub fn lease(
+        self: &Arc<Self>,
+        snapshot: &DirectorySnapshot,
+        strategy: Strategy,
+        cfg: &BalanceConfig,
+        now: Instant,
+        rng: &mut impl FnMut() -> u64,
+    ) -> Result<Lease, PickError> {
+        let c = self.candidate(snapshot, strategy, cfg, now, rng)?;
+        Ok(Lease::new(c, self.clone(), snapshot.len(), cfg, now))
+    }
+}
+
+fn p2c<'s>(
+    snapshot: &'s DirectorySnapshot,
+    strategy: Strategy,
+    cfg: &BalanceConfig,
+    honor: bool,
+    now: Instant,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<Candidate<'s>> {
+    let a = draw(snapshot, honor, now, rng)?;
+    let mut b = draw(snapshot, honor, now, rng);
+    // Two distinct candidates, as far as a few redraws find one.
+    for _ in 0..DISTINCT_REDRAWS {
+        if snapshot.len() < 2 || !b.as_ref().is_some_and(|b| a.same(b)) {
+            break;
+        }
+        b = draw(snapshot, honor, now, rng);
+    }
+    let b = match b.filter(|b| !a.same(b)) {
+        Some(b) => Some(b),
+        // Rare (a dominant weight, or few endpoints): the next eligible
+        // other endpoint from a random slot, so two are always compared.
+        None if snapshot.len() > 1 => {
+            let start = (rng() % snapshot.len() as u64) as usize;
+            scan(snapshot, start, honor, now, Some(a.ep))
+        }
+        None => None,
+    };
+    let Some(b) = b else {
+        return Some(a);
+    };
+    let ewma = &cfg.peak_ewma;
+    let a_wins = match (strategy, a.stats, b.stats) {
+        (Strategy::LeastInFlight, _, _) => a.in_flight() <= b.in_flight(),
+        (_, Some(sa), Some(sb)) => sa.cheaper_or_equal(sb, ewma),
+        _ => a.cost(now, ewma) <= b.cost(now, ewma),
+    };
+    Some(if a_wins { a } else { b })
+}
