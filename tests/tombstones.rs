@@ -216,3 +216,48 @@ async fn a_registry_removal_drops_the_vetoed_add_and_an_unknown_closing_writes_n
     assert_eq!(hosts(&dir.view().await.unwrap()), vec![8001, 8003]);
     assert_eq!(fx.engine.stats().tombstones_written, 1);
 }
+
+#[actix_rt::test]
+async fn a_call_failing_with_closing_removes_the_endpoint_and_tombstones_it() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    let mut record = instance(&m1, 8001);
+    Incarnation {
+        export_ms: 1_000,
+        boot_id: "boot-a".into(),
+        created: None,
+    }
+    .stamp(&mut record.metadata);
+    fx.registry.put(record.clone());
+    settle().await;
+    assert!(hosts(&dir.view().await.unwrap()).contains(&8001));
+
+    // Keep picking until the endpoint on 8001 comes up, then report the
+    // call's closing-type failure through its lease.
+    let lease = (0..1000)
+        .map(|_| dir.select().expect("an endpoint"))
+        .find(|l| l.instance.port() == 8001)
+        .expect("8001 picked within 1000 picks");
+    let _ = lease.failure(steadfast::FailureClass::Closing);
+    settle().await;
+    let v = dir.view().await.unwrap();
+    assert!(!hosts(&v).contains(&8001), "removed at once");
+    assert_eq!(fx.engine.stats().tombstones_written, 1);
+
+    // The registry still lists the same boot: a replay of it is vetoed,
+    // a restart (another boot) on the address passes at once.
+    fx.registry.put(record.clone());
+    settle().await;
+    assert!(!hosts(&dir.view().await.unwrap()).contains(&8001));
+    let mut restarted = record;
+    Incarnation {
+        export_ms: 1_000,
+        boot_id: "boot-b".into(),
+        created: None,
+    }
+    .stamp(&mut restarted.metadata);
+    fx.registry.put(restarted);
+    settle().await;
+    assert!(hosts(&dir.view().await.unwrap()).contains(&8001));
+    assert_eq!(fx.engine.stats().tombstones_cleared_by_restart, 1);
+}
