@@ -129,6 +129,21 @@ pub struct ServiceInfo {
 }
 
 impl ServiceInfo {
+    /// Service `S` over `tri` on port 1, path `S`, no params: the one the
+    /// unit tests build endpoints of.
+    #[cfg(test)]
+    pub(crate) fn test_service() -> Self {
+        Self {
+            name: "S".into(),
+            group: None,
+            version: None,
+            protocol: "tri".into(),
+            port: 1,
+            path: "S".into(),
+            params: Default::default(),
+        }
+    }
+
     /// The service key `[group/]interface[:version]`.
     pub fn service_key(&self) -> String {
         service_key(&self.name, self.group.as_deref(), self.version.as_deref())

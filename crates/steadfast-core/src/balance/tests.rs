@@ -16,15 +16,7 @@ use crate::model::{ServiceInfo, ServiceInstance};
 use crate::url::{Endpoint, ServiceUrl};
 
 fn svc() -> ServiceInfo {
-    ServiceInfo {
-        name: "S".into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port: 1,
-        path: "S".into(),
-        params: Default::default(),
-    }
+    ServiceInfo::test_service()
 }
 
 fn ep_with(id: u32, weight: u32, boot: Option<&str>) -> Endpoint {

@@ -11,15 +11,7 @@ const KEY: &str = "S:tri";
 const TTL: Duration = Duration::from_secs(30);
 
 fn svc() -> ServiceInfo {
-    ServiceInfo {
-        name: "S".into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port: 1,
-        path: "S".into(),
-        params: Default::default(),
-    }
+    ServiceInfo::test_service()
 }
 
 /// The record of 127.0.0.1:`port` in boot `inc` (export ms, boot id,

@@ -14,15 +14,7 @@ use crate::model::{ServiceInfo, ServiceInstance};
 use crate::url::ServiceUrl;
 
 fn svc() -> ServiceInfo {
-    ServiceInfo {
-        name: "S".into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port: 1,
-        path: "S".into(),
-        params: Default::default(),
-    }
+    ServiceInfo::test_service()
 }
 
 fn ep(id: u32, weight: u32) -> Endpoint {
