@@ -12,8 +12,17 @@
 //! |---|---|---|
 //! | [`Strategy::RoundRobin`] | next slot of a per-directory counter, skipping weight 0 | O(1) |
 //! | [`Strategy::WeightedRandom`] | one weighted draw | O(log n) |
-//! | [`Strategy::LeastInFlight`] | two weighted draws, fewer calls in flight wins | O(log n) |
-//! | [`Strategy::PeakEwma`] (default) | two weighted draws, lower `latency * (in flight + 1)` wins | O(log n) |
+//! | [`Strategy::LeastInFlight`] | two uniform draws, lower `(in flight + 1) / weight` wins | O(1) |
+//! | [`Strategy::PeakEwma`] (default) | two uniform draws, lower `latency * (in flight + 1) / weight` wins | O(1) |
+//!
+//! The two P2C strategies draw their two distinct candidates uniformly by
+//! slot, as Finagle and Envoy do, and fold the weight into the cost: a
+//! weight-2 endpoint costs half as much per call as a weight-1 endpoint of
+//! the same latency and load, so it wins their comparisons until it carries
+//! about twice the calls. Under no load at all (every cost equal but for
+//! the weight) the heavier of the two always wins, so idle shares follow
+//! weight rank rather than weight; use [`Strategy::WeightedRandom`] for
+//! shares exactly proportional to weight.
 //!
 //! Ejected endpoints are skipped (up to 8 redraws, then a scan), except in
 //! panic mode, when more than `max_ejection_percent` of the directory is
@@ -45,10 +54,11 @@ pub enum Strategy {
     RoundRobin,
     /// At random, by weight.
     WeightedRandom,
-    /// Power of two choices (two weighted draws): fewer calls in flight.
+    /// Power of two choices (two uniform draws): fewer calls in flight per
+    /// unit of weight.
     LeastInFlight,
     /// Power of two choices over peak-EWMA latency, as linkerd2-proxy and
-    /// Finagle: lower `latency estimate * (in flight + 1)`.
+    /// Finagle: lower `latency estimate * (in flight + 1) / weight`.
     #[default]
     PeakEwma,
 }
