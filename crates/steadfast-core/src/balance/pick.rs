@@ -173,7 +173,7 @@ impl DirectoryBalance {
         rng: &mut impl FnMut() -> u64,
     ) -> Result<Lease, PickError> {
         let c = self.candidate(snapshot, strategy, cfg, now, rng)?;
-        Ok(Lease::new(c, self.clone(), snapshot.len(), cfg, now))
+        Ok(Lease::new(c, self.stripe(), snapshot.len(), cfg, now))
     }
 }
 
@@ -226,17 +226,10 @@ fn p2c<'s>(
     now: Instant,
     rng: &mut impl FnMut() -> u64,
 ) -> Option<Candidate<'s>> {
-    let (i, a) = draw_uniform(snapshot, honor, now, None, rng)?;
-    let b = match draw_uniform(snapshot, honor, now, Some(i), rng) {
-        Some((_, b)) => Some(b),
-        // Rare (most endpoints ejected or of weight 0): the next eligible
-        // other endpoint from a random slot, so two are compared when two
-        // exist.
-        None if snapshot.len() > 1 => {
-            let start = (rng() % snapshot.len() as u64) as usize;
-            scan(snapshot, start, honor, now, Some(a.ep))
-        }
-        None => None,
+    let n = snapshot.len();
+    let (a, b) = match first_pair(snapshot, n, honor, now, rng) {
+        Some(pair) => pair,
+        None => draw_pair(snapshot, honor, now, rng)?,
     };
     let Some(b) = b else {
         return Some(a);
@@ -252,4 +245,54 @@ fn p2c<'s>(
         _ => a.cost(now, ewma) * f64::from(wb) <= b.cost(now, ewma) * f64::from(wa),
     };
     Some(if a_wins { a } else { b })
+}
+
+/// The common case in one go: two distinct uniform slots, both loaded
+/// before either is checked (so that the two candidates' memory loads
+/// overlap), both eligible; `None` sends the pick to [`draw_pair`].
+#[inline]
+fn first_pair<'s>(
+    snapshot: &'s DirectorySnapshot,
+    n: usize,
+    honor: bool,
+    now: Instant,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<(Candidate<'s>, Option<Candidate<'s>>)> {
+    if n < 2 {
+        return None;
+    }
+    let i = slot(rng(), n);
+    let mut j = slot(rng(), n - 1);
+    if j >= i {
+        j += 1;
+    }
+    let (ea, wa) = snapshot.get_weighted(i)?;
+    let (eb, wb) = snapshot.get_weighted(j)?;
+    let (a, b) = (Candidate::weighted(ea, wa), Candidate::weighted(eb, wb));
+    (a.eligible(honor, now) && b.eligible(honor, now)).then_some((a, Some(b)))
+}
+
+/// Two candidates drawn one after the other, each redrawn while it may not
+/// take traffic, the second distinct from the first (or, failing that, the
+/// next eligible other endpoint; `None` when there is no other).
+#[cold]
+fn draw_pair<'s>(
+    snapshot: &'s DirectorySnapshot,
+    honor: bool,
+    now: Instant,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<(Candidate<'s>, Option<Candidate<'s>>)> {
+    let (i, a) = draw_uniform(snapshot, honor, now, None, rng)?;
+    let b = match draw_uniform(snapshot, honor, now, Some(i), rng) {
+        Some((_, b)) => Some(b),
+        // Rare (most endpoints ejected or of weight 0): the next eligible
+        // other endpoint from a random slot, so two are compared when two
+        // exist.
+        None if snapshot.len() > 1 => {
+            let start = (rng() % snapshot.len() as u64) as usize;
+            scan(snapshot, start, honor, now, Some(a.ep))
+        }
+        None => None,
+    };
+    Some((a, b))
 }

@@ -19,18 +19,24 @@ const BUCKETS: usize = 4;
 const CAS_TRIES: usize = 16;
 
 /// Balancing statistics of one endpoint (see the module docs).
+///
+/// Laid out for the pick: what a P2C comparison and the ejection check read
+/// (in flight, the estimate, the ejection end, the base offset) come first,
+/// on one cache line (the type is line-aligned), so a candidate costs one
+/// line of statistics.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct EndpointStats {
-    base: Instant,
-    /// `base` in signed ms from a process-wide anchor (the first statistics'
-    /// base): two statistics' stamps align by integer subtraction.
-    base_ms: i64,
     in_flight: AtomicU32,
     consecutive: AtomicU32,
     /// `stamp_ms (u32, wrapping) << 32 | f32 bits of the estimate in ns`.
     ewma: AtomicU64,
     /// Ejected while `now_ms < ejected_until`; 0: never ejected.
     ejected_until: AtomicU64,
+    /// `base` in signed ms from a process-wide anchor (the first statistics'
+    /// base): two statistics' stamps align by integer subtraction.
+    base_ms: i64,
+    base: Instant,
     /// Ejections in a row (the exponent of the ejection time).
     ejections: AtomicU32,
     /// Failure-rate window: `seq (u32) << 32 | ok (u16) << 16 | failed (u16)`.
