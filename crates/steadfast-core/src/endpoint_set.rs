@@ -135,6 +135,18 @@ impl EndpointSet {
         chunk.items.get(index % CHUNK)
     }
 
+    /// The endpoint in slot `index` and its weight, read from the running
+    /// totals (no load of the endpoint's record).
+    #[inline]
+    pub fn get_weighted(&self, index: usize) -> Option<(&Endpoint, u32)> {
+        let chunk = self.layout.chunks.get(index / CHUNK)?;
+        let i = index % CHUNK;
+        let upto = *chunk.cum.get(i)?;
+        let before = i.checked_sub(1).map_or(0, |p| chunk.cum[p]);
+        let weight = u32::try_from(upto.saturating_sub(before)).unwrap_or(u32::MAX);
+        Some((chunk.items.get(i)?, weight))
+    }
+
     /// Every endpoint, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Endpoint> + '_ {
         self.layout.chunks.iter().flat_map(|c| c.items.iter())

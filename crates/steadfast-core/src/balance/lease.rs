@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::outlier::{Ejection, Trigger};
 use super::pick::Candidate;
 use super::stats::EndpointStats;
-use super::{BalanceConfig, DirectoryBalance, FailureClass};
+use super::{BalanceConfig, FailureClass, Stripe};
 use crate::url::{Endpoint, ServiceUrl};
 
 /// The outcome of a call on a leased endpoint.
@@ -39,7 +39,8 @@ pub struct Report {
 /// in-flight count (a cancelled call teaches nothing).
 pub struct Lease {
     endpoint: Endpoint,
-    balance: Arc<DirectoryBalance>,
+    /// The directory's ledger and environment, through this thread's stripe.
+    balance: Arc<Stripe>,
     picked_at: Instant,
     /// The directory's size at the pick (for the ejection share).
     endpoints: usize,
@@ -48,7 +49,7 @@ pub struct Lease {
 impl Lease {
     pub(crate) fn new(
         picked: Candidate<'_>,
-        balance: Arc<DirectoryBalance>,
+        balance: Arc<Stripe>,
         endpoints: usize,
         cfg: &BalanceConfig,
         now: Instant,
@@ -86,7 +87,7 @@ impl Lease {
     }
 
     fn now(&self) -> Instant {
-        self.balance.env().map_or(self.picked_at, |e| e.now())
+        self.balance.0.env().map_or(self.picked_at, |e| e.now())
     }
 
     /// The call succeeded; its latency is the time since the pick.
@@ -117,7 +118,7 @@ impl Lease {
     /// directory's live settings (defaults when no environment is
     /// installed), then ends the lease.
     pub fn report_at(self, outcome: Outcome, now: Instant) -> Report {
-        let env = self.balance.env();
+        let env = self.balance.0.env();
         let stats = self.stats();
         let cfg = env.map(|e| e.config()).unwrap_or_default();
         let since_pick = now.saturating_duration_since(self.picked_at);
@@ -139,7 +140,7 @@ impl Lease {
                 stats.observe(latency, now, &cfg.peak_ewma);
                 report.trigger = cfg.outlier.on_failure(stats, class, now);
                 if report.trigger.is_some() {
-                    report.ejection = Some(self.balance.ledger().eject(
+                    report.ejection = Some(self.balance.0.ledger().eject(
                         stats,
                         now,
                         self.endpoints,

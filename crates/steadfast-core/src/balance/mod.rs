@@ -12,13 +12,23 @@
 //! |---|---|---|
 //! | [`Strategy::RoundRobin`] | next slot of a per-directory counter, skipping weight 0 | O(1) |
 //! | [`Strategy::WeightedRandom`] | one weighted draw | O(log n) |
-//! | [`Strategy::LeastInFlight`] | two weighted draws, fewer calls in flight wins | O(log n) |
-//! | [`Strategy::PeakEwma`] (default) | two weighted draws, lower `latency * (in flight + 1)` wins | O(log n) |
+//! | [`Strategy::LeastInFlight`] | two uniform draws, lower `(in flight + 1) / weight` wins | O(1) |
+//! | [`Strategy::PeakEwma`] (default) | two uniform draws, lower `latency * (in flight + 1) / weight` wins | O(1) |
+//!
+//! The two P2C strategies draw their two distinct candidates uniformly by
+//! slot, as Finagle and Envoy do, and fold the weight into the cost: a
+//! weight-2 endpoint costs half as much per call as a weight-1 endpoint of
+//! the same latency and load, so it wins their comparisons until it carries
+//! about twice the calls. Under no load at all (every cost equal but for
+//! the weight) the heavier of the two always wins, so idle shares follow
+//! weight rank rather than weight; use [`Strategy::WeightedRandom`] for
+//! shares exactly proportional to weight.
 //!
 //! Ejected endpoints are skipped (up to 8 redraws, then a scan), except in
 //! panic mode, when more than `max_ejection_percent` of the directory is
 //! ejected.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -45,10 +55,11 @@ pub enum Strategy {
     RoundRobin,
     /// At random, by weight.
     WeightedRandom,
-    /// Power of two choices (two weighted draws): fewer calls in flight.
+    /// Power of two choices (two uniform draws): fewer calls in flight per
+    /// unit of weight.
     LeastInFlight,
     /// Power of two choices over peak-EWMA latency, as linkerd2-proxy and
-    /// Finagle: lower `latency estimate * (in flight + 1)`.
+    /// Finagle: lower `latency estimate * (in flight + 1) / weight`.
     #[default]
     PeakEwma,
 }
@@ -155,21 +166,69 @@ pub trait BalanceEnv: Send + Sync {
     fn closing(&self, endpoint: &ServiceUrl);
 }
 
+/// Reference stripes of a directory's balancing state (see [`Stripe`]).
+const STRIPES: usize = 8;
+
+/// What leases keep of their directory: the ejection ledger and the
+/// environment outcomes report through.
+pub(crate) struct LeaseShared {
+    ledger: EjectionLedger,
+    env: OnceLock<Box<dyn BalanceEnv>>,
+}
+
+impl LeaseShared {
+    pub(crate) fn env(&self) -> Option<&dyn BalanceEnv> {
+        self.env.get().map(|b| b.as_ref())
+    }
+
+    pub(crate) fn ledger(&self) -> &EjectionLedger {
+        &self.ledger
+    }
+}
+
+/// One stripe of references on a directory's [`LeaseShared`]: a lease holds
+/// the stripe of the thread that took it, so leases taken on different
+/// threads count their references on different cache lines (one shared
+/// reference count, written by every lease and its drop, would bounce
+/// between cores and slow the reads of the ledger next to it).
+#[repr(align(128))]
+pub(crate) struct Stripe(pub(crate) Arc<LeaseShared>);
+
+thread_local! {
+    /// This thread's stripe index (`usize::MAX`: not assigned yet).
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Stripe indices handed out so far.
+static STRIPE_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+#[inline]
+fn stripe_index() -> usize {
+    STRIPE.with(|s| {
+        let mut i = s.get();
+        if i == usize::MAX {
+            i = STRIPE_SEQ.fetch_add(1, Ordering::Relaxed) % STRIPES;
+            s.set(i);
+        }
+        i
+    })
+}
+
 /// Per-directory balancing state shared by every handle of a directory: the
 /// round-robin cursor, the strategy override, the ejection ledger and the
 /// environment leases report through.
 pub struct DirectoryBalance {
     cursor: AtomicUsize,
     strategy: AtomicU8,
-    ledger: EjectionLedger,
-    env: OnceLock<Box<dyn BalanceEnv>>,
+    shared: Arc<LeaseShared>,
+    stripes: [OnceLock<Arc<Stripe>>; STRIPES],
 }
 
 impl std::fmt::Debug for DirectoryBalance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DirectoryBalance")
             .field("strategy", &self.strategy())
-            .field("ledger", &self.ledger)
+            .field("ledger", self.ledger())
             .finish()
     }
 }
@@ -186,19 +245,18 @@ impl DirectoryBalance {
         Self {
             cursor: AtomicUsize::new(0),
             strategy: AtomicU8::new(0),
-            ledger: EjectionLedger::new(),
-            env: OnceLock::new(),
+            shared: Arc::new(LeaseShared {
+                ledger: EjectionLedger::new(),
+                env: OnceLock::new(),
+            }),
+            stripes: Default::default(),
         }
     }
 
     /// Installs the environment (the first install wins; returns whether
     /// this one did).
     pub fn install(&self, env: Box<dyn BalanceEnv>) -> bool {
-        self.env.set(env).is_ok()
-    }
-
-    pub(crate) fn env(&self) -> Option<&dyn BalanceEnv> {
-        self.env.get().map(|b| b.as_ref())
+        self.shared.env.set(env).is_ok()
     }
 
     /// The directory's own strategy, if it overrides the engine's.
@@ -215,11 +273,20 @@ impl DirectoryBalance {
 
     /// The ejection ledger.
     pub fn ledger(&self) -> &EjectionLedger {
-        &self.ledger
+        &self.shared.ledger
     }
 
     pub(crate) fn next_cursor(&self) -> usize {
         self.cursor.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A reference for a lease taken on this thread (one reference-count
+    /// increment on this thread's stripe).
+    #[inline]
+    pub(crate) fn stripe(&self) -> Arc<Stripe> {
+        let slot = &self.stripes[stripe_index()];
+        slot.get_or_init(|| Arc::new(Stripe(self.shared.clone())))
+            .clone()
     }
 }
 

@@ -12,8 +12,6 @@ use crate::url::Endpoint;
 
 /// Weighted redraws when a draw lands on an ejected endpoint, before a scan.
 const REDRAWS: usize = 8;
-/// Redraws of the second P2C candidate when it equals the first.
-const DISTINCT_REDRAWS: usize = 3;
 
 /// Why a pick found nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -33,14 +31,22 @@ pub enum PickError {
 pub(crate) struct Candidate<'s> {
     pub(crate) ep: &'s Endpoint,
     pub(crate) stats: Option<&'s Arc<EndpointStats>>,
+    weight: u32,
 }
 
 impl<'s> Candidate<'s> {
     #[inline]
     fn of(ep: &'s Endpoint) -> Self {
+        Self::weighted(ep, ep.weight())
+    }
+
+    /// With the weight the snapshot's running totals give.
+    #[inline]
+    fn weighted(ep: &'s Endpoint, weight: u32) -> Self {
         Self {
             ep,
             stats: ep.stats(),
+            weight,
         }
     }
 
@@ -51,7 +57,7 @@ impl<'s> Candidate<'s> {
 
     #[inline]
     fn eligible(&self, honor: bool, now: Instant) -> bool {
-        self.ep.weight() > 0 && !(honor && self.ejected(now))
+        self.weight > 0 && !(honor && self.ejected(now))
     }
 
     #[inline]
@@ -65,11 +71,6 @@ impl<'s> Candidate<'s> {
     #[inline]
     fn in_flight(&self) -> u32 {
         self.stats.map_or(0, |s| s.in_flight())
-    }
-
-    #[inline]
-    fn same(&self, other: &Candidate<'_>) -> bool {
-        Arc::ptr_eq(self.ep, other.ep)
     }
 }
 
@@ -172,10 +173,51 @@ impl DirectoryBalance {
         rng: &mut impl FnMut() -> u64,
     ) -> Result<Lease, PickError> {
         let c = self.candidate(snapshot, strategy, cfg, now, rng)?;
-        Ok(Lease::new(c, self.clone(), snapshot.len(), cfg, now))
+        Ok(Lease::new(c, self.stripe(), snapshot.len(), cfg, now))
     }
 }
 
+/// A uniform slot of `0..n` for a uniform `r` (multiply-shift, no division).
+#[inline]
+fn slot(r: u64, n: usize) -> usize {
+    ((u128::from(r) * n as u128) >> 64) as usize
+}
+
+/// One uniform draw by slot index, redrawn while it lands on an endpoint
+/// that may not take traffic (weight 0, or ejected when `honor`); `not`:
+/// the slot to avoid (the other P2C candidate), drawn around in O(1).
+#[inline]
+fn draw_uniform<'s>(
+    snapshot: &'s DirectorySnapshot,
+    honor: bool,
+    now: Instant,
+    not: Option<usize>,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<(usize, Candidate<'s>)> {
+    let n = snapshot.len();
+    let span = n.checked_sub(usize::from(not.is_some()))?;
+    if span == 0 {
+        return None;
+    }
+    for _ in 0..REDRAWS {
+        let mut i = slot(rng(), span);
+        if not.is_some_and(|x| i >= x) {
+            i += 1;
+        }
+        let (ep, weight) = snapshot.get_weighted(i)?;
+        let c = Candidate::weighted(ep, weight);
+        if c.eligible(honor, now) {
+            return Some((i, c));
+        }
+    }
+    None
+}
+
+/// Power of two choices, as Finagle and Envoy draw: two distinct slots
+/// uniformly in O(1) (no weighted search), the weight folded into the
+/// cost (`cost / weight`, compared cross-multiplied), so that a heavier
+/// endpoint wins ties and takes proportionally more load before it loses.
+/// Weighted random stays its own strategy.
 fn p2c<'s>(
     snapshot: &'s DirectorySnapshot,
     strategy: Strategy,
@@ -184,33 +226,73 @@ fn p2c<'s>(
     now: Instant,
     rng: &mut impl FnMut() -> u64,
 ) -> Option<Candidate<'s>> {
-    let a = draw(snapshot, honor, now, rng)?;
-    let mut b = draw(snapshot, honor, now, rng);
-    // Two distinct candidates, as far as a few redraws find one.
-    for _ in 0..DISTINCT_REDRAWS {
-        if snapshot.len() < 2 || !b.as_ref().is_some_and(|b| a.same(b)) {
-            break;
+    let n = snapshot.len();
+    let (a, b) = match first_pair(snapshot, n, honor, now, rng) {
+        Some(pair) => pair,
+        None => draw_pair(snapshot, honor, now, rng)?,
+    };
+    let Some(b) = b else {
+        return Some(a);
+    };
+    let (wa, wb) = (a.weight, b.weight);
+    let ewma = &cfg.peak_ewma;
+    let a_wins = match (strategy, a.stats, b.stats) {
+        (Strategy::LeastInFlight, _, _) => {
+            u64::from(a.in_flight().saturating_add(1)) * u64::from(wb)
+                <= u64::from(b.in_flight().saturating_add(1)) * u64::from(wa)
         }
-        b = draw(snapshot, honor, now, rng);
+        (_, Some(sa), Some(sb)) => sa.cheaper_or_equal(wa, sb, wb, ewma),
+        _ => a.cost(now, ewma) * f64::from(wb) <= b.cost(now, ewma) * f64::from(wa),
+    };
+    Some(if a_wins { a } else { b })
+}
+
+/// The common case in one go: two distinct uniform slots, both loaded
+/// before either is checked (so that the two candidates' memory loads
+/// overlap), both eligible; `None` sends the pick to [`draw_pair`].
+#[inline]
+fn first_pair<'s>(
+    snapshot: &'s DirectorySnapshot,
+    n: usize,
+    honor: bool,
+    now: Instant,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<(Candidate<'s>, Option<Candidate<'s>>)> {
+    if n < 2 {
+        return None;
     }
-    let b = match b.filter(|b| !a.same(b)) {
-        Some(b) => Some(b),
-        // Rare (a dominant weight, or few endpoints): the next eligible
-        // other endpoint from a random slot, so two are always compared.
+    let i = slot(rng(), n);
+    let mut j = slot(rng(), n - 1);
+    if j >= i {
+        j += 1;
+    }
+    let (ea, wa) = snapshot.get_weighted(i)?;
+    let (eb, wb) = snapshot.get_weighted(j)?;
+    let (a, b) = (Candidate::weighted(ea, wa), Candidate::weighted(eb, wb));
+    (a.eligible(honor, now) && b.eligible(honor, now)).then_some((a, Some(b)))
+}
+
+/// Two candidates drawn one after the other, each redrawn while it may not
+/// take traffic, the second distinct from the first (or, failing that, the
+/// next eligible other endpoint; `None` when there is no other).
+#[cold]
+fn draw_pair<'s>(
+    snapshot: &'s DirectorySnapshot,
+    honor: bool,
+    now: Instant,
+    rng: &mut impl FnMut() -> u64,
+) -> Option<(Candidate<'s>, Option<Candidate<'s>>)> {
+    let (i, a) = draw_uniform(snapshot, honor, now, None, rng)?;
+    let b = match draw_uniform(snapshot, honor, now, Some(i), rng) {
+        Some((_, b)) => Some(b),
+        // Rare (most endpoints ejected or of weight 0): the next eligible
+        // other endpoint from a random slot, so two are compared when two
+        // exist.
         None if snapshot.len() > 1 => {
             let start = (rng() % snapshot.len() as u64) as usize;
             scan(snapshot, start, honor, now, Some(a.ep))
         }
         None => None,
     };
-    let Some(b) = b else {
-        return Some(a);
-    };
-    let ewma = &cfg.peak_ewma;
-    let a_wins = match (strategy, a.stats, b.stats) {
-        (Strategy::LeastInFlight, _, _) => a.in_flight() <= b.in_flight(),
-        (_, Some(sa), Some(sb)) => sa.cheaper_or_equal(sb, ewma),
-        _ => a.cost(now, ewma) <= b.cost(now, ewma),
-    };
-    Some(if a_wins { a } else { b })
+    Some((a, b))
 }

@@ -171,8 +171,10 @@ fn least_in_flight_avoids_busy_endpoints_and_is_weighted_when_idle() {
     let mut rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1), ep(3, 2)]);
     let c = rig.counts(&snap, Strategy::LeastInFlight, 20_000);
-    // Idle: the first draw wins ties, so shares follow weights.
-    assert!((share(&c, "h3", 20_000) - 0.5).abs() < 0.02, "{c:?}");
+    // Idle: uniform pairs, the weight folded into the cost, so the heavier
+    // h3 wins every pair it is in (2 of 3) and h1, h2 split the rest.
+    assert!((share(&c, "h3", 20_000) - 2.0 / 3.0).abs() < 0.02, "{c:?}");
+    assert!((share(&c, "h1", 20_000) - 1.0 / 6.0).abs() < 0.02, "{c:?}");
     // Hold 3 calls on h3: it loses every comparison with an idle one.
     let held: Vec<Lease> = (0..200)
         .filter_map(|_| rig.lease(&snap, Strategy::WeightedRandom).ok())
@@ -469,4 +471,32 @@ fn statistics_survive_a_weight_change_but_not_a_restart() {
     assert!(editor.get("h1:1").unwrap().stats().is_none());
     // Equality ignores the statistics.
     assert_eq!(*ep_with(1, 1, Some("b1")), **snap.get(0).unwrap());
+}
+
+#[test]
+fn the_cheap_exp_of_a_pick_stays_within_a_millionth_of_libm() {
+    for i in -2000..=2000 {
+        let x = f64::from(i) / 20.0;
+        let (want, got) = (x.exp(), super::stats::fast_exp(x));
+        assert!(
+            ((got - want) / want).abs() < 1e-6,
+            "exp({x}): {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn p2c_folds_the_weight_into_the_cost() {
+    let mut rig = Rig::new();
+    // Same latency (the default), same load: the heavier wins every pair.
+    let snap = snapshot(vec![ep(1, 2), ep(2, 5)]);
+    let c = rig.counts(&snap, Strategy::PeakEwma, 1000);
+    assert_eq!(c.get("h2"), Some(&1000), "{c:?}");
+    // Two calls held on h2 (weight 5): 30 ms x 3 / 5 > 30 ms x 1 / 2.
+    let held: Vec<Lease> = (0..2)
+        .map(|_| rig.lease(&snap, Strategy::PeakEwma).unwrap())
+        .collect();
+    assert!(held.iter().all(|l| l.host() == "h2"));
+    let l = rig.lease(&snap, Strategy::PeakEwma).unwrap();
+    assert_eq!(l.host(), "h1", "h2 carries more than its weight's share");
 }

@@ -125,6 +125,22 @@ impl DirectorySnapshot {
         None
     }
 
+    /// [`DirectorySnapshot::get`] with the endpoint's weight, read from the
+    /// running totals (no load of the endpoint's record).
+    #[inline]
+    pub fn get_weighted(&self, mut index: usize) -> Option<(&Endpoint, u32)> {
+        if let [only] = self.apps.as_slice() {
+            return only.get_weighted(index);
+        }
+        for set in &self.apps {
+            match index.checked_sub(set.len()) {
+                Some(rest) => index = rest,
+                None => return set.get_weighted(index),
+            }
+        }
+        None
+    }
+
     /// Every endpoint, app by app, each app in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Endpoint> + '_ {
         self.apps.iter().flat_map(EndpointSet::iter)

@@ -84,8 +84,11 @@ fn assert_same(set: &EndpointSet, model: &Model, rs: &[u64]) {
     for (i, (a, b)) in got.iter().zip(&model.items).enumerate() {
         assert!(Arc::ptr_eq(a, b), "slot {i}: {a} vs {b}");
         assert!(Arc::ptr_eq(set.get(i).expect("in range"), b));
+        let (c, w) = set.get_weighted(i).expect("in range");
+        assert!(Arc::ptr_eq(c, b) && w == b.weight(), "slot {i}: weight {w}");
     }
     assert!(set.get(model.items.len()).is_none());
+    assert!(set.get_weighted(model.items.len()).is_none());
     for &r in rs.iter().chain(&[0, 1, u64::MAX / 2, u64::MAX]) {
         let (a, b) = (set.pick(r), model.pick(r));
         assert_eq!(a.map(Arc::as_ptr), b.map(Arc::as_ptr), "pick({r})");
