@@ -21,8 +21,9 @@ pub const BOOT_ID_KEY: &str = "steadfast.boot-id";
 pub enum BootId {
     /// 16 lowercase hex digits, as a number.
     Hex(u64),
-    /// Any other text (shared, not copied, by every URL of the instance).
-    Text(Arc<str>),
+    /// Any other text (shared, not copied, by every URL of the instance;
+    /// behind a thin pointer, so a boot id costs 16 bytes in every record).
+    Text(Arc<Box<str>>),
 }
 
 impl BootId {
@@ -34,7 +35,7 @@ impl BootId {
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         match u64::from_str_radix(text, 16) {
             Ok(n) if canonical => BootId::Hex(n),
-            _ => BootId::Text(Arc::from(text)),
+            _ => BootId::Text(Arc::new(Box::from(text))),
         }
     }
 }
