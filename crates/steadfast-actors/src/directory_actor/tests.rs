@@ -16,7 +16,7 @@ use crate::handle::Directory;
 use crate::registry_actor::RegistryActor;
 
 /// A weak address on no actor at all (the resolver's registry and cache).
-fn nowhere<A: Actor<Context = Context<A>>>() -> WeakAddr<A> {
+pub(super) fn nowhere<A: Actor<Context = Context<A>>>() -> WeakAddr<A> {
     let (tx, _rx) = actix::dev::channel::channel::<A>(1);
     Addr::new(tx).downgrade()
 }

@@ -16,10 +16,7 @@ use crate::handle::Directory;
 use crate::live_config::{CallerConfig, LiveConfig};
 use crate::registry_actor::RegistryActor;
 
-fn nowhere<A: Actor<Context = Context<A>>>() -> WeakAddr<A> {
-    let (tx, _rx) = actix::dev::channel::channel::<A>(1);
-    Addr::new(tx).downgrade()
-}
+use super::tests::nowhere;
 
 fn endpoint(port: u16) -> Endpoint {
     let svc = ServiceInfo {

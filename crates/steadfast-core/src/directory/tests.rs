@@ -5,15 +5,7 @@ use crate::model::{ServiceInfo, ServiceInstance};
 use std::time::Instant;
 
 fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUpdate {
-    let svc = ServiceInfo {
-        name: "S".into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port: 1,
-        path: "S".into(),
-        params: Default::default(),
-    };
+    let svc = ServiceInfo::test_service();
     let urls = ports
         .iter()
         .map(|p| {
@@ -83,15 +75,7 @@ fn merges_apps_and_explains_emptiness() {
 fn ep(app: &str, port: u16, weight: u32) -> Endpoint {
     let mut inst = ServiceInstance::new(app, "127.0.0.1", port);
     inst.weight = weight;
-    let svc = ServiceInfo {
-        name: "S".into(),
-        group: None,
-        version: None,
-        protocol: "tri".into(),
-        port: 1,
-        path: "S".into(),
-        params: Default::default(),
-    };
+    let svc = ServiceInfo::test_service();
     Arc::new(ServiceUrl::build(&inst, &svc))
 }
 
