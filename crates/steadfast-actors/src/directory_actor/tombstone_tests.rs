@@ -143,10 +143,10 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
         "one timer for every tombstone"
     );
 
-    tokio::time::sleep(Duration::from_millis(4_990)).await;
+    tokio::time::advance(Duration::from_millis(4_990)).await;
     settle().await;
     assert!(ports(&dir).is_empty(), "still vetoed before the TTL");
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::advance(Duration::from_millis(20)).await;
     settle().await;
     assert_eq!(ports(&dir), vec![1], "back at 5 s, with no update");
     assert_eq!(
@@ -154,7 +154,7 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
         timers + 1,
         "re-armed for :2"
     );
-    tokio::time::sleep(Duration::from_secs(55)).await;
+    tokio::time::advance(Duration::from_secs(55)).await;
     settle().await;
     assert_eq!(ports(&dir), vec![1, 2]);
     let s = stats.snapshot();
