@@ -21,6 +21,22 @@ pub(super) fn nowhere<A: Actor<Context = Context<A>>>() -> WeakAddr<A> {
     Addr::new(tx).downgrade()
 }
 
+/// Resolver 1 of app `a`, with no registry or cache behind it (the tests
+/// drive it with messages).
+pub(super) fn lone_resolver(stats: &Arc<EngineStats>) -> Addr<ResolverActor> {
+    ResolverActor::new(
+        1,
+        "a",
+        BackoffPolicy::default(),
+        None,
+        1,
+        nowhere::<RegistryActor>(),
+        nowhere::<CacheActor>(),
+        stats.clone(),
+    )
+    .start()
+}
+
 fn endpoint(port: u16) -> Endpoint {
     let svc = ServiceInfo {
         name: "demo.S".into(),
@@ -72,17 +88,7 @@ async fn publishes_lock_free_and_refetches_a_full_update_on_a_refused_patch() {
     let stats = Arc::new(EngineStats::default());
     let reference = Reference::new("demo.S", "tri", ["a"]);
     let key = reference.subscribe_key();
-    let resolver = ResolverActor::new(
-        1,
-        "a",
-        BackoffPolicy::default(),
-        None,
-        1,
-        nowhere::<RegistryActor>(),
-        nowhere::<CacheActor>(),
-        stats.clone(),
-    )
-    .start();
+    let resolver = lone_resolver(&stats);
     let shared = Arc::new(DirectoryShared::default());
     let resolvers = vec![resolver.downgrade()];
     let addr = DirectoryActor::new(7, &reference, resolvers, shared.clone(), 1, stats).start();

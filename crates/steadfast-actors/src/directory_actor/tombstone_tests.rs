@@ -6,17 +6,15 @@
 use std::time::Duration;
 
 use steadfast_core::{
-    BackoffPolicy, Closing, ClosingSource, DirectoryUpdate, Endpoint, NoEndpoint, NoEndpointReason,
-    ServiceInfo, ServiceInstance, UpdateState, UrlChange,
+    Closing, ClosingSource, DirectoryUpdate, Endpoint, NoEndpoint, NoEndpointReason, ServiceInfo,
+    ServiceInstance, UpdateState, UrlChange,
 };
 
 use super::*;
-use crate::cache_actor::CacheActor;
 use crate::handle::Directory;
 use crate::live_config::{CallerConfig, LiveConfig};
-use crate::registry_actor::RegistryActor;
 
-use super::tests::nowhere;
+use super::tests::lone_resolver;
 
 fn endpoint(port: u16) -> Endpoint {
     let svc = ServiceInfo {
@@ -70,17 +68,7 @@ async fn a_closing_notice_tombstones_and_the_one_timer_re_adds_at_the_ttl_read_t
     let stats = Arc::new(EngineStats::default());
     let reference = Reference::new("demo.S", "tri", ["a"]);
     let key = reference.subscribe_key();
-    let resolver = ResolverActor::new(
-        1,
-        "a",
-        BackoffPolicy::default(),
-        None,
-        1,
-        nowhere::<RegistryActor>(),
-        nowhere::<CacheActor>(),
-        stats.clone(),
-    )
-    .start();
+    let resolver = lone_resolver(&stats);
     let config = LiveConfig::new(CallerConfig {
         tombstone_ttl: Duration::from_secs(5),
         ..CallerConfig::default()

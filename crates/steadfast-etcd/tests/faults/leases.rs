@@ -110,7 +110,10 @@ async fn a_slow_key_never_delays_another_and_every_operation_has_a_deadline() {
         let reg = EtcdRegistry::new(cfg).unwrap();
         let [slow, fast] = ["slow", "fast"].map(|h| inst("web", h));
         let slow_key = reg.layout().instance_key("web", &slow.id);
-        relay.slow_down(b64::encode(&slow_key).as_bytes(), Duration::from_millis(1500));
+        relay.slow_down(
+            b64::encode(&slow_key).as_bytes(),
+            Duration::from_millis(1500),
+        );
 
         let started = Instant::now();
         let r = reg.clone();
