@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::error::{FetchError, PublishError, RegistryError};
-use crate::event::{Listing, RegistryEvent};
+use crate::event::{Listing, RegistryEvent, Version};
 use crate::model::{MetadataInfo, ServiceInstance};
 
 /// A stream of versioned events of one app's instances.
@@ -25,6 +25,42 @@ use crate::model::{MetadataInfo, ServiceInstance};
 ///   clears the mark);
 /// - the end of the stream means the watch must be re-established.
 pub type EventStream = BoxStream<'static, Result<RegistryEvent, RegistryError>>;
+
+/// Something happened to this client's registry session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// The backend lost what this client registered and watched (a lease
+    /// expired, a reconnect landed on a server that forgot the session, the
+    /// backend restarted empty): every registration must be made again and
+    /// every subscription re-established with a full re-read.
+    Lost {
+        /// What the backend saw, for logs and status.
+        reason: String,
+    },
+}
+
+/// A stream of [`SessionEvent`]s; it ends when the backend is dropped.
+pub type SessionStream = BoxStream<'static, SessionEvent>;
+
+/// The set of apps that serve one interface, as recorded by providers at
+/// export (Dubbo's service-name mapping).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappingEvent {
+    /// Version of the mapping state (grows per source, as for instances).
+    pub version: Version,
+    /// Every app mapped to the interface now, sorted and deduplicated.
+    pub apps: Vec<String>,
+}
+
+/// A stream of an interface's mapping: the whole app set first, then again
+/// after every change. `Err` items and the end follow the
+/// [`EventStream`] contract (stale but kept; end = re-watch).
+pub type MappingStream = BoxStream<'static, Result<MappingEvent, RegistryError>>;
+
+fn unsupported<T: Send + 'static>(what: &str) -> BoxFuture<'static, Result<T, RegistryError>> {
+    let err = RegistryError::Unsupported(what.to_string());
+    Box::pin(async move { Err(err) })
+}
 
 /// A service registry holding one record per provider instance.
 pub trait Registry: Send + Sync + 'static {
@@ -47,6 +83,46 @@ pub trait Registry: Send + Sync + 'static {
     /// re-reads on resume).
     fn rereads_on_resume(&self) -> bool {
         false
+    }
+
+    /// Session events of this client, if the backend has sessions (`None`:
+    /// it has none, or it restores its registrations by itself). Called once
+    /// per engine.
+    fn sessions(&self) -> Option<SessionStream> {
+        None
+    }
+
+    /// Records that `app` serves `interface` (one key per app, so
+    /// concurrent providers of different apps never overwrite each other).
+    /// Default: unsupported.
+    fn register_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let _ = (interface, app);
+        unsupported("interface mappings")
+    }
+
+    /// Removes the record that `app` serves `interface`. Default:
+    /// unsupported.
+    fn unregister_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let _ = (interface, app);
+        unsupported("interface mappings")
+    }
+
+    /// Watches the apps mapped to `interface` (see [`MappingStream`]).
+    /// Default: unsupported.
+    fn watch_mapping(
+        &self,
+        interface: &str,
+    ) -> BoxFuture<'static, Result<MappingStream, RegistryError>> {
+        let _ = interface;
+        unsupported("interface mappings")
     }
 }
 

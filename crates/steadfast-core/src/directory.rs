@@ -16,6 +16,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
+use crate::pending::Pending;
 use crate::update::{
     DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
 };
@@ -24,8 +25,8 @@ use crate::url::{Endpoint, ServiceUrl};
 /// Why a directory has no endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EmptyReason {
-    /// No update has arrived yet.
-    Pending,
+    /// No update has arrived yet; names a failing subscribe or mapping read.
+    Pending(Pending),
     /// The registry holds no instance of any provider app.
     RegistryEmpty,
     /// Instances exist but their metadata is not resolved yet.
@@ -134,9 +135,7 @@ impl fmt::Display for DirectoryStatus {
                 }
                 write!(f, ")")
             }
-            DirectoryStatus::Empty(EmptyReason::Pending) => {
-                write!(f, "empty: waiting for the registry")
-            }
+            DirectoryStatus::Empty(EmptyReason::Pending(p)) => write!(f, "empty: {p}"),
             DirectoryStatus::Empty(EmptyReason::RegistryEmpty) => {
                 write!(f, "empty: the registry holds no provider instance")
             }
@@ -274,7 +273,7 @@ impl DirectoryMachine {
                     generation: 0,
                     editor: EndpointSetEditor::new(),
                     set: EndpointSet::new(),
-                    state: UpdateState::Pending,
+                    state: UpdateState::Pending(Pending::waiting()),
                     stale_since: None,
                     held: None,
                     tombs: Tombstones::default(),
@@ -421,9 +420,15 @@ impl DirectoryMachine {
         }
         if states
             .iter()
-            .any(|s| matches!(s, None | Some(UpdateState::Pending)))
+            .any(|s| matches!(s, None | Some(UpdateState::Pending(_))))
         {
-            return DirectoryStatus::Empty(EmptyReason::Pending);
+            let mut pending = Pending::waiting();
+            for s in states.iter().flatten() {
+                if let UpdateState::Pending(p) = s {
+                    pending.merge(p);
+                }
+            }
+            return DirectoryStatus::Empty(EmptyReason::Pending(pending));
         }
         let mut not_serving: Option<NotServing> = None;
         for s in states.iter().flatten() {

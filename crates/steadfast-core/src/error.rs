@@ -131,6 +131,10 @@ pub enum RegistryError {
     /// The registry backend (user code) panicked; the panic was contained.
     #[error("registry backend panicked: {0}")]
     Panicked(String),
+    /// The backend does not implement this operation (say, interface ->
+    /// app mappings); retrying cannot help.
+    #[error("registry backend does not support {0}")]
+    Unsupported(String),
 }
 
 impl RegistryError {
@@ -138,6 +142,7 @@ impl RegistryError {
     pub fn class(&self) -> ErrorClass {
         match self {
             RegistryError::Rejected(_) => ErrorClass::Persistent,
+            RegistryError::Unsupported(_) => ErrorClass::Final,
             _ => ErrorClass::Transient,
         }
     }

@@ -21,11 +21,13 @@ pub mod event;
 pub mod export;
 pub mod fallback;
 pub mod fetch_plan;
+pub mod freshness;
 pub mod incarnation;
 pub mod instance;
 pub mod keys;
 pub mod metadata_cache;
 pub mod model;
+pub mod pending;
 pub mod probe;
 pub mod recover;
 pub mod resolver;
@@ -35,7 +37,10 @@ pub mod subscription;
 pub mod update;
 pub mod url;
 
-pub use backend::{check_metadata, EventStream, MetadataFetcher, MetadataPublisher, Registry};
+pub use backend::{
+    check_metadata, EventStream, MappingEvent, MappingStream, MetadataFetcher, MetadataPublisher,
+    Registry, SessionEvent, SessionStream,
+};
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use balance::{
     BalanceConfig, BalanceEnv, DirectoryBalance, FailureClass, Lease, Outcome, OutlierPolicy,
@@ -56,11 +61,13 @@ pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
 pub use fallback::{FallbackFetcher, DEFAULT_FALLBACK_TIMEOUT, DEFAULT_PRIMARY_TIMEOUT};
 pub use fetch_plan::{fetch_contained, FetchAction, FetchMemory, FetchPlan, FetchPolicy};
+pub use freshness::{Freshness, Source};
 pub use incarnation::{BootId, Incarnation};
 pub use instance::{Instance, RevisionInterner};
 pub use keys::{match_key, service_key, Reference};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
+pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::error::FetchError;
 use crate::instance::Instance;
 use crate::model::ServiceInstance;
+use crate::pending::Pending;
 use crate::url::Endpoint;
 
 /// Revisions the resolver could not resolve yet.
@@ -88,8 +89,9 @@ impl NotServing {
 /// Why an update carries the URLs it carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateState {
-    /// No registry snapshot has arrived yet.
-    Pending,
+    /// No registry snapshot has arrived yet (and whether the subscription
+    /// is failing meanwhile).
+    Pending(Pending),
     /// Every revision in the snapshot is resolved.
     Resolved,
     /// Some revisions are unresolved; the URLs hold the resolved ones plus

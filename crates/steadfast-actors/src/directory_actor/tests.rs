@@ -98,7 +98,7 @@ async fn publishes_lock_free_and_refetches_a_full_update_on_a_refused_patch() {
     let first = until_version(&dir, 1).await;
     assert_eq!(
         first.status(),
-        &DirectoryStatus::Empty(EmptyReason::Pending)
+        &DirectoryStatus::Empty(EmptyReason::Pending(Default::default()))
     );
     assert_eq!(dir.select_now(), Ok(None));
 

@@ -38,7 +38,7 @@ fn ep(id: u32, weight: u32) -> Endpoint {
 }
 
 fn snapshot(eps: Vec<Endpoint>) -> DirectorySnapshot {
-    let status = DirectoryStatus::Empty(EmptyReason::Pending);
+    let status = DirectoryStatus::Empty(EmptyReason::Pending(Default::default()));
     DirectorySnapshot::new(1, status, vec![EndpointSet::from_vec(eps)])
 }
 
@@ -440,7 +440,11 @@ fn statistics_survive_a_weight_change_but_not_a_restart() {
     let mut editor = EndpointSetEditor::new();
     editor.extend([ep_with(1, 1, Some("b1")), ep_with(2, 1, Some("b1"))]);
     let set = editor.snapshot();
-    let snap = DirectorySnapshot::new(1, DirectoryStatus::Empty(EmptyReason::Pending), vec![set]);
+    let snap = DirectorySnapshot::new(
+        1,
+        DirectoryStatus::Empty(EmptyReason::Pending(Default::default())),
+        vec![set],
+    );
     let l = rig.lease(&snap, Strategy::RoundRobin).unwrap();
     assert_eq!(l.host(), "h1");
     assert!(l

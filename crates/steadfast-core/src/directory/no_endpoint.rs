@@ -4,13 +4,15 @@
 use std::fmt;
 
 use crate::directory::{DirectoryStatus, EmptyReason};
+use crate::pending::Pending;
 use crate::update::{NotServing, Unresolved};
 
 /// Why a pick or a wait returned no endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NoEndpointReason {
-    /// Nothing heard from the registry yet.
-    Pending,
+    /// Nothing heard from the registry yet (and which registry step is
+    /// failing, if one is).
+    Pending(Pending),
     /// The registry really holds no instance of the reference's apps.
     RegistryEmpty,
     /// Instances exist but their metadata is not resolved (still retrying).
@@ -53,7 +55,7 @@ impl NoEndpoint {
     pub fn of_status(status: &DirectoryStatus) -> Option<Self> {
         let reason = match status {
             DirectoryStatus::Ready { .. } => return None,
-            DirectoryStatus::Empty(EmptyReason::Pending) => NoEndpointReason::Pending,
+            DirectoryStatus::Empty(EmptyReason::Pending(p)) => NoEndpointReason::Pending(p.clone()),
             DirectoryStatus::Empty(EmptyReason::RegistryEmpty) => NoEndpointReason::RegistryEmpty,
             DirectoryStatus::Empty(EmptyReason::Unresolved(u)) => {
                 NoEndpointReason::MetadataUnresolved(u.clone())
@@ -73,7 +75,7 @@ impl NoEndpoint {
 impl fmt::Display for NoEndpointReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Pending => write!(f, "waiting for the registry"),
+            Self::Pending(p) => write!(f, "{p}"),
             Self::RegistryEmpty => write!(f, "the registry holds no provider instance"),
             Self::MetadataUnresolved(u) => write!(f, "{u}"),
             Self::NoMatchingService => write!(f, "no provider exports this service"),

@@ -31,7 +31,10 @@ fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUp
 fn merges_apps_and_explains_emptiness() {
     let apps = vec!["a".to_string(), "b".to_string()];
     let mut d = DirectoryMachine::new("S:tri", &apps, 1);
-    assert_eq!(d.status(), DirectoryStatus::Empty(EmptyReason::Pending));
+    assert_eq!(
+        d.status(),
+        DirectoryStatus::Empty(EmptyReason::Pending(Default::default()))
+    );
     assert_eq!(
         d.apply(update("a", 1, &[1, 2], UpdateState::Resolved)),
         Applied::Yes

@@ -38,7 +38,11 @@ pub struct DirectorySnapshot {
 
 impl Default for DirectorySnapshot {
     fn default() -> Self {
-        Self::new(0, DirectoryStatus::Empty(EmptyReason::Pending), Vec::new())
+        Self::new(
+            0,
+            DirectoryStatus::Empty(EmptyReason::Pending(crate::pending::Pending::waiting())),
+            Vec::new(),
+        )
     }
 }
 

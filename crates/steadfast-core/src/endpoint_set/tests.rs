@@ -211,7 +211,11 @@ fn empty_and_zero_weight_sets_pick_nothing() {
     for r in [0, 1, 12345, u64::MAX] {
         assert!(zeros.pick(r).is_none());
     }
-    let snap = DirectorySnapshot::new(1, DirectoryStatus::Empty(EmptyReason::Pending), vec![zeros]);
+    let snap = DirectorySnapshot::new(
+        1,
+        DirectoryStatus::Empty(EmptyReason::Pending(Default::default())),
+        vec![zeros],
+    );
     assert!(snap.pick(7).is_none());
 }
 
@@ -274,7 +278,7 @@ fn published_selects_lock_free_and_stays_closed() {
         EndpointSet::new(),
         EndpointSet::from_vec(vec![ep(2, 3), ep(3, 0)]),
     ];
-    let status = DirectoryStatus::Empty(EmptyReason::Pending);
+    let status = DirectoryStatus::Empty(EmptyReason::Pending(Default::default()));
     let snap = DirectorySnapshot::new(3, status.clone(), apps);
     assert_eq!((snap.len(), snap.total_weight(), snap.version()), (3, 4, 3));
     let hosts: Vec<&str> = snap.iter().map(|e| e.host()).collect();
@@ -308,7 +312,7 @@ fn published_selects_lock_free_and_stays_closed() {
 
 #[test]
 fn the_thread_cache_is_bounded_follows_stores_and_leaves_frees_to_the_writer() {
-    let status = DirectoryStatus::Empty(EmptyReason::Pending);
+    let status = DirectoryStatus::Empty(EmptyReason::Pending(Default::default()));
     let snap = |port: u32| {
         let set = EndpointSet::from_vec(vec![ep(port, 1)]);
         Arc::new(DirectorySnapshot::new(1, status.clone(), vec![set]))

@@ -292,7 +292,7 @@ impl ResolverMachine {
         empty: bool,
     ) -> DirectoryUpdate {
         let state = if !self.has_state {
-            UpdateState::Pending
+            UpdateState::Pending(crate::pending::Pending::waiting())
         } else if self.table.is_empty() {
             UpdateState::RegistryEmpty
         } else {

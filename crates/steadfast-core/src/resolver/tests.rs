@@ -257,7 +257,7 @@ fn empty_registry_and_no_snapshot_have_their_own_states() {
     let u = h.update();
     assert_eq!(
         (u.state.clone(), views::urls(&u).len(), u.generation),
-        (UpdateState::Pending, 0, 0)
+        (UpdateState::Pending(Default::default()), 0, 0)
     );
     let f1 = fetched(
         &h.snapshot(1, vec![inst("a", &m1.revision)], t0),
