@@ -23,7 +23,8 @@
 //! notified to its watches in version order, and a watcher at `v` holds
 //! exactly the app's state at `v`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use steadfast_core::RegistryError;
 
@@ -84,6 +85,24 @@ pub(crate) struct Faults {
     pub(crate) register_calls: Counter,
     /// `unregister` calls so far.
     pub(crate) unregister_calls: Counter,
+    /// Every call fails while set (the registry is down).
+    pub(crate) down: AtomicBool,
+    /// Every call answers only after this many milliseconds (0: at once).
+    pub(crate) delay_ms: AtomicU64,
+}
+
+impl Faults {
+    /// The injected outage error, when the registry is down.
+    pub(crate) fn outage(&self, what: &str) -> Option<RegistryError> {
+        self.down
+            .load(Ordering::SeqCst)
+            .then(|| RegistryError::Unavailable(format!("registry down (injected): {what}")))
+    }
+
+    /// The injected answer delay.
+    pub(crate) fn delay(&self) -> Duration {
+        Duration::from_millis(self.delay_ms.load(Ordering::SeqCst))
+    }
 }
 
 impl MemoryRegistry {
@@ -183,6 +202,23 @@ impl MemoryRegistry {
                 w.end(&reset);
             }
         }
+    }
+
+    /// Takes the registry down (`true`) or brings it back: while down every
+    /// `list`, `watch`, `register` and `unregister` call fails with
+    /// [`RegistryError::Unavailable`] and changes nothing (calls are still
+    /// counted). Live watch streams are not touched; pair with
+    /// [`MemoryRegistry::error_watches`] to break them too.
+    pub fn set_down(&self, down: bool) {
+        self.inner.faults.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Makes every `list`, `watch`, `register` and `unregister` call answer
+    /// only after `delay` (tokio time, so virtual in paused tests; zero:
+    /// at once). The call's outcome is decided when it answers.
+    pub fn delay_calls(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.inner.faults.delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// `list` / `list_events` calls so far, failed ones included.

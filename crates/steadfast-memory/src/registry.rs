@@ -205,7 +205,25 @@ impl MemoryRegistry {
             let app = app.to_string();
             return async move { panic!("injected panic in watch of {app}") }.boxed();
         }
-        future::ready(self.watch_events_now(app)).boxed()
+        let (this, app) = (self.clone(), app.to_string());
+        self.answer(move || this.watch_events_now(&app))
+    }
+
+    /// Answers with `call()` after the injected delay, if any (at once
+    /// otherwise, so tests without delays see no extra poll).
+    fn answer<T: Send + 'static>(
+        &self,
+        call: impl FnOnce() -> Result<T, RegistryError> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, RegistryError>> {
+        let delay = self.inner.faults.delay();
+        if delay.is_zero() {
+            return future::ready(call()).boxed();
+        }
+        async move {
+            tokio::time::sleep(delay).await;
+            call()
+        }
+        .boxed()
     }
 
     /// Every instance of `app` with the current version. Subject to the list
@@ -216,11 +234,15 @@ impl MemoryRegistry {
             let app = app.to_string();
             return async move { panic!("injected panic in list of {app}") }.boxed();
         }
-        future::ready(self.list_events_now(app)).boxed()
+        let (this, app) = (self.clone(), app.to_string());
+        self.answer(move || this.list_events_now(&app))
     }
 
     fn watch_events_now(&self, app: &str) -> Result<EventStream, RegistryError> {
         self.inner.faults.watch_calls.bump();
+        if let Some(e) = self.inner.faults.outage(&format!("watch of {app}")) {
+            return Err(e);
+        }
         if self.inner.faults.watches.take() {
             return Err(RegistryError::Injected(format!("watch of {app}")));
         }
@@ -238,6 +260,9 @@ impl MemoryRegistry {
 
     fn list_events_now(&self, app: &str) -> Result<Listing, RegistryError> {
         self.inner.faults.list_calls.bump();
+        if let Some(e) = self.inner.faults.outage(&format!("list of {app}")) {
+            return Err(e);
+        }
         if self.inner.faults.lists.take() {
             return Err(RegistryError::Injected(format!("list of {app}")));
         }
@@ -248,6 +273,9 @@ impl MemoryRegistry {
 
     fn register_now(&self, instance: ServiceInstance) -> Result<(), RegistryError> {
         self.inner.faults.register_calls.bump();
+        if let Some(e) = self.inner.faults.outage("register") {
+            return Err(e);
+        }
         if self.inner.faults.registers.take() {
             return Err(RegistryError::Injected(format!(
                 "register of {}/{}",
@@ -260,6 +288,9 @@ impl MemoryRegistry {
 
     fn unregister_now(&self, instance: &ServiceInstance) -> Result<(), RegistryError> {
         self.inner.faults.unregister_calls.bump();
+        if let Some(e) = self.inner.faults.outage("unregister") {
+            return Err(e);
+        }
         if self.inner.faults.registers.take() {
             return Err(RegistryError::Injected(format!(
                 "unregister of {}/{}",
@@ -281,7 +312,8 @@ impl Registry for MemoryRegistry {
     }
 
     fn register(&self, instance: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
-        future::ready(self.register_now(instance)).boxed()
+        let this = self.clone();
+        self.answer(move || this.register_now(instance))
     }
 
     /// Removes the instance by app + id; removing an absent instance succeeds
@@ -290,6 +322,7 @@ impl Registry for MemoryRegistry {
         &self,
         instance: ServiceInstance,
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
-        future::ready(self.unregister_now(&instance)).boxed()
+        let this = self.clone();
+        self.answer(move || this.unregister_now(&instance))
     }
 }

@@ -281,3 +281,51 @@ fn set_instances_silently_changes_state_but_notifies_nobody() {
     assert_eq!(map.version(), Some(resync.version), "an equal version");
     assert!(!same_state(&map, &resync), "yet other contents");
 }
+
+#[test]
+fn a_down_registry_fails_every_call_and_changes_nothing_until_it_is_back() {
+    let reg = MemoryRegistry::new();
+    reg.put(inst("a", "10.0.0.1", 1));
+    reg.set_down(true);
+    let unavailable =
+        |r: Result<(), RegistryError>| matches!(r, Err(RegistryError::Unavailable(_)));
+    assert!(unavailable(block_on(
+        reg.register(inst("a", "10.0.0.2", 1))
+    )));
+    assert!(unavailable(block_on(
+        reg.unregister(inst("a", "10.0.0.1", 1))
+    )));
+    assert!(matches!(
+        block_on(Registry::list(&reg, "a")),
+        Err(RegistryError::Unavailable(_))
+    ));
+    assert!(block_on(Registry::watch(&reg, "a")).is_err());
+    assert_eq!((reg.register_calls(), reg.unregister_calls()), (1, 1));
+    assert_eq!((reg.list_calls(), reg.watch_calls()), (1, 1));
+    assert_eq!(
+        record_ids(&reg.instances("a")),
+        vec!["10.0.0.1:1"],
+        "nothing changed while down"
+    );
+    reg.set_down(false);
+    assert!(block_on(reg.register(inst("a", "10.0.0.2", 1))).is_ok());
+    assert_eq!(
+        record_ids(&reg.instances("a")),
+        vec!["10.0.0.1:1", "10.0.0.2:1"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_calls_answer_after_the_delay_in_tokio_time() {
+    let reg = MemoryRegistry::new();
+    reg.put(inst("a", "10.0.0.1", 1));
+    reg.delay_calls(std::time::Duration::from_secs(3));
+    let t0 = tokio::time::Instant::now();
+    let listing = Registry::list(&reg, "a").await.unwrap();
+    assert_eq!(listing.instances.len(), 1);
+    assert_eq!(t0.elapsed(), std::time::Duration::from_secs(3));
+    reg.delay_calls(std::time::Duration::ZERO);
+    let t1 = tokio::time::Instant::now();
+    reg.register(inst("a", "10.0.0.2", 1)).await.unwrap();
+    assert_eq!(t1.elapsed(), std::time::Duration::ZERO);
+}
