@@ -202,6 +202,19 @@ impl Actor for LookupActor {
         for (waiter, app) in std::mem::take(&mut self.asking) {
             self.query(&app, waiter, ctx);
         }
+        // A caller the panic caught between its arrival and the machine.
+        let known: std::collections::HashSet<WaiterId> = self.machine.waiting().collect();
+        let orphans: Vec<WaiterId> = self
+            .waiters
+            .keys()
+            .filter(|w| !known.contains(w))
+            .copied()
+            .collect();
+        for waiter in orphans {
+            let cause = RegistryError::Panicked("lookup handler panicked".into());
+            let app = String::new();
+            self.reply(waiter, Err(LookupError::Unavailable { app, cause }));
+        }
     }
 }
 
@@ -271,3 +284,6 @@ impl Handler<Shutdown> for LookupActor {
 }
 
 crate::contain::contained_actor!(LookupActor, "lookup");
+
+#[cfg(test)]
+mod tests;

@@ -146,6 +146,14 @@ impl LookupCache {
         self.entries.get(app).is_some_and(|e| e.flight.is_some())
     }
 
+    /// Every caller waiting on a registry call.
+    pub fn waiting(&self) -> impl Iterator<Item = WaiterId> + '_ {
+        self.entries
+            .values()
+            .filter_map(|e| e.flight.as_ref())
+            .flat_map(|f| f.waiters.iter().copied())
+    }
+
     /// When `app`'s copy stops being fresh, if one is held.
     pub fn expires_at(&self, app: &str) -> Option<Instant> {
         self.entries
