@@ -16,7 +16,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
+use crate::freshness::{Freshness, Source};
 use crate::pending::Pending;
+use crate::snapshot::{ServedFromSnapshot, SnapshotOrigin};
 use crate::update::{
     DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
 };
@@ -54,6 +56,10 @@ pub enum DirectoryStatus {
         /// Apps whose instances removed in a mass expiry right after a
         /// registry recovery are still served for a bounded grace.
         held: Vec<(String, HeldInstances)>,
+        /// Set while endpoints of some apps come from a disk snapshot (the
+        /// registry has not delivered their state yet): which apps, and
+        /// `Freshness::Stale { age }` with `Source::Snapshot`.
+        snapshot: Option<ServedFromSnapshot>,
     },
     /// No endpoint, and why.
     Empty(EmptyReason),
@@ -112,6 +118,7 @@ impl fmt::Display for DirectoryStatus {
                 degraded,
                 stale_since,
                 held,
+                snapshot,
             } => {
                 let word = if degraded.is_empty() {
                     "ready"
@@ -121,6 +128,9 @@ impl fmt::Display for DirectoryStatus {
                 write!(f, "{word} ({endpoints} endpoint(s)")?;
                 for (app, u) in degraded {
                     write!(f, "; {app}: {u}")?;
+                }
+                if let Some(s) = snapshot {
+                    write!(f, "; {s}")?;
                 }
                 if stale_since.is_some() {
                     write!(f, "; registry unreachable, serving the last state seen")?;
@@ -157,6 +167,8 @@ struct AppView {
     state: UpdateState,
     stale_since: Option<Instant>,
     held: Option<HeldInstances>,
+    /// Set while the app's URLs come from a disk snapshot.
+    snapshot: Option<SnapshotOrigin>,
     /// Closing tombstones of the app's endpoints.
     tombs: Tombstones,
 }
@@ -276,6 +288,7 @@ impl DirectoryMachine {
                     state: UpdateState::Pending(Pending::waiting()),
                     stale_since: None,
                     held: None,
+                    snapshot: None,
                     tombs: Tombstones::default(),
                 });
                 let urls = view.tombs.screen_full(
@@ -319,6 +332,7 @@ impl DirectoryMachine {
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
+        view.snapshot = update.snapshot;
         (Applied::Yes, Some(self.republish()))
     }
 
@@ -406,6 +420,7 @@ impl DirectoryMachine {
                 stale_since,
                 degraded,
                 held,
+                snapshot: self.served_from_snapshot(),
             };
         }
         let states: Vec<Option<&UpdateState>> = self
@@ -455,6 +470,30 @@ impl DirectoryMachine {
             return DirectoryStatus::Empty(EmptyReason::NoMatchingService);
         }
         DirectoryStatus::Empty(EmptyReason::RegistryEmpty)
+    }
+}
+
+impl DirectoryMachine {
+    /// The apps whose endpoints come from a disk snapshot, with the age of
+    /// the oldest snapshot (`None`: none does).
+    fn served_from_snapshot(&self) -> Option<ServedFromSnapshot> {
+        let mut apps = Vec::new();
+        let mut age = std::time::Duration::ZERO;
+        for (app, v) in &self.apps {
+            let Some(origin) = v.as_ref().and_then(|v| v.snapshot) else {
+                continue;
+            };
+            if v.as_ref().is_some_and(|v| v.set.is_empty()) {
+                continue;
+            }
+            apps.push(app.clone());
+            age = age.max(origin.age);
+        }
+        (!apps.is_empty()).then(|| ServedFromSnapshot {
+            apps,
+            freshness: Freshness::Stale { age },
+            source: Source::Snapshot,
+        })
     }
 }
 
