@@ -57,6 +57,9 @@ pub struct EngineConfig {
     /// engine's copy can be replaced at run time with
     /// [`Engine::set_caller_config`](crate::Engine::set_caller_config).
     pub caller: crate::live_config::CallerConfig,
+    /// Disk snapshots of the subscribed apps for cold starts (default: no
+    /// directory, nothing written).
+    pub snapshot: crate::snapshot_config::SnapshotConfig,
 }
 
 impl EngineConfig {
@@ -93,6 +96,7 @@ impl Default for EngineConfig {
             reconcile_interval: Duration::from_secs(300),
             mass_removal_grace: Duration::from_secs(3),
             caller: Default::default(),
+            snapshot: Default::default(),
         }
     }
 }
@@ -142,6 +146,18 @@ pub enum ConfigError {
     Zero {
         /// The config field.
         field: &'static str,
+    },
+    /// A size is out of its range.
+    #[error("{field} must be in {min}..={max}, got {value}")]
+    Size {
+        /// The config field.
+        field: &'static str,
+        /// The value given.
+        value: usize,
+        /// The lowest value allowed.
+        min: usize,
+        /// The highest value allowed.
+        max: usize,
     },
     /// A percentage is out of its range.
     #[error("{field} must be a percentage in {min}..=100, got {value}")]
@@ -207,6 +223,7 @@ impl EngineConfig {
             });
         }
         check_duration("caller.min_probe_interval", self.caller.min_probe_interval)?;
+        self.snapshot.validate()?;
         // Zero: unsubscribe as soon as the last handle drops.
         if let Some(linger) = self.caller.unsubscribe_linger {
             if linger > MAX_BACKOFF {

@@ -28,6 +28,8 @@ pub mod live_config;
 pub mod messages;
 pub mod registry_actor;
 pub mod resolver_actor;
+pub mod snapshot_actor;
+pub mod snapshot_config;
 pub mod stats;
 mod timer;
 
@@ -39,4 +41,5 @@ pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport};
 pub use handle::{Deadline, Directory};
 pub use live_config::{CallerConfig, LiveConfig};
+pub use snapshot_config::SnapshotConfig;
 pub use stats::StatsSnapshot;

@@ -46,6 +46,10 @@ pub struct EngineStats {
     pub(crate) closings_ignored: AtomicU64,
     pub(crate) tombstones_expired: AtomicU64,
     pub(crate) vetoed_readds_replayed: AtomicU64,
+    pub(crate) snapshot_loaded: AtomicU64,
+    pub(crate) snapshot_rejected: AtomicU64,
+    pub(crate) snapshot_written: AtomicU64,
+    pub(crate) snapshot_write_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -133,6 +137,16 @@ pub struct StatsSnapshot {
     pub tombstones_expired: u64,
     /// Vetoed endpoints re-added when their tombstone expired.
     pub vetoed_readds_replayed: u64,
+    /// Disk snapshots served at a cold start (an app seeded from its
+    /// snapshot before the registry delivered a state).
+    pub snapshot_loaded: u64,
+    /// Snapshot files refused (corrupt, truncated, foreign, unsupported
+    /// version, too large, too old, unreadable); never served.
+    pub snapshot_rejected: u64,
+    /// Snapshot files written (atomically).
+    pub snapshot_written: u64,
+    /// Snapshot writes that failed (io, deadline, too large).
+    pub snapshot_write_failures: u64,
 }
 
 impl EngineStats {
@@ -175,6 +189,10 @@ impl EngineStats {
             closings_ignored: u(&self.closings_ignored),
             tombstones_expired: u(&self.tombstones_expired),
             vetoed_readds_replayed: u(&self.vetoed_readds_replayed),
+            snapshot_loaded: u(&self.snapshot_loaded),
+            snapshot_rejected: u(&self.snapshot_rejected),
+            snapshot_written: u(&self.snapshot_written),
+            snapshot_write_failures: u(&self.snapshot_write_failures),
         }
     }
 
