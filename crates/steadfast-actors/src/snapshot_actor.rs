@@ -187,24 +187,27 @@ impl Handler<LoadSnapshot> for SnapshotActor {
         });
         let path = io::path_of(&self.dir, &msg.app).display().to_string();
         let fut = bounded(work, deadline, path.clone());
-        ctx.spawn(fut.into_actor(self).map(move |result, act, _| match result {
-            Ok(Some((snapshot, age))) => {
-                if let Some(r) = msg.reply.upgrade() {
-                    r.do_send(SnapshotLoaded { snapshot, age });
-                }
-            }
-            Ok(None) => tracing::debug!(app = msg.app, path, "no snapshot"),
-            Err(error) => {
-                EngineStats::bump(&act.stats.snapshot_rejected);
-                tracing::warn!(
-                    app = msg.app,
-                    path,
-                    %error,
-                    kind = error.label(),
-                    "snapshot refused; waiting for the registry"
-                );
-            }
-        }));
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(Some((snapshot, age))) => {
+                        if let Some(r) = msg.reply.upgrade() {
+                            r.do_send(SnapshotLoaded { snapshot, age });
+                        }
+                    }
+                    Ok(None) => tracing::debug!(app = msg.app, path, "no snapshot"),
+                    Err(error) => {
+                        EngineStats::bump(&act.stats.snapshot_rejected);
+                        tracing::warn!(
+                            app = msg.app,
+                            path,
+                            %error,
+                            kind = error.label(),
+                            "snapshot refused; waiting for the registry"
+                        );
+                    }
+                }),
+        );
     }
 }
 

@@ -32,7 +32,11 @@ pub(crate) struct SnapshotLink {
 impl ResolverActor {
     /// Loads the app's snapshot at start and writes its good states
     /// through `actor`, at most once per `write_interval`.
-    pub fn with_snapshot(mut self, actor: WeakAddr<SnapshotActor>, write_interval: Duration) -> Self {
+    pub fn with_snapshot(
+        mut self,
+        actor: WeakAddr<SnapshotActor>,
+        write_interval: Duration,
+    ) -> Self {
         self.snapshot = Some(SnapshotLink {
             actor,
             schedule: WriteSchedule::new(write_interval),
@@ -101,10 +105,9 @@ impl ResolverActor {
         let Some(link) = self.snapshot.as_ref() else {
             return;
         };
-        let (Some(actor), Some(state)) = (
-            link.actor.upgrade(),
-            self.machine.snapshot_state(unix_ms()),
-        ) else {
+        let (Some(actor), Some(state)) =
+            (link.actor.upgrade(), self.machine.snapshot_state(unix_ms()))
+        else {
             return;
         };
         actor.do_send(StoreSnapshot(state));
@@ -130,7 +133,10 @@ impl Handler<SnapshotLoaded> for ResolverActor {
                 .machine
                 .seed_from_snapshot(msg.snapshot, msg.age, timer::now())
             else {
-                tracing::debug!(app, "registry state arrived before the snapshot; not served");
+                tracing::debug!(
+                    app,
+                    "registry state arrived before the snapshot; not served"
+                );
                 return;
             };
             EngineStats::bump(&act.stats.snapshot_loaded);
