@@ -332,7 +332,7 @@ impl DirectoryMachine {
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
-        view.snapshot = update.snapshot;
+        view.snapshot = update.snapshot.as_deref().copied();
         (Applied::Yes, Some(self.republish()))
     }
 
@@ -489,7 +489,7 @@ impl DirectoryMachine {
             apps.push(app.clone());
             age = age.max(origin.age);
         }
-        (!apps.is_empty()).then(|| ServedFromSnapshot {
+        (!apps.is_empty()).then_some(ServedFromSnapshot {
             apps,
             freshness: Freshness::Stale { age },
             source: Source::Snapshot,

@@ -185,8 +185,9 @@ pub struct DirectoryUpdate {
     pub closing: Vec<Arc<Instance>>,
     /// Set while the URLs come from a disk snapshot written by an earlier
     /// run (the registry has not delivered a state yet): when it was
-    /// written and how old it is.
-    pub snapshot: Option<crate::snapshot::SnapshotOrigin>,
+    /// written and how old it is (shared: rare, and it keeps the update
+    /// small).
+    pub snapshot: Option<Arc<crate::snapshot::SnapshotOrigin>>,
 }
 
 impl DirectoryUpdate {
