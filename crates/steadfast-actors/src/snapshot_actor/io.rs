@@ -83,3 +83,53 @@ pub(crate) fn read_bounded(
     }
     Ok(Some(bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!(
+            "steadfast-snapshot-io-{name}-{}-{}",
+            std::process::id(),
+            TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        p
+    }
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_no_temp_file() {
+        let dir = temp("write");
+        assert!(
+            read_bounded(&dir, "a", 100).unwrap().is_none(),
+            "no dir yet"
+        );
+        write_atomic(&dir, "a", b"first").unwrap();
+        write_atomic(&dir, "a", b"second").unwrap();
+        assert_eq!(read_bounded(&dir, "a", 100).unwrap().unwrap(), b"second");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(matches!(
+            read_bounded(&dir, "a", 3),
+            Err(SnapshotError::TooLarge { size: 6, max: 3 })
+        ));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_write_into_an_unusable_directory_is_an_io_error() {
+        let dir = temp("file");
+        fs::write(&dir, b"not a directory").unwrap();
+        let err = write_atomic(&dir, "a", b"x").unwrap_err();
+        assert!(matches!(err, SnapshotError::Io { .. }), "{err}");
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "the cause is kept"
+        );
+        let _ = fs::remove_file(&dir);
+    }
+}
