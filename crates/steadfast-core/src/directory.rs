@@ -16,7 +16,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
-use crate::freshness::{Freshness, Source};
 use crate::pending::Pending;
 use crate::snapshot::{ServedFromSnapshot, SnapshotOrigin};
 use crate::update::{
@@ -473,29 +472,8 @@ impl DirectoryMachine {
     }
 }
 
-impl DirectoryMachine {
-    /// The apps whose endpoints come from a disk snapshot, with the age of
-    /// the oldest snapshot (`None`: none does).
-    fn served_from_snapshot(&self) -> Option<ServedFromSnapshot> {
-        let mut apps = Vec::new();
-        let mut age = std::time::Duration::ZERO;
-        for (app, v) in &self.apps {
-            let Some(origin) = v.as_ref().and_then(|v| v.snapshot) else {
-                continue;
-            };
-            if v.as_ref().is_some_and(|v| v.set.is_empty()) {
-                continue;
-            }
-            apps.push(app.clone());
-            age = age.max(origin.age);
-        }
-        (!apps.is_empty()).then_some(ServedFromSnapshot {
-            apps,
-            freshness: Freshness::Stale { age },
-            source: Source::Snapshot,
-        })
-    }
-}
+#[path = "directory/snapshot.rs"]
+mod snapshot;
 
 #[path = "directory/no_endpoint.rs"]
 mod no_endpoint;
