@@ -355,6 +355,7 @@ fn update(generation: u64, change: UrlChange) -> DirectoryUpdate {
         stale_since: None,
         held: None,
         closing: Vec::new(),
+        snapshot: None,
     }
 }
 

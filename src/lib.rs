@@ -31,7 +31,7 @@
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
-    ShutdownReport, StatsSnapshot,
+    ShutdownReport, SnapshotConfig, StatsSnapshot,
 };
 /// Balancing: strategies, leases and outcome feedback, outlier ejection.
 pub use steadfast_core::balance::{

@@ -129,6 +129,11 @@ fn statuses(rng: &mut StdRng) -> Vec<DirectoryStatus> {
                     grace: Duration::MAX,
                 },
             )],
+            snapshot: Some(steadfast::core::ServedFromSnapshot {
+                apps: vec![odd_string(rng)],
+                freshness: steadfast::core::Freshness::Stale { age: Duration::MAX },
+                source: steadfast::core::Source::Snapshot,
+            }),
         },
         DirectoryStatus::Empty(EmptyReason::NotServing(NotServing {
             unhealthy: usize::MAX,

@@ -383,5 +383,14 @@ impl Handler<ForceRestart> for CacheActor {
 }
 
 crate::contain::contained_actor!(CacheActor, "cache");
+
+impl Handler<crate::messages::SeedMetadata> for CacheActor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::messages::SeedMetadata, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, _| {
+            act.cache.seed(msg.key, msg.info);
+        });
+    }
+}
 #[cfg(test)]
 mod tests;

@@ -62,6 +62,9 @@ pub struct EngineConfig {
     /// the engine does not watch: TTL 60 s ±10 %, negative answers 5 s, no
     /// max staleness, at most one registry call per app per 5 s, 1024 apps.
     pub lookup: LookupConfig,
+    /// Disk snapshots of the subscribed apps for cold starts (default: no
+    /// directory, nothing written).
+    pub snapshot: crate::snapshot_config::SnapshotConfig,
 }
 
 impl EngineConfig {
@@ -99,6 +102,7 @@ impl Default for EngineConfig {
             mass_removal_grace: Duration::from_secs(3),
             caller: Default::default(),
             lookup: LookupConfig::default(),
+            snapshot: Default::default(),
         }
     }
 }
@@ -148,6 +152,18 @@ pub enum ConfigError {
     Zero {
         /// The config field.
         field: &'static str,
+    },
+    /// A size is out of its range.
+    #[error("{field} must be in {min}..={max}, got {value}")]
+    Size {
+        /// The config field.
+        field: &'static str,
+        /// The value given.
+        value: usize,
+        /// The lowest value allowed.
+        min: usize,
+        /// The highest value allowed.
+        max: usize,
     },
     /// A percentage is out of its range.
     #[error("{field} must be a percentage in {min}..=100, got {value}")]
@@ -224,6 +240,7 @@ impl EngineConfig {
             });
         }
         check_duration("caller.min_probe_interval", self.caller.min_probe_interval)?;
+        self.snapshot.validate()?;
         // Zero: unsubscribe as soon as the last handle drops.
         if let Some(linger) = self.caller.unsubscribe_linger {
             if linger > MAX_BACKOFF {

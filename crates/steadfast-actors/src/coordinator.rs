@@ -114,6 +114,8 @@ pub(crate) struct Coordinator {
     /// keeps restarting is an idle shell answering `ShutDown`, not alive.
     alive: Option<LiveGuard>,
     containment: crate::contain::Containment,
+    /// The snapshot actor, when a snapshot directory is configured.
+    snapshot: Option<Addr<crate::snapshot_actor::SnapshotActor>>,
 }
 
 impl Coordinator {
@@ -125,7 +127,12 @@ impl Coordinator {
         stats: Arc<EngineStats>,
         live: LiveConfig,
     ) -> Self {
+        let snapshot = config.snapshot.dir.clone().map(|dir| {
+            let (c, st) = (config.snapshot.clone(), stats.clone());
+            Supervisor::start(move |_| crate::snapshot_actor::SnapshotActor::new(dir, c, st))
+        });
         Self {
+            snapshot,
             config,
             live,
             exports: HashMap::new(),
@@ -173,8 +180,10 @@ impl Coordinator {
             .saturating_mul(2)
             .saturating_add(Duration::from_secs(5));
         let name = app.to_string();
+        let snapshot = self.snapshot.as_ref().map(|a| a.downgrade());
+        let write_interval = self.config.snapshot.write_interval;
         let addr = Supervisor::start(move |_| {
-            ResolverActor::new(
+            let r = ResolverActor::new(
                 id,
                 &name,
                 backoff,
@@ -184,7 +193,11 @@ impl Coordinator {
                 cache,
                 stats,
             )
-            .with_fetch_guard(fetch_guard)
+            .with_fetch_guard(fetch_guard);
+            match snapshot {
+                Some(s) => r.with_snapshot(s, write_interval),
+                None => r,
+            }
         });
         let weak = addr.downgrade();
         self.resolvers
@@ -223,6 +236,9 @@ impl Coordinator {
         }
         if let Some(c) = self.cache.take() {
             c.do_send(Shutdown);
+        }
+        if let Some(s) = self.snapshot.take() {
+            s.do_send(Shutdown);
         }
     }
 }

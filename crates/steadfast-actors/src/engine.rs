@@ -316,6 +316,37 @@ impl EngineBuilder {
         self
     }
 
+    /// Keeps a disk snapshot of every subscribed app in `dir` and serves it
+    /// at a cold start while the registry is unreachable (default: none).
+    pub fn snapshot_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.config.snapshot.dir = Some(dir.into());
+        self
+    }
+
+    /// Oldest snapshot served at a cold start (default 24 h).
+    pub fn snapshot_max_age(mut self, max_age: Duration) -> Self {
+        self.config.snapshot.max_age = max_age;
+        self
+    }
+
+    /// Largest snapshot file written or read (default 64 MiB).
+    pub fn snapshot_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.config.snapshot.max_bytes = max_bytes;
+        self
+    }
+
+    /// Shortest time between two writes of one app's snapshot (default 10 s).
+    pub fn snapshot_write_interval(mut self, interval: Duration) -> Self {
+        self.config.snapshot.write_interval = interval;
+        self
+    }
+
+    /// Replaces every snapshot setting.
+    pub fn snapshot(mut self, config: crate::snapshot_config::SnapshotConfig) -> Self {
+        self.config.snapshot = config;
+        self
+    }
+
     /// Replaces the whole configuration (validated at `start()`).
     pub fn config(mut self, config: EngineConfig) -> Self {
         self.config = config;

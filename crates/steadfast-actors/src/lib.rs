@@ -30,6 +30,8 @@ pub mod messages;
 pub mod registry_actor;
 mod registry_live;
 pub mod resolver_actor;
+pub mod snapshot_actor;
+pub mod snapshot_config;
 pub mod stats;
 mod timer;
 
@@ -41,4 +43,5 @@ pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport};
 pub use handle::{Deadline, Directory};
 pub use live_config::{CallerConfig, LiveConfig};
+pub use snapshot_config::SnapshotConfig;
 pub use stats::StatsSnapshot;

@@ -165,3 +165,15 @@ pub struct DemandProbe;
 #[derive(Message, Clone, Copy, Debug)]
 #[rtype(result = "()")]
 pub struct RetryNow;
+
+/// Metadata of one revision known from a disk snapshot (resolver -> cache
+/// actor): cached unless the cache holds the key already.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct SeedMetadata {
+    /// (app, revision).
+    pub key: CacheKey,
+    /// Its metadata (checked to be the app's and the revision's when the
+    /// snapshot was decoded).
+    pub info: Arc<MetadataInfo>,
+}

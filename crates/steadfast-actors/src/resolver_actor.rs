@@ -49,6 +49,8 @@ pub struct ResolverActor {
     /// timed out (see [`ResolverActor::with_fetch_guard`]).
     fetch_guard: Duration,
     containment: crate::contain::Containment,
+    /// Disk snapshot of the app (load at start, writes), when configured.
+    snapshot: Option<snapshot::SnapshotLink>,
     _alive: LiveGuard,
 }
 
@@ -78,6 +80,7 @@ impl ResolverActor {
             terminated: false,
             fetch_guard: DEFAULT_FETCH_GUARD,
             containment: Default::default(),
+            snapshot: None,
             _alive: LiveGuard::new(&stats, Live::Resolver),
             stats,
         }
@@ -198,6 +201,7 @@ impl Actor for ResolverActor {
             self.perform(actions, ctx);
         }
         self.started_once = true;
+        self.snapshot_started(ctx);
         // First start: subscribe. After a restart: the registry actor answers
         // with the app's whole state, so the machine resyncs from the source.
         self.watch_app(ctx);
@@ -231,6 +235,7 @@ impl Supervised for ResolverActor {
         self.timers.clear();
         self.flush_scheduled = false;
         self.graveyard.reset();
+        self.snapshot_restarting();
     }
 }
 
@@ -335,10 +340,13 @@ impl Handler<Flush> for ResolverActor {
     fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             act.flush_scheduled = false;
+            let mut changed = false;
             for update in act.machine.take_updates() {
                 EngineStats::bump(&act.stats.updates_published);
                 act.send_to(update);
+                changed = true;
             }
+            act.snapshot_after_flush(changed, ctx);
             Graveyard::arm(act, ctx);
         });
     }
@@ -372,3 +380,5 @@ impl Handler<ForceRestart> for ResolverActor {
 }
 
 crate::contain::contained_actor!(ResolverActor, "resolver");
+
+mod snapshot;

@@ -56,6 +56,10 @@ pub struct EngineStats {
     pub(crate) lookup_not_found: AtomicU64,
     pub(crate) lookup_too_stale: AtomicU64,
     pub(crate) lookup_evictions: AtomicU64,
+    pub(crate) snapshot_loaded: AtomicU64,
+    pub(crate) snapshot_rejected: AtomicU64,
+    pub(crate) snapshot_written: AtomicU64,
+    pub(crate) snapshot_write_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -166,6 +170,16 @@ pub struct StatsSnapshot {
     pub lookup_too_stale: u64,
     /// Apps dropped from the lookup cache to keep within its capacity.
     pub lookup_evictions: u64,
+    /// Disk snapshots served at a cold start (an app seeded from its
+    /// snapshot before the registry delivered a state).
+    pub snapshot_loaded: u64,
+    /// Snapshot files refused (corrupt, truncated, foreign, unsupported
+    /// version, too large, too old, unreadable); never served.
+    pub snapshot_rejected: u64,
+    /// Snapshot files written (atomically).
+    pub snapshot_written: u64,
+    /// Snapshot writes that failed (io, deadline, too large).
+    pub snapshot_write_failures: u64,
 }
 
 impl EngineStats {
@@ -218,6 +232,10 @@ impl EngineStats {
             lookup_not_found: u(&self.lookup_not_found),
             lookup_too_stale: u(&self.lookup_too_stale),
             lookup_evictions: u(&self.lookup_evictions),
+            snapshot_loaded: u(&self.snapshot_loaded),
+            snapshot_rejected: u(&self.snapshot_rejected),
+            snapshot_written: u(&self.snapshot_written),
+            snapshot_write_failures: u(&self.snapshot_write_failures),
         }
     }
 

@@ -17,6 +17,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
 use crate::pending::Pending;
+use crate::snapshot::{ServedFromSnapshot, SnapshotOrigin};
 use crate::update::{
     DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
 };
@@ -54,6 +55,10 @@ pub enum DirectoryStatus {
         /// Apps whose instances removed in a mass expiry right after a
         /// registry recovery are still served for a bounded grace.
         held: Vec<(String, HeldInstances)>,
+        /// Set while endpoints of some apps come from a disk snapshot (the
+        /// registry has not delivered their state yet): which apps, and
+        /// `Freshness::Stale { age }` with `Source::Snapshot`.
+        snapshot: Option<ServedFromSnapshot>,
     },
     /// No endpoint, and why.
     Empty(EmptyReason),
@@ -112,6 +117,7 @@ impl fmt::Display for DirectoryStatus {
                 degraded,
                 stale_since,
                 held,
+                snapshot,
             } => {
                 let word = if degraded.is_empty() {
                     "ready"
@@ -121,6 +127,9 @@ impl fmt::Display for DirectoryStatus {
                 write!(f, "{word} ({endpoints} endpoint(s)")?;
                 for (app, u) in degraded {
                     write!(f, "; {app}: {u}")?;
+                }
+                if let Some(s) = snapshot {
+                    write!(f, "; {s}")?;
                 }
                 if stale_since.is_some() {
                     write!(f, "; registry unreachable, serving the last state seen")?;
@@ -157,6 +166,8 @@ struct AppView {
     state: UpdateState,
     stale_since: Option<Instant>,
     held: Option<HeldInstances>,
+    /// Set while the app's URLs come from a disk snapshot.
+    snapshot: Option<SnapshotOrigin>,
     /// Closing tombstones of the app's endpoints.
     tombs: Tombstones,
 }
@@ -276,6 +287,7 @@ impl DirectoryMachine {
                     state: UpdateState::Pending(Pending::waiting()),
                     stale_since: None,
                     held: None,
+                    snapshot: None,
                     tombs: Tombstones::default(),
                 });
                 let urls = view.tombs.screen_full(
@@ -319,6 +331,7 @@ impl DirectoryMachine {
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
+        view.snapshot = update.snapshot.as_deref().copied();
         (Applied::Yes, Some(self.republish()))
     }
 
@@ -406,6 +419,7 @@ impl DirectoryMachine {
                 stale_since,
                 degraded,
                 held,
+                snapshot: self.served_from_snapshot(),
             };
         }
         let states: Vec<Option<&UpdateState>> = self
@@ -457,6 +471,9 @@ impl DirectoryMachine {
         DirectoryStatus::Empty(EmptyReason::RegistryEmpty)
     }
 }
+
+#[path = "directory/snapshot.rs"]
+mod snapshot;
 
 #[path = "directory/no_endpoint.rs"]
 mod no_endpoint;

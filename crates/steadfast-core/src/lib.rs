@@ -34,6 +34,7 @@ pub mod recover;
 pub mod resolver;
 pub mod revision;
 pub mod slot_index;
+pub mod snapshot;
 pub mod subscription;
 pub mod update;
 pub mod url;
@@ -73,6 +74,7 @@ pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
+pub use snapshot::{AppSnapshot, ServedFromSnapshot, SnapshotError, SnapshotOrigin};
 pub use subscription::{
     Delivery, Feed, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,
 };

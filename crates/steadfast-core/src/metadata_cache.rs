@@ -51,6 +51,16 @@ impl<W> MetadataCache<W> {
         }
     }
 
+    /// Caches `info` for `key` unless it is cached already (metadata known
+    /// from a disk snapshot). Returns whether it was inserted.
+    pub fn seed(&mut self, key: CacheKey, info: Arc<MetadataInfo>) -> bool {
+        if self.lru.contains(&key) {
+            return false;
+        }
+        self.lru.put(key, info);
+        true
+    }
+
     /// Looks `key` up for `waiter`.
     pub fn request(&mut self, key: CacheKey, waiter: W) -> Lookup<W> {
         if let Some(hit) = self.lru.get(&key) {

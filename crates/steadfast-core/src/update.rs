@@ -183,6 +183,11 @@ pub struct DirectoryUpdate {
     /// the app. A directory holding one of them removes it and writes a
     /// tombstone (see `docs/directory.md`).
     pub closing: Vec<Arc<Instance>>,
+    /// Set while the URLs come from a disk snapshot written by an earlier
+    /// run (the registry has not delivered a state yet): when it was
+    /// written and how old it is (shared: rare, and it keeps the update
+    /// small).
+    pub snapshot: Option<Arc<crate::snapshot::SnapshotOrigin>>,
 }
 
 impl DirectoryUpdate {

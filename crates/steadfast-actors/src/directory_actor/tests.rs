@@ -67,6 +67,7 @@ fn patch(key: &str, base: u64, generation: u64, upserts: Vec<Endpoint>) -> Apply
         stale_since: None,
         held: None,
         closing: Vec::new(),
+        snapshot: None,
     })
 }
 

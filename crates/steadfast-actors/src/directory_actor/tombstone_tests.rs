@@ -46,6 +46,7 @@ fn full(key: &str, generation: u64, urls: Vec<Endpoint>) -> ApplyUpdate {
         stale_since: None,
         held: None,
         closing: Vec::new(),
+        snapshot: None,
     })
 }
 

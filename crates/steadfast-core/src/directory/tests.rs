@@ -24,6 +24,7 @@ fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUp
         stale_since: None,
         held: None,
         closing: Vec::new(),
+        snapshot: None,
     }
 }
 
@@ -154,6 +155,7 @@ fn patches_apply_on_exactly_their_base() {
             stale_since: None,
             degraded: vec![],
             held: vec![],
+            snapshot: None,
         }
     );
 }

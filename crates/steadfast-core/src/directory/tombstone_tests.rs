@@ -51,6 +51,7 @@ fn full(gen: u64, urls: Vec<Endpoint>, closing: Vec<Arc<Instance>>) -> Directory
         stale_since: None,
         held: None,
         closing,
+        snapshot: None,
     }
 }
 

@@ -38,6 +38,8 @@ impl ResolverMachine {
                 _ => Vec::new(),
             };
         }
+        // The first live state replaces a snapshot's entirely.
+        let from_seed = self.seeded.take().is_some();
         let mut touched: FxHashSet<Arc<str>> = FxHashSet::default();
         let mut upserted = Vec::new();
         let mut reset = None;
@@ -70,7 +72,7 @@ impl ResolverMachine {
         }
         let mut actions = Vec::new();
         self.revisions_changed(touched, now, &mut actions);
-        if let Some((old, replaced)) = reset {
+        if let Some((old, replaced)) = reset.filter(|_| !from_seed) {
             self.restore_goods(&old, &replaced);
         }
         for u in upserted {
@@ -105,7 +107,10 @@ impl ResolverMachine {
         }
         match feed {
             Feed::Reset(_) => !self.has_state || generation >= self.generation,
-            Feed::Delta { base, .. } => self.has_state && *base == self.generation,
+            // A delta never applies on top of a snapshot's state.
+            Feed::Delta { base, .. } => {
+                self.has_state && self.seeded.is_none() && *base == self.generation
+            }
         }
     }
 

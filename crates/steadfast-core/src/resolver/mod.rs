@@ -27,6 +27,7 @@ mod delivery;
 mod feed;
 mod publish;
 mod schedule;
+mod seed;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -150,6 +151,8 @@ pub struct ResolverMachine {
     /// A Reset was asked for and has not arrived: later deltas that do not
     /// follow ask for nothing more (one Reset answers them all).
     reset_asked: bool,
+    /// Set while the state is a disk snapshot's (see `seed.rs`).
+    seeded: Option<seed::Seeded>,
 }
 
 impl ResolverMachine {
@@ -177,6 +180,7 @@ impl ResolverMachine {
             clock: None,
             held: None,
             reset_asked: false,
+            seeded: None,
         }
     }
 

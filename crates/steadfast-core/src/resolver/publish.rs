@@ -324,6 +324,7 @@ impl ResolverMachine {
             stale_since: self.stale_since,
             held: self.held,
             closing,
+            snapshot: self.snapshot_origin().map(Arc::new),
         }
     }
 

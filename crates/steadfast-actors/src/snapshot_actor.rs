@@ -1,0 +1,230 @@
+//! The snapshot actor (one per engine, only with a snapshot directory):
+//! performs the file IO of disk snapshots off the actors' thread, on
+//! tokio's blocking pool and under a deadline. Resolvers send it the state
+//! to write ([`StoreSnapshot`], when their write schedule says so) and ask
+//! it for their app's snapshot at start-up ([`LoadSnapshot`], answered with
+//! [`SnapshotLoaded`] only when the file is usable). A refused file is
+//! logged with its typed error, counted (`snapshot_rejected`) and never
+//! served. Writes of one app run one at a time, the latest state winning.
+
+mod io;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use actix::prelude::*;
+use actix::WeakRecipient;
+use steadfast_core::snapshot::{check_age, decode, encode, AppSnapshot, SnapshotError};
+
+use crate::contain::Contain;
+use crate::messages::{ForceRestart, Shutdown};
+use crate::snapshot_config::SnapshotConfig;
+use crate::stats::{EngineStats, Live, LiveGuard};
+
+/// Write `0` as its app's snapshot (resolver -> snapshot actor).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StoreSnapshot(pub AppSnapshot);
+
+/// Ask for `app`'s snapshot (resolver -> snapshot actor); answered only
+/// when there is a usable one.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LoadSnapshot {
+    /// The provider app.
+    pub app: String,
+    /// Where the snapshot goes.
+    pub reply: WeakRecipient<SnapshotLoaded>,
+}
+
+/// A usable snapshot (snapshot actor -> resolver): it decoded, is the
+/// app's, and is at most the max age old.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct SnapshotLoaded {
+    /// The snapshot.
+    pub snapshot: AppSnapshot,
+    /// Its age when it was read.
+    pub age: Duration,
+}
+
+/// Milliseconds since the Unix epoch now (0 before it).
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Performs the snapshot file IO of one engine.
+pub struct SnapshotActor {
+    dir: PathBuf,
+    config: SnapshotConfig,
+    /// Apps with a write under way, each with the next state to write.
+    writing: HashMap<String, Option<AppSnapshot>>,
+    stats: Arc<EngineStats>,
+    terminated: bool,
+    containment: crate::contain::Containment,
+    _alive: LiveGuard,
+}
+
+impl SnapshotActor {
+    /// An actor keeping snapshots in `dir` with `config`'s bounds.
+    pub fn new(dir: PathBuf, config: SnapshotConfig, stats: Arc<EngineStats>) -> Self {
+        Self {
+            dir,
+            config,
+            writing: HashMap::new(),
+            terminated: false,
+            containment: Default::default(),
+            _alive: LiveGuard::new(&stats, Live::Actor),
+            stats,
+        }
+    }
+
+    fn start_write(&mut self, snapshot: AppSnapshot, ctx: &mut Context<Self>) {
+        let app = snapshot.app.clone();
+        self.writing.insert(app.clone(), None);
+        let (dir, max, deadline) = (
+            self.dir.clone(),
+            self.config.max_bytes,
+            self.config.io_deadline,
+        );
+        let name = app.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let bytes = encode(&snapshot, max)?;
+            io::write_atomic(&dir, &name, &bytes).map(|p| (p, bytes.len()))
+        });
+        let path = io::path_of(&self.dir, &app).display().to_string();
+        let fut = bounded(work, deadline, path);
+        ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
+            act.contained(ctx, |act, ctx| {
+                match result {
+                    Ok((path, size)) => {
+                        EngineStats::bump(&act.stats.snapshot_written);
+                        tracing::debug!(app, path = %path.display(), size, "snapshot written");
+                    }
+                    Err(error) => {
+                        EngineStats::bump(&act.stats.snapshot_write_failures);
+                        tracing::warn!(app, %error, kind = error.label(), "snapshot not written");
+                    }
+                }
+                match act.writing.remove(&app).flatten() {
+                    Some(next) if !act.terminated => act.start_write(next, ctx),
+                    _ => {}
+                }
+            });
+        }));
+    }
+}
+
+/// `work` under `deadline`; a panic or a missed deadline is an error.
+async fn bounded<T: Send + 'static>(
+    work: tokio::task::JoinHandle<Result<T, SnapshotError>>,
+    deadline: Duration,
+    path: String,
+) -> Result<T, SnapshotError> {
+    match tokio::time::timeout(deadline, work).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(SnapshotError::Io {
+            path,
+            source: std::io::Error::other(join.to_string()),
+        }),
+        Err(_) => Err(SnapshotError::Deadline { path, deadline }),
+    }
+}
+
+impl Actor for SnapshotActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for SnapshotActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        EngineStats::bump(&self.stats.restarts);
+        // The writes' futures are gone; the next states come again.
+        self.writing.clear();
+    }
+}
+
+impl Handler<StoreSnapshot> for SnapshotActor {
+    type Result = ();
+    fn handle(&mut self, msg: StoreSnapshot, ctx: &mut Self::Context) {
+        if self.terminated {
+            return;
+        }
+        self.contained(ctx, |act, ctx| {
+            act.containment.drill_point();
+            match act.writing.get_mut(&msg.0.app) {
+                Some(next) => *next = Some(msg.0),
+                None => act.start_write(msg.0, ctx),
+            }
+        });
+    }
+}
+
+impl Handler<LoadSnapshot> for SnapshotActor {
+    type Result = ();
+    fn handle(&mut self, msg: LoadSnapshot, ctx: &mut Self::Context) {
+        if self.terminated {
+            return;
+        }
+        let (dir, max, max_age, deadline) = (
+            self.dir.clone(),
+            self.config.max_bytes,
+            self.config.max_age,
+            self.config.io_deadline,
+        );
+        let app = msg.app.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let Some(bytes) = io::read_bounded(&dir, &app, max)? else {
+                return Ok(None);
+            };
+            let snapshot = decode(&bytes, &app, max)?;
+            let age = check_age(snapshot.written_at_ms, unix_ms(), max_age)?;
+            Ok(Some((snapshot, age)))
+        });
+        let path = io::path_of(&self.dir, &msg.app).display().to_string();
+        let fut = bounded(work, deadline, path.clone());
+        ctx.spawn(
+            fut.into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(Some((snapshot, age))) => {
+                        if let Some(r) = msg.reply.upgrade() {
+                            r.do_send(SnapshotLoaded { snapshot, age });
+                        }
+                    }
+                    Ok(None) => tracing::debug!(app = msg.app, path, "no snapshot"),
+                    Err(error) => {
+                        EngineStats::bump(&act.stats.snapshot_rejected);
+                        tracing::warn!(
+                            app = msg.app,
+                            path,
+                            %error,
+                            kind = error.label(),
+                            "snapshot refused; waiting for the registry"
+                        );
+                    }
+                }),
+        );
+    }
+}
+
+impl Handler<Shutdown> for SnapshotActor {
+    type Result = ();
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        // Writes under way finish on the blocking pool (each is atomic).
+        self.terminated = true;
+        ctx.stop();
+    }
+}
+
+impl Handler<ForceRestart> for SnapshotActor {
+    type Result = ();
+    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+crate::contain::contained_actor!(SnapshotActor, "snapshot");

@@ -1,0 +1,30 @@
+//! Which of a directory's apps are served from a disk snapshot, for the
+//! ready status.
+
+use super::DirectoryMachine;
+use crate::freshness::{Freshness, Source};
+use crate::snapshot::ServedFromSnapshot;
+
+impl DirectoryMachine {
+    /// The apps whose endpoints come from a disk snapshot, with the age of
+    /// the oldest snapshot (`None`: none does).
+    pub(super) fn served_from_snapshot(&self) -> Option<ServedFromSnapshot> {
+        let mut apps = Vec::new();
+        let mut age = std::time::Duration::ZERO;
+        for (app, v) in &self.apps {
+            let Some(origin) = v.as_ref().and_then(|v| v.snapshot) else {
+                continue;
+            };
+            if v.as_ref().is_some_and(|v| v.set.is_empty()) {
+                continue;
+            }
+            apps.push(app.clone());
+            age = age.max(origin.age);
+        }
+        (!apps.is_empty()).then_some(ServedFromSnapshot {
+            apps,
+            freshness: Freshness::Stale { age },
+            source: Source::Snapshot,
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! When to write an app's snapshot: only after an authoritative, fresh,
+//! fully resolved state (the caller says whether the state is good), and
+//! at most once per interval: the first good state is written at once, and
+//! a burst of changes after it is coalesced into one write when the
+//! interval has passed, of the state as it is then. Time is an input.
+
+use std::time::{Duration, Instant};
+
+/// What the shell does after telling the schedule about a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteDecision {
+    /// Write the current state now.
+    Write,
+    /// Call [`WriteSchedule::on_timer`] after this delay.
+    ArmTimer(Duration),
+    /// Nothing to do (a timer is armed already, or the state is not good).
+    Wait,
+}
+
+/// The write schedule of one app's snapshot.
+#[derive(Clone, Debug)]
+pub struct WriteSchedule {
+    interval: Duration,
+    last_write: Option<Instant>,
+    /// A good state arrived that is not written yet.
+    pending: bool,
+    /// A timer is armed.
+    armed: bool,
+}
+
+impl WriteSchedule {
+    /// A schedule writing at most once per `interval`.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            last_write: None,
+            pending: false,
+            armed: false,
+        }
+    }
+
+    /// The state changed at `now`; `good`: it is authoritative, fresh and
+    /// fully resolved (only such a state is ever written).
+    pub fn on_state(&mut self, good: bool, now: Instant) -> WriteDecision {
+        if !good {
+            // A state that may not be written supersedes the pending one.
+            self.pending = false;
+            return WriteDecision::Wait;
+        }
+        self.pending = true;
+        if self.armed {
+            return WriteDecision::Wait;
+        }
+        match self.due() {
+            Some(due) if due > now => {
+                self.armed = true;
+                WriteDecision::ArmTimer(due.saturating_duration_since(now))
+            }
+            _ => self.written(now),
+        }
+    }
+
+    /// The timer fired at `now`; `good`: whether the state is good now.
+    /// Returns whether to write it.
+    pub fn on_timer(&mut self, good: bool, now: Instant) -> bool {
+        self.armed = false;
+        if !(self.pending && good) {
+            self.pending = false;
+            return false;
+        }
+        self.written(now) == WriteDecision::Write
+    }
+
+    /// The shell lost its timer (an actor restart): forget it, so the next
+    /// good state arms a new one.
+    pub fn on_restart(&mut self) {
+        self.armed = false;
+    }
+
+    /// Whether a good state waits to be written.
+    pub fn is_pending(&self) -> bool {
+        self.pending
+    }
+
+    fn due(&self) -> Option<Instant> {
+        // An interval that overflows the clock: never due again.
+        let last = self.last_write?;
+        Some(last.checked_add(self.interval).unwrap_or(last))
+    }
+
+    fn written(&mut self, now: Instant) -> WriteDecision {
+        self.pending = false;
+        self.last_write = Some(now);
+        WriteDecision::Write
+    }
+}

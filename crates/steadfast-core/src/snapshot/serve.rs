@@ -1,0 +1,66 @@
+//! Whether a loaded snapshot may be served, and how a served one is named
+//! in updates and statuses.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::SnapshotError;
+use crate::freshness::{Freshness, Source};
+
+/// The age of a snapshot written at `written_at_ms` (Unix ms) at `now_ms`,
+/// if it is at most `max_age` old; [`SnapshotError::TooOld`] otherwise. A
+/// snapshot from the future (clock skew) counts as age zero.
+pub fn check_age(
+    written_at_ms: u64,
+    now_ms: u64,
+    max_age: Duration,
+) -> Result<Duration, SnapshotError> {
+    let age = Duration::from_millis(now_ms.saturating_sub(written_at_ms));
+    if age > max_age {
+        return Err(SnapshotError::TooOld { age, max_age });
+    }
+    Ok(age)
+}
+
+/// Where an update's URLs came from when they came from a disk snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotOrigin {
+    /// When the snapshot was written (Unix ms).
+    pub written_at_ms: u64,
+    /// Its age when the update was built.
+    pub age: Duration,
+}
+
+/// Part of a ready directory's status: some of its endpoints come from a
+/// disk snapshot, because the registry has not delivered a state yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedFromSnapshot {
+    /// The apps whose endpoints come from a snapshot.
+    pub apps: Vec<String>,
+    /// `Stale { age }`: the age of the oldest of those snapshots.
+    pub freshness: Freshness,
+    /// Always [`Source::Snapshot`].
+    pub source: Source,
+}
+
+impl ServedFromSnapshot {
+    /// The age of the oldest snapshot served.
+    pub fn age(&self) -> Duration {
+        match self.freshness {
+            Freshness::Stale { age } => age,
+            Freshness::Fresh => Duration::ZERO,
+        }
+    }
+}
+
+impl fmt::Display for ServedFromSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "served from the {} of {}, {}, until the registry answers",
+            self.source,
+            self.apps.join(","),
+            self.freshness
+        )
+    }
+}
