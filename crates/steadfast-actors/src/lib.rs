@@ -25,6 +25,8 @@ pub mod export;
 mod graveyard;
 pub mod handle;
 pub mod live_config;
+mod mapping_actor;
+mod mapping_writer;
 pub mod messages;
 pub mod registry_actor;
 pub mod resolver_actor;

@@ -36,6 +36,9 @@ pub enum EmptyReason {
     /// Instances exist but none may take traffic: unhealthy, closing or
     /// weight 0 (summed over the reference's apps).
     NotServing(NotServing),
+    /// A reference without apps follows its interface -> app mapping, and
+    /// the mapping (read, healthy) names no provider app.
+    NoProviderApp,
 }
 
 /// What a directory can serve right now.
@@ -144,6 +147,9 @@ impl fmt::Display for DirectoryStatus {
                 write!(f, "empty: no provider exports this service")
             }
             DirectoryStatus::Empty(EmptyReason::NotServing(n)) => write!(f, "empty: {n}"),
+            DirectoryStatus::Empty(EmptyReason::NoProviderApp) => {
+                write!(f, "empty: the interface mapping names no provider app")
+            }
         }
     }
 }
@@ -191,6 +197,9 @@ pub struct DirectoryMachine {
     snapshot: Arc<DirectorySnapshot>,
     /// What the tombstones did since the counts were last taken.
     tomb_counts: TombstoneCounts,
+    /// Set when the apps follow the interface -> app mapping
+    /// (`directory/apps.rs`).
+    mapping: Option<apps::MappingView>,
 }
 
 impl DirectoryMachine {
@@ -203,6 +212,7 @@ impl DirectoryMachine {
             version: 0,
             snapshot: Arc::default(),
             tomb_counts: TombstoneCounts::default(),
+            mapping: None,
         };
         m.snapshot = Arc::new(DirectorySnapshot::new(0, m.compute_status(), Vec::new()));
         m
@@ -408,6 +418,9 @@ impl DirectoryMachine {
                 held,
             };
         }
+        if let Some(status) = self.mapping_status() {
+            return status;
+        }
         let states: Vec<Option<&UpdateState>> = self
             .apps
             .values()
@@ -462,6 +475,8 @@ impl DirectoryMachine {
 mod no_endpoint;
 pub use no_endpoint::{NoEndpoint, NoEndpointReason};
 
+#[path = "directory/apps.rs"]
+mod apps;
 #[path = "directory/closing.rs"]
 mod closing;
 #[path = "directory/tombstones.rs"]

@@ -56,9 +56,6 @@ impl Coordinator {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
-        if reference.apps.is_empty() {
-            return Err(EngineError::NoProviderApps(reference.subscribe_key()));
-        }
         if self.directories.contains_key(&reference) {
             let next = self.id();
             let d = self.directories.get_mut(&reference).expect("present above");
@@ -92,8 +89,10 @@ impl Coordinator {
         });
         let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
         let hold_id = self.id();
+        let me_weak = me.downgrade();
         let hold = Arc::new(HandleHold::new(me, reference.clone(), hold_id));
         let returned = handle.with_hold(hold.clone());
+        let mapped = reference.apps.is_empty().then(|| reference.clone());
         self.directories.insert(
             reference,
             Subscribed {
@@ -103,6 +102,10 @@ impl Coordinator {
                 linger: None,
             },
         );
+        // No apps named: the directory follows the interface's mapping.
+        if let Some(reference) = mapped {
+            self.follow_mapping(&reference, me_weak)?;
+        }
         Ok(returned)
     }
 }
@@ -147,6 +150,9 @@ impl Coordinator {
         d.counted.addr.do_send(Shutdown);
         for app in &reference.apps {
             self.release_resolver(app);
+        }
+        if reference.apps.is_empty() {
+            self.unfollow_mapping(reference);
         }
     }
 }
