@@ -24,6 +24,7 @@ fn spec_of(app: &str, port: u16) -> steadfast::ExportSpec {
 }
 
 fn fixture() -> Fixture {
+    tokio::time::pause();
     Fixture::start_full(|b, f| b.metadata_publisher(f.clone()))
 }
 
