@@ -40,6 +40,7 @@ async fn export_records_the_app_for_its_interface_retrying_until_it_lands() {
         (2..=3).contains(&failed),
         "retried on the registry backoff (1 s, 2 s): {failed} call(s)"
     );
+    assert_eq!(fx.engine.stats().mapping_write_failures as usize, failed);
     fx.registry.set_down(false);
     advance(Duration::from_secs(5)).await;
     assert_eq!(fx.registry.mapped_apps(IFACE), vec![APP.to_string()]);
@@ -117,12 +118,15 @@ async fn mapping_unavailable_then_back_and_the_status_says_so_meanwhile() {
     else {
         panic!("expected a failing mapping read, got {status:?}");
     };
-    assert!(
-        (2..=3).contains(&failure.attempts),
-        "1 s, 2 s: {failure:?}"
-    );
+    assert!((2..=3).contains(&failure.attempts), "1 s, 2 s: {failure:?}");
     assert!(matches!(failure.last_error, RegistryError::Unavailable(_)));
-    assert!(status.to_string().contains("interface mapping read failing"));
+    assert!(status
+        .to_string()
+        .contains("interface mapping read failing"));
+    assert_eq!(
+        fx.engine.stats().mapping_read_failures,
+        failure.attempts as u64
+    );
     let calls = fx.registry.mapping_watch_calls();
     assert!((2..=3).contains(&calls), "{calls} mapping watch call(s)");
 
@@ -139,10 +143,17 @@ async fn known_apps_survive_a_broken_mapping_watch_which_is_watched_again() {
     let fx = fixture();
     let _a = fx.engine.export(export_spec(9100)).await.unwrap();
     let dir = fx.engine.subscribe(unnamed()).await.unwrap();
-    wait_for(&dir, "ready", Duration::from_secs(2), |v| v.status.is_ready()).await;
+    wait_for(&dir, "ready", Duration::from_secs(2), |v| {
+        v.status.is_ready()
+    })
+    .await;
     fx.registry.report_mapping_errors(IFACE);
     settle().await;
-    assert_eq!(fx.registry.mapping_watch_calls(), 1, "an Err item keeps the stream");
+    assert_eq!(
+        fx.registry.mapping_watch_calls(),
+        1,
+        "an Err item keeps the stream"
+    );
     fx.registry.set_down(true);
     fx.registry.end_mapping_watches(IFACE);
     advance(Duration::from_secs(4)).await;
@@ -152,8 +163,16 @@ async fn known_apps_survive_a_broken_mapping_watch_which_is_watched_again() {
     fx.registry.put_mapping(IFACE, "late");
     advance(Duration::from_secs(10)).await;
     assert!(fx.registry.mapping_watch_calls() >= 3);
-    assert_eq!(fx.registry.mapping_watcher_count(IFACE), 1, "watched again, once");
-    assert_eq!(fx.engine.stats().resolvers_alive, 2, "the late app was read");
+    assert_eq!(
+        fx.registry.mapping_watcher_count(IFACE),
+        1,
+        "watched again, once"
+    );
+    assert_eq!(
+        fx.engine.stats().resolvers_alive,
+        2,
+        "the late app was read"
+    );
 }
 
 #[actix_rt::test]
@@ -179,9 +198,15 @@ async fn a_reference_without_apps_is_its_own_subscription() {
 
     // Shutdown stops the mapping actors too.
     let again = fx.engine.subscribe(unnamed()).await.unwrap();
-    wait_for(&again, "ready", Duration::from_secs(2), |v| v.status.is_ready()).await;
+    wait_for(&again, "ready", Duration::from_secs(2), |v| {
+        v.status.is_ready()
+    })
+    .await;
     fx.engine.shutdown().await;
     settle().await;
     let s = fx.engine.stats();
-    assert_eq!((s.actors_alive, s.watches_active, s.timers_pending), (0, 0, 0));
+    assert_eq!(
+        (s.actors_alive, s.watches_active, s.timers_pending),
+        (0, 0, 0)
+    );
 }

@@ -154,7 +154,7 @@ impl MappingActor {
         let stream = match res {
             Ok(stream) => stream,
             Err(e) => {
-                EngineStats::bump(&self.stats.watch_failures);
+                EngineStats::bump(&self.stats.mapping_read_failures);
                 let actions = self.machine.on_open_failed(token, e, timer::now());
                 return self.perform(actions, ctx);
             }
@@ -215,11 +215,11 @@ impl StreamHandler<MappingItem> for MappingActor {
             let actions = match msg.item {
                 Some(Ok(event)) => act.machine.on_item(msg.token, Ok(event), now),
                 Some(Err(e)) => {
-                    EngineStats::bump(&act.stats.watch_failures);
+                    EngineStats::bump(&act.stats.mapping_read_failures);
                     act.machine.on_item(msg.token, Err(e), now)
                 }
                 None => {
-                    EngineStats::bump(&act.stats.watch_failures);
+                    EngineStats::bump(&act.stats.mapping_read_failures);
                     tracing::warn!(interface = %act.parts.interface,
                         "interface mapping watch ended; re-watching");
                     act.watch = None;

@@ -108,29 +108,33 @@ impl MappingWriter {
                 async move { (interface, call.await) }
             })
             .collect::<Vec<_>>();
-        ctx.spawn(join_all(calls).into_actor(self).map(move |results, act, ctx| {
-            act.contained(ctx, |act, ctx| {
-                let mut failure = None;
-                for (interface, r) in results {
-                    match r {
-                        Ok(()) => {
-                            act.written.insert(interface);
+        ctx.spawn(
+            join_all(calls)
+                .into_actor(self)
+                .map(move |results, act, ctx| {
+                    act.contained(ctx, |act, ctx| {
+                        let mut failure = None;
+                        for (interface, r) in results {
+                            match r {
+                                Ok(()) => {
+                                    act.written.insert(interface);
+                                }
+                                Err(e) => {
+                                    EngineStats::bump(&act.stats.mapping_write_failures);
+                                    failure.get_or_insert((e.class(), e.to_string()));
+                                }
+                            }
                         }
-                        Err(e) => {
-                            EngineStats::bump(&act.stats.register_failures);
-                            failure.get_or_insert((e.class(), e.to_string()));
-                        }
-                    }
-                }
-                let res: Result<(), (ErrorClass, String)> = failure.map_or(Ok(()), Err);
-                let actions = act.machine.on_attempt_done(token, res, timer::now());
-                if act.done() {
-                    tracing::info!(app = %act.parts.app, interfaces = act.written.len(),
+                        let res: Result<(), (ErrorClass, String)> = failure.map_or(Ok(()), Err);
+                        let actions = act.machine.on_attempt_done(token, res, timer::now());
+                        if act.done() {
+                            tracing::info!(app = %act.parts.app, interfaces = act.written.len(),
                         "interface mappings written");
-                }
-                act.perform(actions, ctx);
-            });
-        }));
+                        }
+                        act.perform(actions, ctx);
+                    });
+                }),
+        );
     }
 }
 
@@ -162,7 +166,7 @@ impl Handler<Shutdown> for MappingWriter {
     type Result = ();
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         self.terminated = true;
-        drop(self.machine.stop());
+        let _plan = self.machine.stop();
         ctx.stop();
     }
 }

@@ -46,6 +46,8 @@ pub struct EngineStats {
     pub(crate) closings_ignored: AtomicU64,
     pub(crate) tombstones_expired: AtomicU64,
     pub(crate) vetoed_readds_replayed: AtomicU64,
+    pub(crate) mapping_write_failures: AtomicU64,
+    pub(crate) mapping_read_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -133,6 +135,12 @@ pub struct StatsSnapshot {
     pub tombstones_expired: u64,
     /// Vetoed endpoints re-added when their tombstone expired.
     pub vetoed_readds_replayed: u64,
+    /// Failed interface -> app mapping writes at export (one per interface
+    /// and attempt; retried until they land).
+    pub mapping_write_failures: u64,
+    /// Interface mapping watch failures: failed opens, `Err` items (the
+    /// stream is kept) and ended streams (re-watched).
+    pub mapping_read_failures: u64,
 }
 
 impl EngineStats {
@@ -175,6 +183,8 @@ impl EngineStats {
             closings_ignored: u(&self.closings_ignored),
             tombstones_expired: u(&self.tombstones_expired),
             vetoed_readds_replayed: u(&self.vetoed_readds_replayed),
+            mapping_write_failures: u(&self.mapping_write_failures),
+            mapping_read_failures: u(&self.mapping_read_failures),
         }
     }
 

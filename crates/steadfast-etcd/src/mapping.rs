@@ -266,7 +266,10 @@ impl Session {
         )
         .await?;
         let changed = self.view.apply_range(&range);
-        let limit = self.config.watch_open_timeout.saturating_add(Duration::from_millis(100));
+        let limit = self
+            .config
+            .watch_open_timeout
+            .saturating_add(Duration::from_millis(100));
         let (watch, endpoint) = bounded(
             limit,
             self.client

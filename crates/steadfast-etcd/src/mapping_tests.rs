@@ -14,13 +14,27 @@ fn kv(key: &str, rev: i64) -> KeyValue {
 #[test]
 fn names_are_encoded_so_no_slash_reaches_another_key() {
     let l = KeyLayout::new("/t/1/");
-    assert_eq!(l.mapping_key("demo.Greeter", "app-1"), "/t/1/mapping/demo.Greeter/app-1");
+    assert_eq!(
+        l.mapping_key("demo.Greeter", "app-1"),
+        "/t/1/mapping/demo.Greeter/app-1"
+    );
     let evil = l.mapping_key("a/../b", "x/y");
     assert_eq!(evil, "/t/1/mapping/a%2F..%2Fb/x%2Fy");
     assert!(!l.mapping_prefix("a/").starts_with(&l.mapping_prefix("a")));
-    assert_eq!(l.mapped_app("a/../b", evil.as_bytes()).as_deref(), Some("x/y"));
+    assert_eq!(
+        l.mapped_app("a/../b", evil.as_bytes()).as_deref(),
+        Some("x/y")
+    );
     // Odd UTF-8, spaces, percent signs, control characters all round-trip.
-    for name in ["Grüße.Dienst", "服务/接口", "a b%20c", "tab\there", "💥", "%", "\u{0}"] {
+    for name in [
+        "Grüße.Dienst",
+        "服务/接口",
+        "a b%20c",
+        "tab\there",
+        "💥",
+        "%",
+        "\u{0}",
+    ] {
         let enc = encode_segment(name);
         assert!(!enc.contains('/'), "{enc}");
         assert!(enc.is_ascii());
@@ -33,7 +47,11 @@ fn names_are_encoded_so_no_slash_reaches_another_key() {
         assert_eq!(decode_segment(bad), None, "{bad}");
     }
     assert_eq!(l.mapped_app("i", b"/t/1/mapping/i/"), None, "empty app");
-    assert_eq!(l.mapped_app("i", b"/t/1/mapping/ix/a"), None, "another interface");
+    assert_eq!(
+        l.mapped_app("i", b"/t/1/mapping/ix/a"),
+        None,
+        "another interface"
+    );
     assert_eq!(l.mapped_app("i", &[0xff, 0xfe]), None, "not UTF-8");
     assert!(check_mapping("", "a").is_err() && check_mapping("i", "").is_err());
 }
@@ -47,7 +65,10 @@ fn the_view_yields_the_whole_set_after_each_change() {
             revision: 7,
             ..ResponseHeader::default()
         },
-        kvs: vec![kv(&l.mapping_key("i", "b"), 3), kv(&l.mapping_key("i", "a"), 5)],
+        kvs: vec![
+            kv(&l.mapping_key("i", "b"), 3),
+            kv(&l.mapping_key("i", "a"), 5),
+        ],
         ..RangeResponse::default()
     };
     assert!(v.apply_range(&range));

@@ -354,8 +354,14 @@ impl Registry for EtcdRegistry {
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
         let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
         async move {
-            crate::mapping::register(&inner.client, &inner.layout, &inner.config, &interface, &app)
-                .await
+            crate::mapping::register(
+                &inner.client,
+                &inner.layout,
+                &inner.config,
+                &interface,
+                &app,
+            )
+            .await
         }
         .boxed()
     }
@@ -369,8 +375,14 @@ impl Registry for EtcdRegistry {
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
         let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
         async move {
-            crate::mapping::unregister(&inner.client, &inner.layout, &inner.config, &interface, &app)
-                .await
+            crate::mapping::unregister(
+                &inner.client,
+                &inner.layout,
+                &inner.config,
+                &interface,
+                &app,
+            )
+            .await
         }
         .boxed()
     }

@@ -45,7 +45,10 @@ async fn one_key_per_app_whole_sets_and_names_kept_apart() {
         let mut w = a.watch_mapping(odd).await.unwrap();
         assert!(next_set(&mut w).await.is_empty(), "the whole set first");
         // Two providers at once: neither overwrites the other.
-        let (ra, rb) = tokio::join!(a.register_mapping(odd, "app-a"), b.register_mapping(odd, "app/b"));
+        let (ra, rb) = tokio::join!(
+            a.register_mapping(odd, "app-a"),
+            b.register_mapping(odd, "app/b")
+        );
         ra.unwrap();
         rb.unwrap();
         let mut seen = next_set(&mut w).await;
@@ -61,7 +64,9 @@ async fn one_key_per_app_whole_sets_and_names_kept_apart() {
         assert!(r.kvs.iter().all(|kv| kv.lease == 0), "persistent keys");
         // A neighbour whose name is a prefix (or a `/` path) of it is apart.
         a.register_mapping("Grüße", "other").await.unwrap();
-        a.register_mapping("Grüße/服务.💥 a%2F/x", "nested").await.unwrap();
+        a.register_mapping("Grüße/服务.💥 a%2F/x", "nested")
+            .await
+            .unwrap();
         a.unregister_mapping(odd, "app-a").await.unwrap();
         assert_eq!(next_set(&mut w).await, vec!["app/b"]);
         let mut fresh = b.watch_mapping("Grüße").await.unwrap();

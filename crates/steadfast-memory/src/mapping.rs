@@ -254,9 +254,16 @@ impl MemoryRegistry {
         Ok(())
     }
 
-    pub(crate) fn watch_mapping_now(&self, interface: &str) -> Result<MappingStream, RegistryError> {
+    pub(crate) fn watch_mapping_now(
+        &self,
+        interface: &str,
+    ) -> Result<MappingStream, RegistryError> {
         self.mappings().watch_calls.bump();
-        if let Some(e) = self.inner.faults.outage(&format!("mapping watch of {interface}")) {
+        if let Some(e) = self
+            .inner
+            .faults
+            .outage(&format!("mapping watch of {interface}"))
+        {
             return Err(e);
         }
         if self.mappings().watch_failures.take() {
@@ -302,7 +309,10 @@ mod tests {
         let e = w.next().await.unwrap().unwrap();
         assert_eq!(e.apps, vec!["y"]);
         r.report_mapping_errors("a.B");
-        assert!(matches!(w.next().await, Some(Err(RegistryError::Unavailable(_)))));
+        assert!(matches!(
+            w.next().await,
+            Some(Err(RegistryError::Unavailable(_)))
+        ));
         r.put_mapping("a.B", "w");
         let e2 = w.next().await.unwrap().unwrap();
         assert_eq!(e2.apps, vec!["w", "y"]);

@@ -117,8 +117,7 @@ impl Coordinator {
     /// for every interface export `id` serves, retried until it lands (see
     /// `mapping_writer.rs`).
     pub(super) fn write_mappings(&mut self, id: u64, info: &MetadataInfo) {
-        let interfaces: BTreeSet<String> =
-            info.services.values().map(|s| s.name.clone()).collect();
+        let interfaces: BTreeSet<String> = info.services.values().map(|s| s.name.clone()).collect();
         let parts = WriterParts {
             registry: self.registry_backend.clone(),
             app: info.app.clone(),
@@ -159,7 +158,11 @@ impl Coordinator {
         if attached.contains(app) {
             return Ok(());
         }
-        let Some(dir) = self.directories.get(reference).map(|d| d.counted.addr.clone()) else {
+        let Some(dir) = self
+            .directories
+            .get(reference)
+            .map(|d| d.counted.addr.clone())
+        else {
             return Ok(());
         };
         let resolver = self.resolver_for(app)?;

@@ -62,7 +62,10 @@ impl DirectoryMachine {
     /// `MappingMachine::pending`). `None` when nothing changed (or the
     /// directory does not follow a mapping); otherwise the replaced
     /// snapshot.
-    pub fn set_mapping_pending(&mut self, pending: Option<Pending>) -> Option<Arc<DirectorySnapshot>> {
+    pub fn set_mapping_pending(
+        &mut self,
+        pending: Option<Pending>,
+    ) -> Option<Arc<DirectorySnapshot>> {
         let view = self.mapping.as_mut()?;
         if view.pending == pending {
             return None;
@@ -118,7 +121,10 @@ mod tests {
             d.status(),
             DirectoryStatus::Empty(EmptyReason::Pending(failing()))
         );
-        assert!(d.set_mapping_pending(Some(failing())).is_none(), "no change");
+        assert!(
+            d.set_mapping_pending(Some(failing())).is_none(),
+            "no change"
+        );
         d.set_mapping_pending(None);
         assert_eq!(
             d.status(),

@@ -166,7 +166,11 @@ fn final_errors_give_up_and_close_detaches_everything() {
     m.on_item(w, set(1, &["a", "b"]), t0);
     assert_eq!(
         m.close(),
-        vec![MappingAction::DropWatch { token: w }, remove("a"), remove("b")]
+        vec![
+            MappingAction::DropWatch { token: w },
+            remove("a"),
+            remove("b")
+        ]
     );
     assert!(m.on_item(w, set(2, &["c"]), t0).is_empty());
     assert!(m.start().is_empty());
