@@ -45,6 +45,8 @@ pub use steadfast_core::{
     NotServing, PublishError, Reference, Registry, RegistryError, RegistryEvent, ServiceInfo,
     ServiceInstance, ServiceUrl, Unresolved, UpdateState, UrlChange, Version,
 };
+/// One-shot instance queries (`Engine::instances`): answer, error, cache settings.
+pub use steadfast_core::{InstancesAnswer, LookupConfig, LookupError};
 pub use steadfast_memory::MemoryRegistry;
 
 /// The model and sans-IO state machines, for users who drive them directly.

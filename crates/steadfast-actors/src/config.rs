@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use steadfast_core::subscription::DEFAULT_PROBE_INTERVAL;
 use steadfast_core::{
-    BackoffError, BackoffPolicy, FetchPolicy, RecoverPolicy, SubscriptionConfig, MAX_BACKOFF,
+    BackoffError, BackoffPolicy, FetchPolicy, LookupConfig, RecoverPolicy, SubscriptionConfig,
+    MAX_BACKOFF,
 };
 use thiserror::Error;
 
@@ -57,6 +58,10 @@ pub struct EngineConfig {
     /// engine's copy can be replaced at run time with
     /// [`Engine::set_caller_config`](crate::Engine::set_caller_config).
     pub caller: crate::live_config::CallerConfig,
+    /// The lookup cache of one-shot queries (`Engine::instances`) of apps
+    /// the engine does not watch: TTL 60 s ±10 %, negative answers 5 s, no
+    /// max staleness, at most one registry call per app per 5 s, 1024 apps.
+    pub lookup: LookupConfig,
 }
 
 impl EngineConfig {
@@ -93,6 +98,7 @@ impl Default for EngineConfig {
             reconcile_interval: Duration::from_secs(300),
             mass_removal_grace: Duration::from_secs(3),
             caller: Default::default(),
+            lookup: LookupConfig::default(),
         }
     }
 }
@@ -153,6 +159,16 @@ pub enum ConfigError {
         /// The value given.
         value: u8,
     },
+    /// A fraction is out of its range.
+    #[error("{field} must be a fraction in 0..={max}, got {value}")]
+    Fraction {
+        /// The config field.
+        field: &'static str,
+        /// The largest value allowed.
+        max: f64,
+        /// The value given.
+        value: f64,
+    },
 }
 
 impl EngineConfig {
@@ -201,6 +217,7 @@ impl EngineConfig {
             }
         }
         self.validate_balance()?;
+        self.validate_lookup()?;
         if self.metadata_max_attempts == Some(0) {
             return Err(ConfigError::Zero {
                 field: "metadata_max_attempts",
@@ -254,6 +271,37 @@ impl EngineConfig {
         if let Some(rate) = &o.failure_rate {
             percent("caller.outlier.failure_rate.percent", 1, rate.percent)?;
             check_duration("caller.outlier.failure_rate.window", rate.window)?;
+        }
+        Ok(())
+    }
+}
+
+impl EngineConfig {
+    /// Checks the lookup cache settings: TTL and retry interval above zero
+    /// and at most a day, negative TTL and max staleness at most a day
+    /// (zero: negatives not cached, stale copies never served), jitter a
+    /// fraction in `0..=0.5`, capacity at least one.
+    fn validate_lookup(&self) -> Result<(), ConfigError> {
+        let l = &self.lookup;
+        check_duration("lookup.ttl", l.ttl)?;
+        check_duration("lookup.min_retry_interval", l.min_retry_interval)?;
+        for (field, value) in [
+            ("lookup.negative_ttl", Some(l.negative_ttl)),
+            ("lookup.max_staleness", l.max_staleness),
+        ] {
+            if let Some(value) = value.filter(|v| *v > MAX_BACKOFF) {
+                return Err(ConfigError::Duration { field, value });
+            }
+        }
+        let max = steadfast_core::lookup::MAX_LOOKUP_TTL_JITTER;
+        if !(0.0..=max).contains(&l.ttl_jitter) {
+            let (field, value) = ("lookup.ttl_jitter", l.ttl_jitter);
+            return Err(ConfigError::Fraction { field, max, value });
+        }
+        if l.capacity == 0 {
+            return Err(ConfigError::Zero {
+                field: "lookup.capacity",
+            });
         }
         Ok(())
     }
@@ -335,6 +383,46 @@ mod tests {
                 field: "cache_capacity"
             })
         );
+    }
+
+    #[test]
+    fn lookup_settings_are_checked() {
+        let mut c = EngineConfig::default();
+        c.lookup.ttl = Duration::ZERO;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Duration {
+                field: "lookup.ttl",
+                ..
+            })
+        ));
+        let mut c = EngineConfig::default();
+        c.lookup.ttl_jitter = f64::NAN;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Fraction {
+                field: "lookup.ttl_jitter",
+                ..
+            })
+        ));
+        c.lookup.ttl_jitter = 0.6;
+        assert!(c.validate().is_err());
+        let mut c = EngineConfig::default();
+        c.lookup.capacity = 0;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Zero {
+                field: "lookup.capacity"
+            })
+        );
+        let mut c = EngineConfig::default();
+        c.lookup.max_staleness = Some(Duration::MAX);
+        assert!(c.validate().is_err());
+        c.lookup.max_staleness = Some(Duration::ZERO);
+        c.lookup.negative_ttl = Duration::ZERO;
+        assert_eq!(c.validate(), Ok(()), "zero: never stale, no negatives");
+        c.lookup.min_retry_interval = Duration::ZERO;
+        assert!(c.validate().is_err(), "a zero throttle would stampede");
     }
 
     #[test]

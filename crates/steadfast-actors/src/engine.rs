@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use steadfast_core::{BackoffPolicy, MetadataFetcher, MetadataPublisher, Reference, Registry};
+use steadfast_core::{
+    BackoffPolicy, InstancesAnswer, LookupConfig, LookupError, MetadataFetcher, MetadataPublisher,
+    Reference, Registry, RegistryError,
+};
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
 
@@ -18,6 +21,7 @@ use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
 use crate::handle::Directory;
 use crate::live_config::{CallerConfig, LiveConfig};
+use crate::lookup_actor::{Instances, LookupActor};
 use crate::messages::Shutdown;
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, StatsSnapshot};
@@ -43,6 +47,9 @@ pub struct Engine {
     stats: Arc<EngineStats>,
     registry: Arc<dyn Registry>,
     live: LiveConfig,
+    lookup: Addr<LookupActor>,
+    /// Bound of a whole `instances()` query.
+    lookup_limit: Duration,
 }
 
 impl Engine {
@@ -78,6 +85,7 @@ impl Engine {
         // The coordinator refuses new work at once, lets exported providers
         // announce closing and unregister, then stops every actor.
         let _ = self.coordinator.send(Shutdown).await;
+        let _ = self.lookup.send(Shutdown).await;
     }
 
     /// Exports a provider instance: computes its revision, stamps its
@@ -128,6 +136,36 @@ impl Engine {
     /// The caller-side settings in force now.
     pub fn caller_config(&self) -> Arc<CallerConfig> {
         self.live.load()
+    }
+
+    /// The instances of `app`, for one-shot queries (no subscription).
+    ///
+    /// A subscribed app answers from its live watch state with no registry
+    /// call ([`Source::Watch`](steadfast_core::Source::Watch); stale with
+    /// its age while the watch is down). Any other app answers from the
+    /// per-app lookup cache ([`LookupConfig`]): fresh within its jittered
+    /// TTL, else one registry call shared by every concurrent caller, its
+    /// result stored before any of them is answered. When the registry
+    /// fails, the copy held is served flagged
+    /// [`Freshness::Stale`](steadfast_core::Freshness::Stale) with its age
+    /// (up to `max_staleness`); with none the error says why:
+    /// [`LookupError::NotFound`] only when the registry listed no instance,
+    /// [`LookupError::Unavailable`] with the registry's error as cause,
+    /// [`LookupError::Throttled`] while the app's last call is less than
+    /// `min_retry_interval` old. Every registry call has the registry call
+    /// deadline, and the whole query is bounded by twice it plus 1 s.
+    pub async fn instances(&self, app: &str) -> Result<InstancesAnswer, LookupError> {
+        let ask = self.lookup.send(Instances {
+            app: app.to_string(),
+        });
+        match tokio::time::timeout(self.lookup_limit, ask).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(LookupError::ShutDown),
+            Err(_) => Err(LookupError::Unavailable {
+                app: app.to_string(),
+                cause: RegistryError::Timeout,
+            }),
+        }
     }
 
     /// Replaces the caller-side settings at run time: every directory reads
@@ -245,6 +283,39 @@ impl EngineBuilder {
         self
     }
 
+    /// The lookup cache of [`Engine::instances`] (see [`LookupConfig`]).
+    pub fn lookup(mut self, lookup: LookupConfig) -> Self {
+        self.config.lookup = lookup;
+        self
+    }
+
+    /// How long a registry answer of [`Engine::instances`] is served as
+    /// fresh (default 60 s, jittered ±10 % per app).
+    pub fn lookup_ttl(mut self, ttl: Duration) -> Self {
+        self.config.lookup.ttl = ttl;
+        self
+    }
+
+    /// At most one registry call per app per `interval` for
+    /// [`Engine::instances`] (default 5 s).
+    pub fn lookup_min_retry_interval(mut self, interval: Duration) -> Self {
+        self.config.lookup.min_retry_interval = interval;
+        self
+    }
+
+    /// Refuse a copy older than this when the registry cannot confirm it
+    /// (default `None`: served at any age, flagged stale).
+    pub fn lookup_max_staleness(mut self, max: Option<Duration>) -> Self {
+        self.config.lookup.max_staleness = max;
+        self
+    }
+
+    /// Apps the lookup cache keeps (default 1024).
+    pub fn lookup_capacity(mut self, capacity: usize) -> Self {
+        self.config.lookup.capacity = capacity;
+        self
+    }
+
     /// Replaces the whole configuration (validated at `start()`).
     pub fn config(mut self, config: EngineConfig) -> Self {
         self.config = config;
@@ -303,6 +374,16 @@ impl EngineBuilder {
         );
         let registry_actor =
             Supervisor::start(move |_| RegistryActor::new(reg, subscription, seed, st));
+        let (reg, st, live_state) = (registry.clone(), stats.clone(), registry_actor.downgrade());
+        let lookup_config = (config.lookup, config.registry_call_timeout);
+        let lookup_seed = seed ^ 0x6C6F_6F6B_7570; // "lookup"
+        let lookup = Supervisor::start(move |_| {
+            LookupActor::new(reg, live_state, lookup_config, lookup_seed, st)
+        });
+        let lookup_limit = config
+            .registry_call_timeout
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(1));
         let (st, cap, policy) = (stats.clone(), config.cache_capacity, config.fetch_policy());
         let cache = Supervisor::start(move |_| CacheActor::new(fetcher, cap, policy, st));
         let backends = (registry.clone(), self.publishers);
@@ -317,6 +398,8 @@ impl EngineBuilder {
             stats,
             registry,
             live,
+            lookup,
+            lookup_limit,
         })
     }
 }

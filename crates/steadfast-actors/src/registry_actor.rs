@@ -49,7 +49,7 @@ pub(crate) struct WatchItem {
 /// Owns the registry backend and the per-app watches.
 pub struct RegistryActor {
     registry: Arc<dyn Registry>,
-    machine: SubscriptionMachine,
+    pub(crate) machine: SubscriptionMachine,
     subscribers: BTreeMap<String, HashMap<u64, Recipients>>,
     /// Timers, calls and streams under way, by token.
     handles: HashMap<Token, SpawnHandle>,
@@ -58,7 +58,7 @@ pub struct RegistryActor {
     /// A stream just opened, until the machine says to read it.
     opened: Option<(Token, EventStream)>,
     started_once: bool,
-    terminated: bool,
+    pub(crate) terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
     _alive: LiveGuard,

@@ -46,6 +46,16 @@ pub struct EngineStats {
     pub(crate) closings_ignored: AtomicU64,
     pub(crate) tombstones_expired: AtomicU64,
     pub(crate) vetoed_readds_replayed: AtomicU64,
+    pub(crate) lookups: AtomicU64,
+    pub(crate) lookup_registry_calls: AtomicU64,
+    pub(crate) lookup_watch_answers: AtomicU64,
+    pub(crate) lookup_cache_hits: AtomicU64,
+    pub(crate) lookup_stale_answers: AtomicU64,
+    pub(crate) lookup_throttled: AtomicU64,
+    pub(crate) lookup_unavailable: AtomicU64,
+    pub(crate) lookup_not_found: AtomicU64,
+    pub(crate) lookup_too_stale: AtomicU64,
+    pub(crate) lookup_evictions: AtomicU64,
     pub(crate) mapping_write_failures: AtomicU64,
     pub(crate) mapping_read_failures: AtomicU64,
 }
@@ -135,6 +145,29 @@ pub struct StatsSnapshot {
     pub tombstones_expired: u64,
     /// Vetoed endpoints re-added when their tombstone expired.
     pub vetoed_readds_replayed: u64,
+    /// One-shot instance queries (`Engine::instances`).
+    pub lookups: u64,
+    /// Registry `list` calls made by the lookup cache (one per app per flight, shared by its
+    /// concurrent callers).
+    pub lookup_registry_calls: u64,
+    /// Queries answered from the live watch of a subscribed app (no registry call).
+    pub lookup_watch_answers: u64,
+    /// Queries answered fresh from the lookup cache (no registry call).
+    pub lookup_cache_hits: u64,
+    /// Queries answered with a stale copy (the registry could not confirm it, or the app's watch
+    /// is stale).
+    pub lookup_stale_answers: u64,
+    /// Queries refused `Throttled`: no copy held and the app's registry call was less than
+    /// `min_retry_interval` ago.
+    pub lookup_throttled: u64,
+    /// Queries refused `Unavailable`: the registry call failed and no copy was held.
+    pub lookup_unavailable: u64,
+    /// Queries answered `NotFound` (the registry listed no instance).
+    pub lookup_not_found: u64,
+    /// Queries refused `TooStale` (the copy was older than `max_staleness`).
+    pub lookup_too_stale: u64,
+    /// Apps dropped from the lookup cache to keep within its capacity.
+    pub lookup_evictions: u64,
     /// Failed interface -> app mapping writes at export (one per interface
     /// and attempt; retried until they land).
     pub mapping_write_failures: u64,
@@ -183,6 +216,16 @@ impl EngineStats {
             closings_ignored: u(&self.closings_ignored),
             tombstones_expired: u(&self.tombstones_expired),
             vetoed_readds_replayed: u(&self.vetoed_readds_replayed),
+            lookups: u(&self.lookups),
+            lookup_registry_calls: u(&self.lookup_registry_calls),
+            lookup_watch_answers: u(&self.lookup_watch_answers),
+            lookup_cache_hits: u(&self.lookup_cache_hits),
+            lookup_stale_answers: u(&self.lookup_stale_answers),
+            lookup_throttled: u(&self.lookup_throttled),
+            lookup_unavailable: u(&self.lookup_unavailable),
+            lookup_not_found: u(&self.lookup_not_found),
+            lookup_too_stale: u(&self.lookup_too_stale),
+            lookup_evictions: u(&self.lookup_evictions),
             mapping_write_failures: u(&self.mapping_write_failures),
             mapping_read_failures: u(&self.mapping_read_failures),
         }

@@ -61,6 +61,7 @@ mod config;
 mod hold;
 #[cfg(test)]
 mod hold_tests;
+mod live;
 #[cfg(test)]
 mod outage_tests;
 mod state;
@@ -80,6 +81,7 @@ use crate::resolver::Token;
 pub use actions::{Delivery, Feed, SubscriptionAction, TimerKind, To};
 pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
 pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
+pub use live::LiveState;
 use state::AppSub;
 
 /// The one probe of a registry that is down: per engine, not per app, so

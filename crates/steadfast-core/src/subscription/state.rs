@@ -64,7 +64,7 @@ pub(super) struct AppSub {
     /// the timer that re-opens it unless it heals first.
     heal: Option<Token>,
     /// The registry's latest state (held instances not included).
-    real: InstanceMap,
+    pub(crate) real: InstanceMap,
     /// Generation of the latest delivery to every subscriber (the base of
     /// the next delta; subscribers that attach later get a Reset at it).
     delivered: Option<u64>,
@@ -338,7 +338,7 @@ impl AppSub {
     }
 
     /// Every instance subscribers see: the registry's plus the held ones.
-    fn merged(&self) -> Vec<Arc<Instance>> {
+    pub(crate) fn merged(&self) -> Vec<Arc<Instance>> {
         let mut all = Vec::with_capacity(self.real.len());
         all.extend(self.real.iter().cloned());
         all.extend(self.hold.held().cloned());
