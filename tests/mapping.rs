@@ -31,6 +31,8 @@ fn fixture() -> Fixture {
 #[actix_rt::test]
 async fn export_records_the_app_for_its_interface_retrying_until_it_lands() {
     let fx = fixture();
+    settle().await;
+    let before = fx.engine.stats().actors_alive;
     fx.registry.set_down(true);
     let _exported = fx.engine.export(export_spec(9100)).await.unwrap();
     advance(Duration::from_secs(3)).await;
@@ -50,6 +52,11 @@ async fn export_records_the_app_for_its_interface_retrying_until_it_lands() {
         fx.registry.mapping_register_calls(),
         landed,
         "no call once it landed"
+    );
+    assert_eq!(
+        fx.engine.stats().actors_alive,
+        before + 1,
+        "the export's actor; the mapping writer stopped once it landed"
     );
 }
 

@@ -404,7 +404,7 @@ impl Coordinator {
         let key = (handle.info.app.clone(), handle.info.revision.clone());
         self.exports.insert(id, (addr, key));
         // Interface -> app mapping (coordinator/mapping.rs).
-        self.write_mappings(id, &handle.info);
+        self.write_mappings(id, &handle.info, handle.coordinator.clone());
         Ok(handle)
     }
 }

@@ -16,10 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use actix::WeakAddr;
 use futures::future::join_all;
-use steadfast_core::{ErrorClass, ExportAction, ExportMachine, RecoverPolicy, Registry};
+use steadfast_core::{
+    ErrorClass, ExportAction, ExportMachine, ExportPhase, RecoverPolicy, Registry,
+};
 
 use crate::contain::{registry_call, Contain};
+use crate::coordinator::Coordinator;
 use crate::messages::{ForceRestart, Shutdown};
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
@@ -34,7 +38,17 @@ pub(crate) struct WriterParts {
     /// Deadline of each registry call.
     pub call_timeout: Duration,
     pub seed: u64,
+    /// Export id, and the coordinator told once everything landed (it then
+    /// stops the writer).
+    pub id: u64,
+    pub coordinator: WeakAddr<Coordinator>,
 }
+
+/// Every mapping of export `0` landed (or a final error refused it): its
+/// writer may stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct MappingsWritten(pub u64);
 
 /// Writes one export's mappings until they land.
 pub(crate) struct MappingWriter {
@@ -127,9 +141,12 @@ impl MappingWriter {
                         }
                         let res: Result<(), (ErrorClass, String)> = failure.map_or(Ok(()), Err);
                         let actions = act.machine.on_attempt_done(token, res, timer::now());
-                        if act.done() {
+                        if act.done() || matches!(act.machine.phase(), ExportPhase::GaveUp(_)) {
                             tracing::info!(app = %act.parts.app, interfaces = act.written.len(),
-                        "interface mappings written");
+                        "interface mappings written (or refused for good)");
+                            if let Some(c) = act.parts.coordinator.upgrade() {
+                                c.do_send(MappingsWritten(act.parts.id));
+                            }
                         }
                         act.perform(actions, ctx);
                     });

@@ -18,7 +18,7 @@ use crate::contain::Contain;
 use crate::directory_actor::mapped::{AddApp, MappingPending, RemoveApp};
 use crate::error::EngineError;
 use crate::mapping_actor::{MappingActor, MappingChanged, MappingParts};
-use crate::mapping_writer::{MappingWriter, WriterParts};
+use crate::mapping_writer::{MappingWriter, MappingsWritten, WriterParts};
 use crate::messages::Shutdown;
 
 /// One interface's followed mapping.
@@ -116,7 +116,12 @@ impl Coordinator {
     /// Provider side, the hook of `Coordinator::export`: records `info.app`
     /// for every interface export `id` serves, retried until it lands (see
     /// `mapping_writer.rs`).
-    pub(super) fn write_mappings(&mut self, id: u64, info: &MetadataInfo) {
+    pub(super) fn write_mappings(
+        &mut self,
+        id: u64,
+        info: &MetadataInfo,
+        me: WeakAddr<Coordinator>,
+    ) {
         let interfaces: BTreeSet<String> = info.services.values().map(|s| s.name.clone()).collect();
         let parts = WriterParts {
             registry: self.registry_backend.clone(),
@@ -125,6 +130,8 @@ impl Coordinator {
             policy: RecoverPolicy::new(self.config.registry_backoff),
             call_timeout: self.config.registry_call_timeout,
             seed: self.seed(id ^ 0x6d61_7070),
+            id,
+            coordinator: me,
         };
         let stats = self.stats.clone();
         let addr = Supervisor::start(move |_| MappingWriter::new(parts, stats));
@@ -224,6 +231,14 @@ impl Coordinator {
             }
         }
         Ok(())
+    }
+}
+
+impl Handler<MappingsWritten> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, msg: MappingsWritten, ctx: &mut Self::Context) {
+        // Landed: the writer has nothing left to do.
+        self.contained(ctx, |act, _| act.stop_mapping_writer(msg.0));
     }
 }
 

@@ -56,6 +56,10 @@ impl Coordinator {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
+        // No app and no interface: there is no mapping to follow either.
+        if reference.apps.is_empty() && reference.interface.is_empty() {
+            return Err(EngineError::NoProviderApps(reference.subscribe_key()));
+        }
         if self.directories.contains_key(&reference) {
             let next = self.id();
             let d = self.directories.get_mut(&reference).expect("present above");
