@@ -217,3 +217,26 @@ async fn a_reference_without_apps_is_its_own_subscription() {
         (0, 0, 0)
     );
 }
+
+#[actix_rt::test]
+async fn a_panicking_mapping_watch_is_contained_and_retried() {
+    let fx = fixture();
+    let _a = fx.engine.export(export_spec(9100)).await.unwrap();
+    fx.registry.panic_next_mapping_watches(1);
+    let dir = fx.engine.subscribe(unnamed()).await.unwrap();
+    settle().await;
+    let status = dir.view().await.unwrap().status;
+    assert!(
+        matches!(&status, steadfast::DirectoryStatus::Empty(EmptyReason::Pending(Pending {
+            mapping: Some(f), ..
+        })) if matches!(f.last_error, RegistryError::Panicked(_))),
+        "{status:?}"
+    );
+    let v = wait_for(&dir, "ready after the retry", Duration::from_secs(3), |v| {
+        v.status.is_ready()
+    })
+    .await;
+    assert_eq!(ports(&v), vec![9100]);
+    assert_eq!(fx.registry.mapping_watch_calls(), 2);
+    assert_eq!(fx.engine.stats().mapping_read_failures, 1);
+}

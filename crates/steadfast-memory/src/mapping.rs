@@ -7,7 +7,8 @@
 //! apply to `register_mapping`, `unregister_mapping` and `watch_mapping`
 //! like to every other call (down: fail with `Unavailable`, change nothing,
 //! still counted). [`MemoryRegistry::fail_next_mapping_watches`] fails
-//! opens; [`MemoryRegistry::report_mapping_errors`] sends an `Err` item to
+//! opens, [`MemoryRegistry::panic_next_mapping_watches`] makes them panic;
+//! [`MemoryRegistry::report_mapping_errors`] sends an `Err` item to
 //! the live streams (kept open); [`MemoryRegistry::end_mapping_watches`]
 //! ends them. Calls are counted ([`MemoryRegistry::mapping_watch_calls`],
 //! [`MemoryRegistry::mapping_register_calls`]).
@@ -105,6 +106,8 @@ pub(crate) struct Mappings {
     state: Mutex<MapState>,
     /// Upcoming `watch_mapping` calls that fail.
     watch_failures: Budget,
+    /// Upcoming `watch_mapping` calls whose future panics.
+    watch_panics: Budget,
     /// `watch_mapping` calls so far.
     watch_calls: Counter,
     /// `register_mapping` / `unregister_mapping` calls so far.
@@ -191,6 +194,21 @@ impl MemoryRegistry {
     /// [`RegistryError::Injected`] (replaces any remaining budget).
     pub fn fail_next_mapping_watches(&self, n: usize) {
         self.mappings().watch_failures.set(n);
+    }
+
+    /// Makes the next `n` `watch_mapping` calls return a future that panics
+    /// when polled (replaces any remaining budget).
+    pub fn panic_next_mapping_watches(&self, n: usize) {
+        self.mappings().watch_panics.set(n);
+    }
+
+    /// Whether this `watch_mapping` call must panic (counted as a call).
+    pub(crate) fn mapping_watch_panics(&self) -> bool {
+        let panics = self.mappings().watch_panics.take();
+        if panics {
+            self.mappings().watch_calls.bump();
+        }
+        panics
     }
 
     /// Sends `Err(Unavailable)` to every live mapping watch of `interface`

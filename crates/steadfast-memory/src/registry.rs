@@ -353,6 +353,9 @@ impl Registry for MemoryRegistry {
         interface: &str,
     ) -> BoxFuture<'static, Result<MappingStream, RegistryError>> {
         let (this, interface) = (self.clone(), interface.to_string());
+        if self.mapping_watch_panics() {
+            return async move { panic!("injected panic in mapping watch of {interface}") }.boxed();
+        }
         self.answer(move || this.watch_mapping_now(&interface))
     }
 }
