@@ -85,6 +85,7 @@ pub(crate) struct StopExport {
     pub drain: Duration,
 }
 
+mod mapping;
 mod subscriptions;
 
 pub(crate) use subscriptions::HandlesDropped;
@@ -116,6 +117,8 @@ pub(crate) struct Coordinator {
     containment: crate::contain::Containment,
     /// The snapshot actor, when a snapshot directory is configured.
     snapshot: Option<Addr<crate::snapshot_actor::SnapshotActor>>,
+    /// Mappings followed by references without apps (`coordinator/mapping.rs`).
+    follows: mapping::Follows,
 }
 
 impl Coordinator {
@@ -146,6 +149,7 @@ impl Coordinator {
             shut_down: false,
             alive: Some(LiveGuard::new(&stats, Live::Actor)),
             containment: Default::default(),
+            follows: Default::default(),
             stats,
         }
     }
@@ -225,6 +229,7 @@ impl Coordinator {
             d.handle.close();
             d.counted.addr.do_send(Shutdown);
         }
+        self.stop_mappings();
         for (_, c) in self.resolvers.drain() {
             c.addr.do_send(Shutdown);
         }
@@ -414,6 +419,8 @@ impl Coordinator {
         };
         let key = (handle.info.app.clone(), handle.info.revision.clone());
         self.exports.insert(id, (addr, key));
+        // Interface -> app mapping (coordinator/mapping.rs).
+        self.write_mappings(id, &handle.info, handle.coordinator.clone());
         Ok(handle)
     }
 }
@@ -422,6 +429,7 @@ impl Handler<StopExport> for Coordinator {
     type Result = ResponseFuture<Result<ShutdownReport, EngineError>>;
     fn handle(&mut self, msg: StopExport, _ctx: &mut Self::Context) -> Self::Result {
         let stopped = self.exports.remove(&msg.id);
+        self.stop_mapping_writer(msg.id);
         // Identical exports share a revision: only the last one to stop
         // withdraws its metadata.
         let withdraw = stopped

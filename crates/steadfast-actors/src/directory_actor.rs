@@ -116,7 +116,13 @@ impl DirectoryActor {
         seed: u64,
         stats: Arc<EngineStats>,
     ) -> Self {
-        let machine = DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed);
+        // A reference without apps follows its interface's mapping
+        // (`directory_actor/mapped.rs`).
+        let machine = if reference.apps.is_empty() {
+            DirectoryMachine::following_mapping(reference.subscribe_key(), seed)
+        } else {
+            DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed)
+        };
         shared.publish(machine.snapshot().clone());
         Self {
             id,
@@ -303,6 +309,7 @@ impl Handler<ForceRestart> for DirectoryActor {
     }
 }
 
+pub(crate) mod mapped;
 pub(crate) mod probe;
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ pub enum EngineError {
     /// The directory was unsubscribed or the engine shut down.
     #[error("the directory is closed")]
     DirectoryClosed,
-    /// A reference named no provider app.
+    /// A reference named neither a provider app nor an interface whose
+    /// mapping could name one.
     #[error("reference {0} names no provider app")]
     NoProviderApps(String),
     /// Unsubscribe named a reference that is not subscribed.

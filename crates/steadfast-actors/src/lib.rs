@@ -26,6 +26,8 @@ mod graveyard;
 pub mod handle;
 pub mod live_config;
 pub mod lookup_actor;
+mod mapping_actor;
+mod mapping_writer;
 pub mod messages;
 pub mod registry_actor;
 mod registry_live;

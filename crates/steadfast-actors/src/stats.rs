@@ -60,6 +60,8 @@ pub struct EngineStats {
     pub(crate) snapshot_rejected: AtomicU64,
     pub(crate) snapshot_written: AtomicU64,
     pub(crate) snapshot_write_failures: AtomicU64,
+    pub(crate) mapping_write_failures: AtomicU64,
+    pub(crate) mapping_read_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -180,6 +182,12 @@ pub struct StatsSnapshot {
     pub snapshot_written: u64,
     /// Snapshot writes that failed (io, deadline, too large).
     pub snapshot_write_failures: u64,
+    /// Failed interface -> app mapping writes at export (one per interface
+    /// and attempt; retried until they land).
+    pub mapping_write_failures: u64,
+    /// Interface mapping watch failures: failed opens, `Err` items (the
+    /// stream is kept) and ended streams (re-watched).
+    pub mapping_read_failures: u64,
 }
 
 impl EngineStats {
@@ -236,6 +244,8 @@ impl EngineStats {
             snapshot_rejected: u(&self.snapshot_rejected),
             snapshot_written: u(&self.snapshot_written),
             snapshot_write_failures: u(&self.snapshot_write_failures),
+            mapping_write_failures: u(&self.mapping_write_failures),
+            mapping_read_failures: u(&self.mapping_read_failures),
         }
     }
 

@@ -37,6 +37,9 @@ pub enum EmptyReason {
     /// Instances exist but none may take traffic: unhealthy, closing or
     /// weight 0 (summed over the reference's apps).
     NotServing(NotServing),
+    /// A reference without apps follows its interface -> app mapping, and
+    /// the mapping (read, healthy) names no provider app.
+    NoProviderApp,
 }
 
 /// What a directory can serve right now.
@@ -153,6 +156,9 @@ impl fmt::Display for DirectoryStatus {
                 write!(f, "empty: no provider exports this service")
             }
             DirectoryStatus::Empty(EmptyReason::NotServing(n)) => write!(f, "empty: {n}"),
+            DirectoryStatus::Empty(EmptyReason::NoProviderApp) => {
+                write!(f, "empty: the interface mapping names no provider app")
+            }
         }
     }
 }
@@ -202,6 +208,9 @@ pub struct DirectoryMachine {
     snapshot: Arc<DirectorySnapshot>,
     /// What the tombstones did since the counts were last taken.
     tomb_counts: TombstoneCounts,
+    /// Set when the apps follow the interface -> app mapping
+    /// (`directory/apps.rs`).
+    mapping: Option<apps::MappingView>,
 }
 
 impl DirectoryMachine {
@@ -214,6 +223,7 @@ impl DirectoryMachine {
             version: 0,
             snapshot: Arc::default(),
             tomb_counts: TombstoneCounts::default(),
+            mapping: None,
         };
         m.snapshot = Arc::new(DirectorySnapshot::new(0, m.compute_status(), Vec::new()));
         m
@@ -422,6 +432,9 @@ impl DirectoryMachine {
                 snapshot: self.served_from_snapshot(),
             };
         }
+        if let Some(status) = self.mapping_status() {
+            return status;
+        }
         let states: Vec<Option<&UpdateState>> = self
             .apps
             .values()
@@ -479,6 +492,8 @@ mod snapshot;
 mod no_endpoint;
 pub use no_endpoint::{NoEndpoint, NoEndpointReason};
 
+#[path = "directory/apps.rs"]
+mod apps;
 #[path = "directory/closing.rs"]
 mod closing;
 #[path = "directory/tombstones.rs"]

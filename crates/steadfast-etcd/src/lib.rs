@@ -30,6 +30,8 @@
 //! * [`metadata`]: [`EtcdMetadataReport`], each publication under a lease
 //!   of its publisher (pair it with core's [`FallbackFetcher`] to read the
 //!   report first);
+//! * [`mapping`]: interface -> app mappings, one persistent key per app
+//!   under `<prefix>/mapping/<interface>/`, and their watch sessions;
 //! * `harness` (feature `harness`): real etcd processes for tests.
 //!
 //! One watch stream per engine: every app watched through one
@@ -72,6 +74,7 @@ pub mod gateway;
 mod hub;
 mod keepalive;
 pub mod keeper_machine;
+pub mod mapping;
 pub mod metadata;
 pub mod mux;
 mod prober;

@@ -344,6 +344,69 @@ impl Registry for EtcdRegistry {
         let inner = self.inner.clone();
         async move { inner.unregister(&instance).await }.boxed()
     }
+
+    /// Puts `<prefix>/mapping/<interface>/<app>` (persistent, no lease; see
+    /// `mapping.rs`), under `operation_timeout`.
+    fn register_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
+        async move {
+            crate::mapping::register(
+                &inner.client,
+                &inner.layout,
+                &inner.config,
+                &interface,
+                &app,
+            )
+            .await
+        }
+        .boxed()
+    }
+
+    /// Deletes `<prefix>/mapping/<interface>/<app>`, under
+    /// `operation_timeout`.
+    fn unregister_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
+        async move {
+            crate::mapping::unregister(
+                &inner.client,
+                &inner.layout,
+                &inner.config,
+                &interface,
+                &app,
+            )
+            .await
+        }
+        .boxed()
+    }
+
+    /// A mapping watch session (see `mapping.rs`): a range, then a watch
+    /// from its revision + 1, probed while open; it ends after one `Err`.
+    fn watch_mapping(
+        &self,
+        interface: &str,
+    ) -> BoxFuture<'static, Result<steadfast_core::MappingStream, RegistryError>> {
+        let (inner, interface) = (self.inner.clone(), interface.to_string());
+        async move {
+            let epoch = inner.epochs.current();
+            crate::mapping::watch_mapping(
+                inner.client.clone(),
+                &inner.layout,
+                &inner.config,
+                &interface,
+                epoch,
+            )
+            .await
+        }
+        .boxed()
+    }
 }
 
 #[cfg(test)]

@@ -21,10 +21,12 @@
 
 mod events;
 mod faults;
+mod mapping;
 mod registry;
 mod state;
 
 pub use events::DEFAULT_EVENT_QUEUE_LIMIT;
+pub use mapping::MAPPING_QUEUE_LIMIT;
 pub use registry::MemoryRegistry;
 pub use steadfast_core::EventStream;
 

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::future::{self, BoxFuture, FutureExt};
 use steadfast_core::{
-    EventStream, Listing, Registry, RegistryError, RegistryEvent, ServiceInstance, Version,
+    EventStream, Listing, MappingStream, Registry, RegistryError, RegistryEvent, ServiceInstance,
+    Version,
 };
 
 use crate::events::{EventWatcher, DEFAULT_EVENT_QUEUE_LIMIT};
@@ -27,6 +28,8 @@ pub(crate) struct Inner {
     pub(crate) faults: Faults,
     /// Items an event watcher may fall behind by before it is coalesced.
     event_queue_limit: usize,
+    /// Interface -> app mappings and their watches (`mapping.rs`).
+    pub(crate) mappings: crate::mapping::Mappings,
 }
 
 impl Inner {
@@ -84,6 +87,7 @@ impl MemoryRegistry {
                 state: Mutex::new(State::default()),
                 faults: Faults::default(),
                 event_queue_limit: limit.max(1),
+                mappings: Default::default(),
             }),
         }
     }
@@ -324,5 +328,34 @@ impl Registry for MemoryRegistry {
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
         let this = self.clone();
         self.answer(move || this.unregister_now(&instance))
+    }
+
+    fn register_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (this, interface, app) = (self.clone(), interface.to_string(), app.to_string());
+        self.answer(move || this.change_mapping_now(&interface, &app, true))
+    }
+
+    fn unregister_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (this, interface, app) = (self.clone(), interface.to_string(), app.to_string());
+        self.answer(move || this.change_mapping_now(&interface, &app, false))
+    }
+
+    fn watch_mapping(
+        &self,
+        interface: &str,
+    ) -> BoxFuture<'static, Result<MappingStream, RegistryError>> {
+        let (this, interface) = (self.clone(), interface.to_string());
+        if self.mapping_watch_panics() {
+            return async move { panic!("injected panic in mapping watch of {interface}") }.boxed();
+        }
+        self.answer(move || this.watch_mapping_now(&interface))
     }
 }

@@ -56,7 +56,8 @@ impl Coordinator {
         if self.shut_down {
             return Err(EngineError::ShutDown);
         }
-        if reference.apps.is_empty() {
+        // No app and no interface: there is no mapping to follow either.
+        if reference.apps.is_empty() && reference.interface.is_empty() {
             return Err(EngineError::NoProviderApps(reference.subscribe_key()));
         }
         if self.directories.contains_key(&reference) {
@@ -92,8 +93,10 @@ impl Coordinator {
         });
         let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
         let hold_id = self.id();
+        let me_weak = me.downgrade();
         let hold = Arc::new(HandleHold::new(me, reference.clone(), hold_id));
         let returned = handle.with_hold(hold.clone());
+        let mapped = reference.apps.is_empty().then(|| reference.clone());
         self.directories.insert(
             reference,
             Subscribed {
@@ -103,6 +106,10 @@ impl Coordinator {
                 linger: None,
             },
         );
+        // No apps named: the directory follows the interface's mapping.
+        if let Some(reference) = mapped {
+            self.follow_mapping(&reference, me_weak)?;
+        }
         Ok(returned)
     }
 }
@@ -147,6 +154,9 @@ impl Coordinator {
         d.counted.addr.do_send(Shutdown);
         for app in &reference.apps {
             self.release_resolver(app);
+        }
+        if reference.apps.is_empty() {
+            self.unfollow_mapping(reference);
         }
     }
 }

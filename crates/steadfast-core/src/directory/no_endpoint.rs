@@ -35,6 +35,9 @@ pub enum NoEndpointReason {
     },
     /// The reference is not subscribed (unsubscribed, or the engine shut down).
     NotSubscribed,
+    /// The interface -> app mapping of a reference without apps names no
+    /// provider app.
+    NoProviderApp,
 }
 
 /// No endpoint could be had, and why.
@@ -67,6 +70,7 @@ impl NoEndpoint {
                 NoEndpointReason::AllClosing { closing: n.closing }
             }
             DirectoryStatus::Empty(EmptyReason::NotServing(n)) => NoEndpointReason::NotServing(*n),
+            DirectoryStatus::Empty(EmptyReason::NoProviderApp) => NoEndpointReason::NoProviderApp,
         };
         Some(Self::new(reason))
     }
@@ -90,6 +94,7 @@ impl fmt::Display for NoEndpointReason {
                 write!(f, "all {closing} endpoint(s) announced closing")
             }
             Self::NotSubscribed => write!(f, "the reference is not subscribed"),
+            Self::NoProviderApp => write!(f, "the interface mapping names no provider app"),
         }
     }
 }
