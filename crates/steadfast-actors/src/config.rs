@@ -57,6 +57,10 @@ pub struct EngineConfig {
     /// engine's copy can be replaced at run time with
     /// [`Engine::set_caller_config`](crate::Engine::set_caller_config).
     pub caller: crate::live_config::CallerConfig,
+    /// Window over which a registry session loss spreads the
+    /// re-registrations and re-subscriptions, each at a uniform random
+    /// delay within it (default 5 s; zero: all at once).
+    pub session_spread: Duration,
 }
 
 impl EngineConfig {
@@ -71,6 +75,18 @@ impl EngineConfig {
             reconcile_interval: self.reconcile_interval,
             mass_removal_grace: self.mass_removal_grace,
             call_timeout: self.registry_call_timeout,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The failback registrar's configuration: the registry backoff
+    /// (unlimited), the registry call deadline and the session spread.
+    pub fn registrar(&self) -> steadfast_core::RegistrarConfig {
+        steadfast_core::RegistrarConfig {
+            recover: RecoverPolicy::new(self.registry_backoff),
+            call_timeout: self.registry_call_timeout,
+            session_spread: self.session_spread,
         }
     }
 }
@@ -93,6 +109,7 @@ impl Default for EngineConfig {
             reconcile_interval: Duration::from_secs(300),
             mass_removal_grace: Duration::from_secs(3),
             caller: Default::default(),
+            session_spread: steadfast_core::DEFAULT_SESSION_SPREAD,
         }
     }
 }
@@ -186,6 +203,7 @@ impl EngineConfig {
             ("reconcile_interval", self.reconcile_interval),
             ("mass_removal_grace", self.mass_removal_grace),
             ("caller.tombstone_ttl", self.caller.tombstone_ttl),
+            ("session_spread", self.session_spread),
         ] {
             if value > MAX_BACKOFF {
                 return Err(ConfigError::Duration { field, value });

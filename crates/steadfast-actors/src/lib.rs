@@ -26,6 +26,7 @@ mod graveyard;
 pub mod handle;
 pub mod live_config;
 pub mod messages;
+pub mod registrar_actor;
 pub mod registry_actor;
 pub mod resolver_actor;
 pub mod stats;

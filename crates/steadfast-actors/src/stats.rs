@@ -46,6 +46,9 @@ pub struct EngineStats {
     pub(crate) closings_ignored: AtomicU64,
     pub(crate) tombstones_expired: AtomicU64,
     pub(crate) vetoed_readds_replayed: AtomicU64,
+    pub(crate) registrar_retries: AtomicU64,
+    pub(crate) session_losses: AtomicU64,
+    pub(crate) unregister_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -133,6 +136,13 @@ pub struct StatsSnapshot {
     pub tombstones_expired: u64,
     /// Vetoed endpoints re-added when their tombstone expired.
     pub vetoed_readds_replayed: u64,
+    /// Registrar retries armed after a failed register or unregister.
+    pub registrar_retries: u64,
+    /// Registry session losses seen (each re-registers and re-subscribes
+    /// everything, spread).
+    pub session_losses: u64,
+    /// Failed unregister calls (each retried by the registrar).
+    pub unregister_failures: u64,
 }
 
 impl EngineStats {
@@ -175,6 +185,9 @@ impl EngineStats {
             closings_ignored: u(&self.closings_ignored),
             tombstones_expired: u(&self.tombstones_expired),
             vetoed_readds_replayed: u(&self.vetoed_readds_replayed),
+            registrar_retries: u(&self.registrar_retries),
+            session_losses: u(&self.session_losses),
+            unregister_failures: u(&self.unregister_failures),
         }
     }
 

@@ -110,6 +110,8 @@ pub enum RegistrarAction {
     Failed {
         /// Key of the registration.
         key: RegistrationKey,
+        /// Whether the failed call was a register (false: an unregister).
+        registering: bool,
         /// The failure so far.
         failure: RegistryFailure,
         /// Delay until the retry, if any.
@@ -339,6 +341,7 @@ impl RegistrarMachine {
             _ => return out,
         };
         e.op = Op::Idle;
+        let registering = matches!(done, RegistrarOp::Register(_));
         let superseded = e.intent.op() != done || std::mem::take(&mut e.reissue);
         match result {
             Ok(()) => {
@@ -370,6 +373,7 @@ impl RegistrarMachine {
                     // A newer intent waited for this call: issue it now.
                     out.push(RegistrarAction::Failed {
                         key: key.clone(),
+                        registering,
                         failure,
                         retry: Some(Duration::ZERO),
                     });
@@ -384,6 +388,7 @@ impl RegistrarMachine {
                         }
                         out.push(RegistrarAction::Failed {
                             key: key.clone(),
+                            registering,
                             failure,
                             retry: Some(delay),
                         });
@@ -399,6 +404,7 @@ impl RegistrarMachine {
                         }
                         out.push(RegistrarAction::Failed {
                             key: key.clone(),
+                            registering,
                             failure,
                             retry: None,
                         });
@@ -465,6 +471,25 @@ impl RegistrarMachine {
                     out.push(RegistrarAction::ArmTimer { key, token, delay });
                 }
             }
+        }
+        out
+    }
+
+    /// The shell restarted: its timers are gone (calls in flight run on
+    /// and report as usual). Every key that waited on a timer issues now.
+    pub fn on_restart(&mut self) -> Vec<RegistrarAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        let waiting: Vec<RegistrationKey> = self
+            .keys
+            .iter()
+            .filter(|(_, e)| matches!(e.op, Op::Waiting(_)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in waiting {
+            self.issue(&key, &mut out);
         }
         out
     }

@@ -22,7 +22,10 @@
 mod events;
 mod faults;
 mod registry;
+mod session;
 mod state;
+#[cfg(test)]
+mod tests_session;
 
 pub use events::DEFAULT_EVENT_QUEUE_LIMIT;
 pub use registry::MemoryRegistry;

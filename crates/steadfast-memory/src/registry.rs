@@ -27,6 +27,8 @@ pub(crate) struct Inner {
     pub(crate) faults: Faults,
     /// Items an event watcher may fall behind by before it is coalesced.
     event_queue_limit: usize,
+    /// What a session loss drops, and the session streams.
+    pub(crate) sessions: crate::session::Sessions,
 }
 
 impl Inner {
@@ -84,6 +86,7 @@ impl MemoryRegistry {
                 state: Mutex::new(State::default()),
                 faults: Faults::default(),
                 event_queue_limit: limit.max(1),
+                sessions: Default::default(),
             }),
         }
     }
@@ -282,6 +285,9 @@ impl MemoryRegistry {
                 instance.app, instance.id
             )));
         }
+        self.inner
+            .sessions
+            .registered(&instance.app, &instance.id);
         self.put(instance);
         Ok(())
     }
@@ -297,6 +303,9 @@ impl MemoryRegistry {
                 instance.app, instance.id
             )));
         }
+        self.inner
+            .sessions
+            .unregistered(&instance.app, &instance.id);
         self.remove(&instance.app, &instance.id);
         Ok(())
     }
@@ -324,5 +333,10 @@ impl Registry for MemoryRegistry {
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
         let this = self.clone();
         self.answer(move || this.unregister_now(&instance))
+    }
+
+    /// Session losses scripted with [`MemoryRegistry::lose_session`].
+    fn sessions(&self) -> Option<steadfast_core::SessionStream> {
+        Some(self.inner.sessions.stream())
     }
 }

@@ -150,6 +150,9 @@ pub struct ResolverMachine {
     /// A Reset was asked for and has not arrived: later deltas that do not
     /// follow ask for nothing more (one Reset answers them all).
     reset_asked: bool,
+    /// While the registry subscription keeps failing (reported as
+    /// `Pending { subscribe }` until the first state arrives).
+    subscribe_failure: Option<crate::pending::RegistryFailure>,
 }
 
 impl ResolverMachine {
@@ -177,6 +180,7 @@ impl ResolverMachine {
             clock: None,
             held: None,
             reset_asked: false,
+            subscribe_failure: None,
         }
     }
 

@@ -63,6 +63,9 @@ mod hold;
 mod hold_tests;
 #[cfg(test)]
 mod outage_tests;
+mod session;
+#[cfg(test)]
+mod session_tests;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -104,6 +107,8 @@ pub struct SubscriptionMachine {
     /// Whether a resume after an outage re-reads each app (false when the
     /// backend does it by itself).
     resume_resync: bool,
+    /// Window a session loss spreads the re-subscriptions over.
+    session_spread: Duration,
 }
 
 /// What an input does to one app, with the machine's shared parts.
@@ -176,6 +181,7 @@ impl SubscriptionMachine {
             generation: 0,
             closed: false,
             resume_resync: true,
+            session_spread: crate::registrar::DEFAULT_SESSION_SPREAD,
         }
     }
 
