@@ -78,8 +78,8 @@ async fn graceful_shutdown_announces_unregisters_and_drains() {
     settle().await;
     let alive = fx.engine.stats().actors_alive;
     assert_eq!(
-        alive, 5,
-        "export actor gone: registry, cache, engine, resolver, directory"
+        alive, 6,
+        "export actor gone: registry, registrar, cache, engine, resolver, directory"
     );
 }
 
@@ -95,8 +95,8 @@ async fn drain_is_bounded() {
     settle().await;
     assert_eq!(
         fx.engine.stats().actors_alive,
-        3,
-        "registry, cache, engine only"
+        4,
+        "registry, registrar, cache, engine only"
     );
 }
 

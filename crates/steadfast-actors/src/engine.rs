@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use steadfast_core::{
-    BackoffPolicy, MetadataFetcher, MetadataPublisher, Reference, Registry, RegistrationKey,
-    RegistrationState, ServiceInstance,
+    BackoffPolicy, MetadataFetcher, MetadataPublisher, Reference, RegistrationKey,
+    RegistrationState, Registry, ServiceInstance,
 };
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;

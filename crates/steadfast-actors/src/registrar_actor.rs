@@ -23,8 +23,8 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use steadfast_core::{
-    RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken, Registry,
-    RegistryError, RegistrationKey, RegistrationState, ServiceInstance, SessionEvent,
+    RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
+    RegistrationKey, RegistrationState, Registry, RegistryError, ServiceInstance, SessionEvent,
 };
 use tokio::sync::oneshot;
 

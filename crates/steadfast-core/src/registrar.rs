@@ -416,7 +416,11 @@ impl RegistrarMachine {
     }
 
     /// The timer with `token` of `key` fired: issue the latest intent.
-    pub fn on_timer(&mut self, key: &RegistrationKey, token: RegistrarToken) -> Vec<RegistrarAction> {
+    pub fn on_timer(
+        &mut self,
+        key: &RegistrationKey,
+        token: RegistrarToken,
+    ) -> Vec<RegistrarAction> {
         let mut out = Vec::new();
         if self.closed {
             return out;
@@ -452,7 +456,9 @@ impl RegistrarMachine {
             let delay = if spread.is_zero() {
                 Duration::ZERO
             } else {
-                Duration::from_nanos(rng.gen_range(0..=u64::try_from(spread.as_nanos()).unwrap_or(u64::MAX)))
+                Duration::from_nanos(
+                    rng.gen_range(0..=u64::try_from(spread.as_nanos()).unwrap_or(u64::MAX)),
+                )
             };
             let token = self.token();
             let Some(e) = self.keys.get_mut(&key) else {

@@ -285,9 +285,7 @@ impl MemoryRegistry {
                 instance.app, instance.id
             )));
         }
-        self.inner
-            .sessions
-            .registered(&instance.app, &instance.id);
+        self.inner.sessions.registered(&instance.app, &instance.id);
         self.put(instance);
         Ok(())
     }

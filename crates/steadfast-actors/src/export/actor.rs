@@ -19,18 +19,18 @@ use actix::WeakAddr;
 use futures::future::{join_all, BoxFuture, FutureExt, Shared};
 use steadfast_core::{
     contain_publish_call, ErrorClass, ExportAction, ExportMachine, MetadataInfo, MetadataPublisher,
-    PublishError, RecoverPolicy, Registry, RegistrationKey, RegistrationState, ServiceInstance,
+    PublishError, RecoverPolicy, RegistrationKey, RegistrationState, Registry, ServiceInstance,
 };
 
 use super::in_flight::InFlight;
 use super::spec::CLOSING_KEY;
 use crate::contain::Contain;
-use crate::registrar_actor::{
-    RegisterIntent, RegistrarActor, RegistrationOf, UnregisterIntent, WaitSettled,
-};
 use crate::coordinator::{Coordinator, StopExport};
 use crate::error::EngineError;
 use crate::messages::{ForceRestart, Shutdown};
+use crate::registrar_actor::{
+    RegisterIntent, RegistrarActor, RegistrationOf, UnregisterIntent, WaitSettled,
+};
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 

@@ -83,7 +83,10 @@ fn register_fails_twice_then_lands_once_and_stays_remembered() {
         }]
     );
     assert_eq!(m.state(&key), Some(RegistrationState::Registered));
-    assert!(m.on_result(&key, c, Ok(()), t0, &mut rng).is_empty(), "stale");
+    assert!(
+        m.on_result(&key, c, Ok(()), t0, &mut rng).is_empty(),
+        "stale"
+    );
     assert_eq!(m.pending(), 0);
     // The same intent again: already there, no call.
     assert!(no_call(&m.register(inst(1))));
@@ -99,7 +102,10 @@ fn unregister_during_a_retry_wait_cancels_it_and_wins() {
     assert!(out.contains(&RegistrarAction::CancelTimer { token: t }));
     let (c, op) = call(&out);
     assert_eq!(op, RegistrarOp::Unregister(inst(1)));
-    assert!(m.on_timer(&key, t).is_empty(), "the cancelled timer is dead");
+    assert!(
+        m.on_timer(&key, t).is_empty(),
+        "the cancelled timer is dead"
+    );
     m.on_result(&key, c, Ok(()), t0, &mut rng);
     assert_eq!(m.state(&key), None, "unregistered and forgotten");
     assert!(m.is_empty());

@@ -293,7 +293,9 @@ impl ResolverMachine {
     ) -> DirectoryUpdate {
         let state = if !self.has_state {
             match &self.subscribe_failure {
-                Some(f) => UpdateState::Pending(crate::pending::Pending::subscribe_failing(f.clone())),
+                Some(f) => {
+                    UpdateState::Pending(crate::pending::Pending::subscribe_failing(f.clone()))
+                }
                 None => UpdateState::Pending(crate::pending::Pending::waiting()),
             }
         } else if self.table.is_empty() {

@@ -68,12 +68,20 @@ fn a_failing_subscribe_is_tracked_not_duplicated_and_cleared_by_the_first_state(
     let w = opens(&m.on_timer("a", timers[0].1, t1));
     let acts = m.on_watch_opened("a", w[0], down(), t1);
     assert_eq!(failing(&acts), vec![(To::All, Some(2))]);
-    assert_eq!(m.subscribe_failure("a").unwrap().since, t0, "since the first");
+    assert_eq!(
+        m.subscribe_failure("a").unwrap().since,
+        t0,
+        "since the first"
+    );
     let (_, tok, d) = reopen_timers(&acts)[0].clone();
     let t2 = t1 + d;
     let w = opens(&m.on_timer("a", tok, t2));
     m.on_watch_opened("a", w[0], Ok(()), t2);
-    assert_eq!(m.subscribe_failure("a").unwrap().attempts, 2, "until a state");
+    assert_eq!(
+        m.subscribe_failure("a").unwrap().attempts,
+        2,
+        "until a state"
+    );
     let acts = m.on_stream_item("a", w[0], Ok(reset(&insts(&[1]), 1)), t2);
     assert_eq!(failing(&acts), vec![(To::All, None)]);
     assert_eq!(m.subscribe_failure("a"), None);
@@ -88,13 +96,19 @@ fn the_last_unsubscribe_and_close_cancel_the_pending_retry() {
     let (_, tok, _) = reopen_timers(&acts)[0].clone();
     let acts = m.unsubscribe("a", 1, t0);
     assert!(acts.contains(&SubscriptionAction::Cancel { token: tok }));
-    assert!(m.on_timer("a", tok, t0 + Duration::from_secs(60)).is_empty());
+    assert!(m
+        .on_timer("a", tok, t0 + Duration::from_secs(60))
+        .is_empty());
     // Shutdown likewise.
     let w = opens(&m.subscribe("b", 1, t0));
     let acts = m.on_watch_opened("b", w[0], down(), t0);
     let (_, tok, _) = reopen_timers(&acts)[0].clone();
-    assert!(m.close().contains(&SubscriptionAction::Cancel { token: tok }));
-    assert!(m.on_timer("b", tok, t0 + Duration::from_secs(60)).is_empty());
+    assert!(m
+        .close()
+        .contains(&SubscriptionAction::Cancel { token: tok }));
+    assert!(m
+        .on_timer("b", tok, t0 + Duration::from_secs(60))
+        .is_empty());
 }
 
 #[test]
