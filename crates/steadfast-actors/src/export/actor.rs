@@ -65,6 +65,8 @@ pub(crate) struct GracefulStop {
 
 /// What an export actor is built from.
 pub(crate) struct ExportParts {
+    /// The backend; registrations go through `registrar` (kept for
+    /// export-time registry writes other than the record, e.g. mappings).
     #[allow(dead_code)]
     pub registry: Arc<dyn Registry>,
     pub publishers: Vec<Arc<dyn MetadataPublisher>>,

@@ -7,6 +7,7 @@ use rand::SeedableRng;
 
 use super::*;
 use crate::backoff::BackoffPolicy;
+use crate::recover::RecoverPolicy;
 
 fn machine(jitter: f64) -> RegistrarMachine {
     RegistrarMachine::new(RegistrarConfig {

@@ -177,14 +177,7 @@ impl AppSub {
                 stale_since: Some(since),
             });
         }
-        if let Some(failure) = &self.failing {
-            let (app, failure) = (ctx.app.to_string(), Some(failure.clone()));
-            ctx.push(SubscriptionAction::SubscribeFailing {
-                app,
-                to: To::One(id),
-                failure,
-            });
-        }
+        self.tell_failure(To::One(id), ctx);
         if self.watch == Watch::GaveUp {
             self.recover = Recover::new();
             self.open_watch(ctx);
@@ -257,18 +250,7 @@ impl AppSub {
         let retry = self
             .recover
             .on_failure(&ctx.config.recover, err.class(), now, ctx.rng);
-        let failure = crate::pending::RegistryFailure {
-            since: self.recover.down_since().unwrap_or(now),
-            attempts: self.recover.failures(),
-            last_error: err.clone(),
-        };
-        self.failing = Some(failure.clone());
-        let app = ctx.app.to_string();
-        ctx.push(SubscriptionAction::SubscribeFailing {
-            app,
-            to: To::All,
-            failure: Some(failure),
-        });
+        self.record_failure(err, now, ctx);
         match retry {
             Retry::After(delay) => self.watch = Watch::Waiting(ctx.arm(delay, TimerKind::Reopen)),
             Retry::GiveUp => self.watch = Watch::GaveUp,
@@ -294,14 +276,7 @@ impl AppSub {
 
     fn on_fresh(&mut self, event: RegistryEvent, now: Instant, ctx: &mut Ctx<'_>) {
         self.recover.on_success();
-        if self.failing.take().is_some() {
-            let app = ctx.app.to_string();
-            ctx.push(SubscriptionAction::SubscribeFailing {
-                app,
-                to: To::All,
-                failure: None,
-            });
-        }
+        self.clear_failure(ctx);
         ctx.cancel(self.heal.take());
         let was_stale = self.stale_since.take().is_some();
         if was_stale {
