@@ -394,3 +394,69 @@ async fn under_a_persistent_outage_each_key_costs_about_two_calls_a_minute() {
     assert!((1.5..=2.1).contains(&per_key_min), "{per_key_min}");
     engine.shutdown().await;
 }
+
+/// The embedded registry, except that registering the instance on port
+/// 7777 hangs (a slow registry call for one key).
+#[derive(Clone)]
+struct OneSlow(MemoryRegistry);
+
+impl Registry for OneSlow {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
+        self.0.list(app)
+    }
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        self.0.watch(app)
+    }
+    fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        if i.port == 7777 {
+            return Box::pin(futures::future::pending());
+        }
+        self.0.register(i)
+    }
+    fn unregister(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        self.0.unregister(i)
+    }
+}
+
+#[actix_rt::test]
+async fn one_slow_registry_call_never_delays_the_others_and_concurrent_intents_cost_one_call() {
+    tokio::time::pause();
+    let reg = OneSlow(MemoryRegistry::new());
+    let engine = steadfast::Engine::builder()
+        .registry(reg.clone())
+        .fetcher(steadfast_testkit::ScriptedFetcher::new())
+        .seed(7)
+        .start()
+        .unwrap();
+    engine.register(provider(7777)).await.unwrap();
+    for port in 7001..7011 {
+        engine.register(provider(port)).await.unwrap();
+        // The same intent again while its call is in flight: no second call.
+        engine.register(provider(port)).await.unwrap();
+    }
+    settle().await;
+    assert_eq!(reg.0.instances(APP).len(), 10, "the others landed at once");
+    assert_eq!(reg.0.register_calls(), 10, "one call per key");
+    let regs = engine.registrations().await.unwrap();
+    let slow = regs.iter().find(|(k, _)| k.id.ends_with(":7777")).unwrap();
+    assert!(
+        matches!(slow.1, RegistrationState::Pending { attempts: 0, .. }),
+        "{slow:?}"
+    );
+    // The hung call times out at the 5 s deadline and is retried.
+    advance(Duration::from_secs(6)).await;
+    let regs = engine.registrations().await.unwrap();
+    let slow = regs.iter().find(|(k, _)| k.id.ends_with(":7777")).unwrap();
+    assert!(
+        matches!(
+            slow.1,
+            RegistrationState::Pending {
+                attempts: 1,
+                last_error: Some(RegistryError::Timeout),
+                ..
+            }
+        ),
+        "{slow:?}"
+    );
+    engine.shutdown().await;
+}
