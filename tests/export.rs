@@ -78,8 +78,8 @@ async fn graceful_shutdown_announces_unregisters_and_drains() {
     settle().await;
     let alive = fx.engine.stats().actors_alive;
     assert_eq!(
-        alive, 6,
-        "export actor gone: registry, cache, lookup, engine, resolver, directory"
+        alive, 7,
+        "export actor gone: registry, registrar, cache, lookup, engine, resolver, directory"
     );
 }
 
@@ -95,8 +95,8 @@ async fn drain_is_bounded() {
     settle().await;
     assert_eq!(
         fx.engine.stats().actors_alive,
-        4,
-        "registry, cache, lookup, engine only"
+        5,
+        "registry, registrar, cache, lookup, engine only"
     );
 }
 

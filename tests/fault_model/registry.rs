@@ -164,6 +164,8 @@ impl Sim {
                         });
                     }
                 }
+                // Status only (the model's resolvers do not report Pending).
+                SubscriptionAction::SubscribeFailing { .. } => {}
                 SubscriptionAction::Reconciled { .. } => self.stats.reconciled += 1,
                 SubscriptionAction::IgnoredOlder { .. } => self.stats.ignored_older += 1,
                 SubscriptionAction::Holding { .. } => self.stats.holds += 1,

@@ -65,6 +65,10 @@ pub struct EngineConfig {
     /// Disk snapshots of the subscribed apps for cold starts (default: no
     /// directory, nothing written).
     pub snapshot: crate::snapshot_config::SnapshotConfig,
+    /// Window over which a registry session loss spreads the
+    /// re-registrations and re-subscriptions, each at a uniform random
+    /// delay within it (default 5 s; zero: all at once).
+    pub session_spread: Duration,
 }
 
 impl EngineConfig {
@@ -79,6 +83,18 @@ impl EngineConfig {
             reconcile_interval: self.reconcile_interval,
             mass_removal_grace: self.mass_removal_grace,
             call_timeout: self.registry_call_timeout,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The failback registrar's configuration: the registry backoff
+    /// (unlimited), the registry call deadline and the session spread.
+    pub fn registrar(&self) -> steadfast_core::RegistrarConfig {
+        steadfast_core::RegistrarConfig {
+            recover: RecoverPolicy::new(self.registry_backoff),
+            call_timeout: self.registry_call_timeout,
+            session_spread: self.session_spread,
         }
     }
 }
@@ -103,6 +119,7 @@ impl Default for EngineConfig {
             caller: Default::default(),
             lookup: LookupConfig::default(),
             snapshot: Default::default(),
+            session_spread: steadfast_core::DEFAULT_SESSION_SPREAD,
         }
     }
 }
@@ -218,6 +235,7 @@ impl EngineConfig {
             ("reconcile_interval", self.reconcile_interval),
             ("mass_removal_grace", self.mass_removal_grace),
             ("caller.tombstone_ttl", self.caller.tombstone_ttl),
+            ("session_spread", self.session_spread),
         ] {
             if value > MAX_BACKOFF {
                 return Err(ConfigError::Duration { field, value });

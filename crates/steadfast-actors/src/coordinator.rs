@@ -33,6 +33,7 @@ use crate::export::{
 use crate::handle::Directory;
 use crate::live_config::LiveConfig;
 use crate::messages::{ForceRestart, Shutdown};
+use crate::registrar_actor::RegistrarActor;
 use crate::registry_actor::RegistryActor;
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -86,7 +87,10 @@ pub(crate) struct StopExport {
 }
 
 mod mapping;
+mod registrations;
 mod subscriptions;
+
+pub(crate) use registrations::{ListRegistrations, RegisterInstance, UnregisterInstance};
 
 pub(crate) use subscriptions::HandlesDropped;
 use subscriptions::Subscribed;
@@ -102,6 +106,8 @@ pub(crate) struct Coordinator {
     live: LiveConfig,
     stats: Arc<EngineStats>,
     registry: Option<Addr<RegistryActor>>,
+    /// The failback registrar (every register / unregister goes through it).
+    registrar: Option<Addr<RegistrarActor>>,
     cache: Option<Addr<CacheActor>>,
     resolvers: HashMap<String, Counted<ResolverActor>>,
     directories: HashMap<Reference, Subscribed>,
@@ -134,8 +140,14 @@ impl Coordinator {
             let (c, st) = (config.snapshot.clone(), stats.clone());
             Supervisor::start(move |_| crate::snapshot_actor::SnapshotActor::new(dir, c, st))
         });
+        let registrar = {
+            let (reg, cfg, seed) = (backends.0.clone(), config.registrar(), config.seed ^ 0x5EED);
+            let (subs, st) = (registry.downgrade(), stats.clone());
+            Supervisor::start(move |_| RegistrarActor::new(reg, cfg, seed, subs, st))
+        };
         Self {
             snapshot,
+            registrar: Some(registrar),
             config,
             live,
             exports: HashMap::new(),
@@ -237,6 +249,9 @@ impl Coordinator {
             e.do_send(Shutdown);
         }
         if let Some(r) = self.registry.take() {
+            r.do_send(Shutdown);
+        }
+        if let Some(r) = self.registrar.take() {
             r.do_send(Shutdown);
         }
         if let Some(c) = self.cache.take() {
@@ -406,6 +421,11 @@ impl Coordinator {
             call_timeout: self.config.registry_call_timeout,
             seed,
             in_flight: in_flight.clone(),
+            registrar: self
+                .registrar
+                .as_ref()
+                .map(|r| r.downgrade())
+                .ok_or(EngineError::ShutDown)?,
         };
         let stats = self.stats.clone();
         let addr = Supervisor::start(move |_| ExportActor::new(parts, stats));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use steadfast_core::{
     BackoffPolicy, InstancesAnswer, LookupConfig, LookupError, MetadataFetcher, MetadataPublisher,
-    Reference, Registry, RegistryError,
+    Reference, RegistrationKey, RegistrationState, Registry, RegistryError, ServiceInstance,
 };
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
@@ -15,7 +15,8 @@ use steadfast_memory::MemoryRegistry;
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
 use crate::coordinator::{
-    Coordinator, Export, Panic, Restart, RestartTarget, Subscribe, Unsubscribe,
+    Coordinator, Export, ListRegistrations, Panic, RegisterInstance, Restart, RestartTarget,
+    Subscribe, UnregisterInstance, Unsubscribe,
 };
 use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
@@ -94,6 +95,39 @@ impl Engine {
     pub async fn export(&self, spec: ExportSpec) -> Result<ExportHandle, EngineError> {
         self.coordinator
             .send(Export(spec))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Wants `instance` registered: the engine's failback registrar keeps it
+    /// registered (retrying a failed register on the registry backoff, and
+    /// registering it again after a registry session loss) until
+    /// [`Engine::unregister`]. Returns at once; the latest intent per
+    /// (app, instance id) wins.
+    pub async fn register(&self, instance: ServiceInstance) -> Result<(), EngineError> {
+        self.coordinator
+            .send(RegisterInstance(instance))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Wants `instance` unregistered: cancels a pending register of it, and
+    /// retries a failed unregister until it lands. Returns at once.
+    pub async fn unregister(&self, instance: ServiceInstance) -> Result<(), EngineError> {
+        self.coordinator
+            .send(UnregisterInstance(instance))
+            .await
+            .map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Every registration the registrar keeps (registered, or with an
+    /// operation pending), with where it stands: registered, pending with
+    /// its failed attempts and last error, or given up.
+    pub async fn registrations(
+        &self,
+    ) -> Result<Vec<(RegistrationKey, RegistrationState)>, EngineError> {
+        self.coordinator
+            .send(ListRegistrations)
             .await
             .map_err(|_| EngineError::ShutDown)?
     }
@@ -347,6 +381,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Window over which a registry session loss spreads the
+    /// re-registrations and re-subscriptions (default 5 s; zero: at once).
+    pub fn session_spread(mut self, spread: Duration) -> Self {
+        self.config.session_spread = spread;
+        self
+    }
+
     /// Replaces the whole configuration (validated at `start()`).
     pub fn config(mut self, config: EngineConfig) -> Self {
         self.config = config;
@@ -403,8 +444,10 @@ impl EngineBuilder {
             config.subscription(),
             config.seed,
         );
-        let registry_actor =
-            Supervisor::start(move |_| RegistryActor::new(reg, subscription, seed, st));
+        let spread = config.session_spread;
+        let registry_actor = Supervisor::start(move |_| {
+            RegistryActor::new(reg, subscription, seed, st).with_session_spread(spread)
+        });
         let (reg, st, live_state) = (registry.clone(), stats.clone(), registry_actor.downgrade());
         let lookup_config = (config.lookup, config.registry_call_timeout);
         let lookup_seed = seed ^ 0x6C6F_6F6B_7570; // "lookup"

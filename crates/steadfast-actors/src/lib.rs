@@ -29,6 +29,7 @@ pub mod lookup_actor;
 mod mapping_actor;
 mod mapping_writer;
 pub mod messages;
+pub mod registrar_actor;
 pub mod registry_actor;
 mod registry_live;
 pub mod resolver_actor;

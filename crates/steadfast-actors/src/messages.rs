@@ -40,6 +40,10 @@ pub struct RegistryHealth {
     pub app: String,
     /// When the watch went down, while it is down.
     pub stale_since: Option<std::time::Instant>,
+    /// While opening the app's watch keeps failing: since when, attempts,
+    /// last error (`None`: not failing). A directory with no state yet
+    /// reports it as `Pending { subscribe: Some(..) }`.
+    pub subscribe: Option<steadfast_core::RegistryFailure>,
 }
 
 /// Subscribe `subscriber` to the instance changes of `app`; idempotent per
@@ -176,4 +180,14 @@ pub struct SeedMetadata {
     /// Its metadata (checked to be the app's and the revision's when the
     /// snapshot was decoded).
     pub info: Arc<MetadataInfo>,
+}
+
+/// The registry lost this client's session (registrar -> registry actor,
+/// and to the registrar itself): register everything again and
+/// re-establish every subscription, spread.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct SessionLost {
+    /// What the backend said.
+    pub reason: String,
 }

@@ -26,7 +26,7 @@ use steadfast_core::{
 
 use crate::contain::{registry_call, Contain};
 use crate::messages::{
-    ForceRestart, InstancesChanged, RegistryHealth, Shutdown, UnwatchApp, WatchApp,
+    ForceRestart, InstancesChanged, RegistryHealth, SessionLost, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
@@ -88,6 +88,13 @@ impl RegistryActor {
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
         }
+    }
+
+    /// Spreads the re-subscriptions after a registry session loss over
+    /// `spread`.
+    pub fn with_session_spread(mut self, spread: std::time::Duration) -> Self {
+        self.machine.set_session_spread(spread);
+        self
     }
 
     /// Counts a registry error (panics apart) and logs it.
@@ -200,8 +207,21 @@ impl RegistryActor {
                     stale_since,
                 } => {
                     let msg = RegistryHealth {
+                        subscribe: self.machine.subscribe_failure(&app),
                         app: app.clone(),
                         stale_since,
+                    };
+                    for (_, (_, h)) in self.targets(&app, to) {
+                        if let Some(h) = h.upgrade() {
+                            h.do_send(msg.clone());
+                        }
+                    }
+                }
+                SubscriptionAction::SubscribeFailing { app, to, failure } => {
+                    let msg = RegistryHealth {
+                        stale_since: self.machine.stale_since(&app),
+                        app: app.clone(),
+                        subscribe: failure,
                     };
                     for (_, (_, h)) in self.targets(&app, to) {
                         if let Some(h) = h.upgrade() {
@@ -432,6 +452,21 @@ impl Handler<Shutdown> for RegistryActor {
         self.watch_guards.clear();
         self.subscribers.clear();
         ctx.stop();
+    }
+}
+
+impl Handler<SessionLost> for RegistryActor {
+    type Result = ();
+    fn handle(&mut self, msg: SessionLost, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            if act.terminated {
+                return;
+            }
+            tracing::warn!(reason = %msg.reason,
+                "registry session lost; re-establishing every subscription, spread");
+            let actions = act.machine.session_lost(timer::now());
+            act.perform(actions, ctx);
+        });
     }
 }
 

@@ -260,6 +260,7 @@ impl Handler<RegistryHealth> for ResolverActor {
     fn handle(&mut self, msg: RegistryHealth, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             act.machine.set_registry_stale(msg.stale_since);
+            act.machine.set_subscribe_failure(msg.subscribe);
             act.perform(Vec::new(), ctx);
         });
     }

@@ -62,6 +62,9 @@ pub struct EngineStats {
     pub(crate) snapshot_write_failures: AtomicU64,
     pub(crate) mapping_write_failures: AtomicU64,
     pub(crate) mapping_read_failures: AtomicU64,
+    pub(crate) registrar_retries: AtomicU64,
+    pub(crate) session_losses: AtomicU64,
+    pub(crate) unregister_failures: AtomicU64,
 }
 
 /// A point-in-time copy of [`EngineStats`].
@@ -188,6 +191,13 @@ pub struct StatsSnapshot {
     /// Interface mapping watch failures: failed opens, `Err` items (the
     /// stream is kept) and ended streams (re-watched).
     pub mapping_read_failures: u64,
+    /// Registrar retries armed after a failed register or unregister.
+    pub registrar_retries: u64,
+    /// Registry session losses seen (each re-registers and re-subscribes
+    /// everything, spread).
+    pub session_losses: u64,
+    /// Failed unregister calls (each retried by the registrar).
+    pub unregister_failures: u64,
 }
 
 impl EngineStats {
@@ -246,6 +256,9 @@ impl EngineStats {
             snapshot_write_failures: u(&self.snapshot_write_failures),
             mapping_write_failures: u(&self.mapping_write_failures),
             mapping_read_failures: u(&self.mapping_read_failures),
+            registrar_retries: u(&self.registrar_retries),
+            session_losses: u(&self.session_losses),
+            unregister_failures: u(&self.unregister_failures),
         }
     }
 

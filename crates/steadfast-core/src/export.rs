@@ -4,7 +4,10 @@
 //! graceful stop must do. The actor shell performs its actions.
 //!
 //! Rules:
-//! - an attempt publishes the metadata everywhere, then registers the record;
+//! - an attempt publishes the metadata everywhere; once it succeeded the
+//!   shell hands the record to the engine's failback registrar
+//!   ([`crate::registrar::RegistrarMachine`]), which registers it and keeps
+//!   it registered (so "registered" here means "published and handed off");
 //! - a failure is retried on the policy's schedule (final errors give up and
 //!   say so); a success resets the schedule;
 //! - after a supervised restart the record is asserted again (the registry is
@@ -27,7 +30,8 @@ pub type ExportToken = u64;
 /// What the actor shell must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExportAction {
-    /// Publish the metadata and register the record; report with `token`.
+    /// Publish the metadata (then hand the record to the registrar);
+    /// report with `token`.
     Attempt {
         /// Token of the attempt.
         token: ExportToken,

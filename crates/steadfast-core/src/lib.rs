@@ -32,6 +32,7 @@ pub mod model;
 pub mod pending;
 pub mod probe;
 pub mod recover;
+pub mod registrar;
 pub mod resolver;
 pub mod revision;
 pub mod slot_index;
@@ -75,6 +76,10 @@ pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
 pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
+pub use registrar::{
+    Intent, RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
+    RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
+};
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use snapshot::{AppSnapshot, ServedFromSnapshot, SnapshotError, SnapshotOrigin};
 pub use subscription::{

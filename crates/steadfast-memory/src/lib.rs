@@ -23,7 +23,10 @@ mod events;
 mod faults;
 mod mapping;
 mod registry;
+mod session;
 mod state;
+#[cfg(test)]
+mod tests_session;
 
 pub use events::DEFAULT_EVENT_QUEUE_LIMIT;
 pub use mapping::MAPPING_QUEUE_LIMIT;

@@ -30,6 +30,8 @@ pub(crate) struct Inner {
     event_queue_limit: usize,
     /// Interface -> app mappings and their watches (`mapping.rs`).
     pub(crate) mappings: crate::mapping::Mappings,
+    /// What a session loss drops, and the session streams.
+    pub(crate) sessions: crate::session::Sessions,
 }
 
 impl Inner {
@@ -88,6 +90,7 @@ impl MemoryRegistry {
                 faults: Faults::default(),
                 event_queue_limit: limit.max(1),
                 mappings: Default::default(),
+                sessions: Default::default(),
             }),
         }
     }
@@ -286,6 +289,7 @@ impl MemoryRegistry {
                 instance.app, instance.id
             )));
         }
+        self.inner.sessions.registered(&instance.app, &instance.id);
         self.put(instance);
         Ok(())
     }
@@ -301,6 +305,9 @@ impl MemoryRegistry {
                 instance.app, instance.id
             )));
         }
+        self.inner
+            .sessions
+            .unregistered(&instance.app, &instance.id);
         self.remove(&instance.app, &instance.id);
         Ok(())
     }
@@ -357,5 +364,10 @@ impl Registry for MemoryRegistry {
             return async move { panic!("injected panic in mapping watch of {interface}") }.boxed();
         }
         self.answer(move || this.watch_mapping_now(&interface))
+    }
+
+    /// Session losses scripted with [`MemoryRegistry::lose_session`].
+    fn sessions(&self) -> Option<steadfast_core::SessionStream> {
+        Some(self.inner.sessions.stream())
     }
 }

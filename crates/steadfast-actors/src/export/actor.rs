@@ -1,10 +1,15 @@
 //! The export actor of one provider instance: a shell around the core's
 //! [`ExportMachine`]. It performs the machine's attempts (publish the
-//! metadata everywhere, then register the record, each call under a
-//! deadline) and timers. A graceful shutdown announces closing, unregisters,
-//! drains in-flight requests (bounded) and withdraws the metadata; every
-//! registry and publisher call in it is bounded too, so a hung registry can
-//! never hold a stop (or `Engine::shutdown`) for ever.
+//! metadata everywhere, each call under a deadline, retried on the
+//! machine's schedule) and timers; once the metadata is published it asks
+//! the engine's failback registrar to register the record (the registrar
+//! owns every register / unregister, its retries and session losses). A
+//! graceful shutdown announces closing and unregisters through the
+//! registrar (waiting a bounded time for each to settle; a failed
+//! unregister is retried by the registrar afterwards), drains in-flight
+//! requests (bounded) and withdraws the metadata; every call in it is
+//! bounded, so a hung registry can never hold a stop (or `Engine::shutdown`)
+//! for ever.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,15 +19,18 @@ use actix::WeakAddr;
 use futures::future::{join_all, BoxFuture, FutureExt, Shared};
 use steadfast_core::{
     contain_publish_call, ErrorClass, ExportAction, ExportMachine, MetadataInfo, MetadataPublisher,
-    PublishError, RecoverPolicy, Registry, ServiceInstance,
+    PublishError, RecoverPolicy, RegistrationKey, RegistrationState, Registry, ServiceInstance,
 };
 
 use super::in_flight::InFlight;
 use super::spec::CLOSING_KEY;
-use crate::contain::{registry_call, Contain};
+use crate::contain::Contain;
 use crate::coordinator::{Coordinator, StopExport};
 use crate::error::EngineError;
 use crate::messages::{ForceRestart, Shutdown};
+use crate::registrar_actor::{
+    RegisterIntent, RegistrarActor, RegistrationOf, UnregisterIntent, WaitSettled,
+};
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 
@@ -35,7 +43,7 @@ pub struct ShutdownReport {
     pub drained: bool,
 }
 
-/// One publish-and-register attempt, shared so a graceful stop can await it.
+/// One publish attempt, shared so a graceful stop can await it.
 type Attempt = Shared<BoxFuture<'static, Result<(), (ErrorClass, String)>>>;
 
 /// Query: whether the record is registered.
@@ -57,6 +65,9 @@ pub(crate) struct GracefulStop {
 
 /// What an export actor is built from.
 pub(crate) struct ExportParts {
+    /// The backend; registrations go through `registrar` (kept for
+    /// export-time registry writes other than the record, e.g. mappings).
+    #[allow(dead_code)]
     pub registry: Arc<dyn Registry>,
     pub publishers: Vec<Arc<dyn MetadataPublisher>>,
     pub info: MetadataInfo,
@@ -66,6 +77,8 @@ pub(crate) struct ExportParts {
     pub call_timeout: Duration,
     pub seed: u64,
     pub in_flight: InFlight,
+    /// The engine's registrar: registers and unregisters the record.
+    pub registrar: WeakAddr<RegistrarActor>,
 }
 
 /// Keeps one exported instance registered.
@@ -129,7 +142,8 @@ impl ExportActor {
         }
     }
 
-    /// Publishes the metadata everywhere, then registers the record.
+    /// Publishes the metadata everywhere (the record is registered by the
+    /// registrar once this succeeded).
     fn attempt(&mut self, token: u64, ctx: &mut Context<Self>) {
         let limit = self.parts.call_timeout;
         let publishes = self
@@ -141,18 +155,15 @@ impl ExportActor {
                 publisher_call(limit, move || p.publish(info))
             })
             .collect::<Vec<_>>();
-        let (registry, instance) = (self.parts.registry.clone(), self.parts.instance.clone());
-        let register = registry_call(limit, move || registry.register(instance));
         let fut = async move {
             for r in join_all(publishes).await {
                 r.map_err(|e| (e.class(), e.to_string()))?;
             }
-            register.await.map_err(|e| (e.class(), e.to_string()))
+            Ok(())
         }
         .boxed()
         .shared();
-        // A graceful stop waits for this attempt instead of cutting it off,
-        // so a put already on the wire cannot land after the unregister.
+        // A graceful stop waits for this attempt instead of cutting it off.
         self.attempt = Some(fut.clone());
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.contained(ctx, |act, ctx| act.on_attempt_done(token, res, ctx));
@@ -171,7 +182,11 @@ impl ExportActor {
         }
         let actions = self.machine.on_attempt_done(token, res, timer::now());
         if self.machine.is_registered() {
-            tracing::info!(app = %self.parts.instance.app, id = %self.parts.instance.id, "provider registered");
+            // Published: the registrar keeps the record registered from now
+            // on (an intent already in place costs no call).
+            if let Some(r) = self.parts.registrar.upgrade() {
+                r.do_send(RegisterIntent(self.parts.instance.clone()));
+            }
         }
         self.perform(actions, ctx);
     }
@@ -206,10 +221,48 @@ impl Supervised for ExportActor {
 }
 
 impl Handler<IsRegistered> for ExportActor {
-    type Result = bool;
-    fn handle(&mut self, _: IsRegistered, _ctx: &mut Self::Context) -> bool {
-        self.machine.is_registered()
+    type Result = ResponseFuture<bool>;
+    fn handle(&mut self, _: IsRegistered, _ctx: &mut Self::Context) -> Self::Result {
+        // Published and handed to the registrar, and the registrar says the
+        // record landed.
+        let registrar = self
+            .parts
+            .registrar
+            .upgrade()
+            .filter(|_| self.machine.is_registered());
+        let key = RegistrationKey::of(&self.parts.instance);
+        Box::pin(async move {
+            let Some(r) = registrar else { return false };
+            matches!(
+                r.send(RegistrationOf(key)).await,
+                Ok(Some(RegistrationState::Registered))
+            )
+        })
     }
+}
+
+/// Asks `registrar` for `intent`, then waits at most `limit` for the key to
+/// settle as wanted; true when it did.
+async fn settle(
+    registrar: &Option<Addr<RegistrarActor>>,
+    instance: ServiceInstance,
+    registered: bool,
+    limit: Duration,
+) -> bool {
+    let Some(r) = registrar else { return false };
+    let key = RegistrationKey::of(&instance);
+    if registered {
+        r.do_send(RegisterIntent(instance));
+    } else {
+        r.do_send(UnregisterIntent(instance));
+    }
+    let wait = async {
+        match r.send(WaitSettled { key, registered }).await {
+            Ok(Some(rx)) => rx.await.unwrap_or(false),
+            _ => false,
+        }
+    };
+    tokio::time::timeout(limit, wait).await.unwrap_or(false)
 }
 
 impl Handler<GracefulStop> for ExportActor {
@@ -222,7 +275,8 @@ impl Handler<GracefulStop> for ExportActor {
         let attempt = self.attempt.take().filter(|_| plan.wait_for_attempt);
         self.parts.in_flight.close();
         let limit = self.parts.call_timeout;
-        let registry = self.parts.registry.clone();
+        let registrar = self.parts.registrar.upgrade();
+        let key = RegistrationKey::of(&self.parts.instance);
         let mut closing = self.parts.instance.clone();
         closing.healthy = false;
         closing.metadata.insert(CLOSING_KEY.into(), "true".into());
@@ -246,15 +300,31 @@ impl Handler<GracefulStop> for ExportActor {
             if let Some(attempt) = attempt {
                 let _ = tokio::time::timeout(limit, attempt).await;
             }
-            if plan.announce_closing {
+            // Announce closing only when the record is (or may be, with a
+            // register on the wire) registered; a register still waiting to
+            // retry is simply cancelled by the unregister (latest intent
+            // wins).
+            let state = match &registrar {
+                Some(r) => r.send(RegistrationOf(key)).await.ok().flatten(),
+                None => None,
+            };
+            let may_be_registered = match state {
+                Some(RegistrationState::Registered) => true,
+                Some(RegistrationState::Pending {
+                    registering,
+                    attempts,
+                    ..
+                }) => registering && attempts == 0,
+                _ => false,
+            };
+            if plan.announce_closing && may_be_registered {
                 // Announce first so consumers stop picking this instance
                 // before its record disappears.
-                let r = registry.clone();
-                let _ = registry_call(limit, move || r.register(closing)).await;
+                settle(&registrar, closing, true, limit).await;
             }
-            let unregistered = registry_call(limit, move || registry.unregister(instance))
-                .await
-                .is_ok();
+            // Bounded wait; the registrar keeps retrying a failed
+            // unregister afterwards (failback).
+            let unregistered = settle(&registrar, instance, false, limit).await;
             let drained = in_flight.drained(msg.drain).await;
             join_all(withdraws).await;
             ShutdownReport {

@@ -52,4 +52,21 @@ impl ResolverMachine {
             self.dirty = true;
         }
     }
+
+    /// The registry subscription of the app keeps failing (`Some`) or
+    /// answered (`None`). Until the first state arrives, updates say
+    /// `Pending` with this failure instead of simply waiting.
+    pub fn set_subscribe_failure(&mut self, failure: Option<crate::pending::RegistryFailure>) {
+        if self.subscribe_failure != failure && !self.closed {
+            self.subscribe_failure = failure;
+            if !self.has_state {
+                self.dirty = true;
+            }
+        }
+    }
+
+    /// The subscribe failure the updates report while no state arrived.
+    pub fn subscribe_failure(&self) -> Option<&crate::pending::RegistryFailure> {
+        self.subscribe_failure.as_ref()
+    }
 }

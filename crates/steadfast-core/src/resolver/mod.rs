@@ -153,6 +153,9 @@ pub struct ResolverMachine {
     reset_asked: bool,
     /// Set while the state is a disk snapshot's (see `seed.rs`).
     seeded: Option<seed::Seeded>,
+    /// While the registry subscription keeps failing (reported as
+    /// `Pending { subscribe }` until the first state arrives).
+    subscribe_failure: Option<crate::pending::RegistryFailure>,
 }
 
 impl ResolverMachine {
@@ -181,6 +184,7 @@ impl ResolverMachine {
             held: None,
             reset_asked: false,
             seeded: None,
+            subscribe_failure: None,
         }
     }
 

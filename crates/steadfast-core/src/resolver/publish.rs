@@ -292,7 +292,12 @@ impl ResolverMachine {
         empty: bool,
     ) -> DirectoryUpdate {
         let state = if !self.has_state {
-            UpdateState::Pending(crate::pending::Pending::waiting())
+            match &self.subscribe_failure {
+                Some(f) => {
+                    UpdateState::Pending(crate::pending::Pending::subscribe_failing(f.clone()))
+                }
+                None => UpdateState::Pending(crate::pending::Pending::waiting()),
+            }
         } else if self.table.is_empty() {
             UpdateState::RegistryEmpty
         } else {

@@ -146,6 +146,17 @@ pub enum SubscriptionAction {
         /// Since when the state is stale (`None`: fresh).
         stale_since: Option<Instant>,
     },
+    /// Opening the app's watch keeps failing (`Some`: since when, attempts,
+    /// last error) or succeeded again (`None`): tell subscribers, so a
+    /// directory with no state yet says why (`Pending { subscribe }`).
+    SubscribeFailing {
+        /// App.
+        app: String,
+        /// Recipients.
+        to: To,
+        /// The failure, while it lasts.
+        failure: Option<crate::pending::RegistryFailure>,
+    },
     /// A resync found the pushed state wrong (notifications were missed) and
     /// delivered the listed state: log and count it, one missed
     /// notification per instance that differed ([`SubscriptionAction::missed`]).

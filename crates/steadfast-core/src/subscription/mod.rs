@@ -64,6 +64,9 @@ mod hold_tests;
 mod live;
 #[cfg(test)]
 mod outage_tests;
+mod session;
+#[cfg(test)]
+mod session_tests;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -106,6 +109,8 @@ pub struct SubscriptionMachine {
     /// Whether a resume after an outage re-reads each app (false when the
     /// backend does it by itself).
     resume_resync: bool,
+    /// Window a session loss spreads the re-subscriptions over.
+    session_spread: Duration,
 }
 
 /// What an input does to one app, with the machine's shared parts.
@@ -178,6 +183,7 @@ impl SubscriptionMachine {
             generation: 0,
             closed: false,
             resume_resync: true,
+            session_spread: crate::registrar::DEFAULT_SESSION_SPREAD,
         }
     }
 

@@ -16,6 +16,9 @@ use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
 
 mod resync;
+mod session;
+
+pub(super) use session::spread_delay;
 
 /// The registry watch of the app.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,6 +35,10 @@ enum Watch {
     /// The error was final: nothing more is tried until a new subscriber
     /// or a restart.
     GaveUp,
+    /// After a registry session loss: re-opened (with a full re-read) when
+    /// the timer with this token fires, at a random point of the spread
+    /// window. Not a retry: no probe shortens it.
+    Respread(Token),
 }
 
 /// The full re-read of the app.
@@ -72,6 +79,9 @@ pub(super) struct AppSub {
     resync_recover: Recover,
     hold: Hold,
     hold_timer: Option<(Token, Instant)>,
+    /// While opening the watch keeps failing: since when, attempts, last
+    /// error (cleared by the first `Ok` item).
+    pub(super) failing: Option<crate::pending::RegistryFailure>,
 }
 
 impl AppSub {
@@ -87,7 +97,9 @@ impl AppSub {
     }
 
     fn cancel_watch(&mut self, ctx: &mut Ctx<'_>) {
-        if let Watch::Opening(t) | Watch::Open(t) | Watch::Waiting(t) = self.watch {
+        if let Watch::Opening(t) | Watch::Open(t) | Watch::Waiting(t) | Watch::Respread(t) =
+            self.watch
+        {
             ctx.cancel(Some(t));
         }
         ctx.cancel(self.heal.take());
@@ -165,6 +177,7 @@ impl AppSub {
                 stale_since: Some(since),
             });
         }
+        self.tell_failure(To::One(id), ctx);
         if self.watch == Watch::GaveUp {
             self.recover = Recover::new();
             self.open_watch(ctx);
@@ -234,10 +247,11 @@ impl AppSub {
     pub(super) fn on_watch_failed(&mut self, err: &RegistryError, now: Instant, ctx: &mut Ctx<'_>) {
         self.cancel_watch(ctx);
         self.mark_stale(now, ctx);
-        match self
+        let retry = self
             .recover
-            .on_failure(&ctx.config.recover, err.class(), now, ctx.rng)
-        {
+            .on_failure(&ctx.config.recover, err.class(), now, ctx.rng);
+        self.record_failure(err, now, ctx);
+        match retry {
             Retry::After(delay) => self.watch = Watch::Waiting(ctx.arm(delay, TimerKind::Reopen)),
             Retry::GiveUp => self.watch = Watch::GaveUp,
         }
@@ -262,6 +276,7 @@ impl AppSub {
 
     fn on_fresh(&mut self, event: RegistryEvent, now: Instant, ctx: &mut Ctx<'_>) {
         self.recover.on_success();
+        self.clear_failure(ctx);
         ctx.cancel(self.heal.take());
         let was_stale = self.stale_since.take().is_some();
         if was_stale {
@@ -424,7 +439,7 @@ impl AppSub {
             Resync::Armed { token: t, resume } if t == token => Some(resume),
             _ => None,
         };
-        if self.watch == Watch::Waiting(token) {
+        if self.watch == Watch::Waiting(token) || self.watch == Watch::Respread(token) {
             self.watch = Watch::Idle;
             self.open_watch(ctx);
         } else if self.heal == Some(token) {

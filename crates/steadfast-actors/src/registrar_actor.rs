@@ -1,0 +1,337 @@
+//! The registrar actor: one per engine, a thin shell around the core's
+//! [`RegistrarMachine`] (failback registration). It delivers intents
+//! (register / unregister), call results, timer firings and registry
+//! session losses, and performs the machine's actions.
+//!
+//! Every registry call runs as its own spawned task under the registry call
+//! deadline and `catch_unwind` ([`registry_call`]); its result comes back
+//! as a message. Calls therefore run concurrently and off the actor's
+//! state: one slow registry call never delays the others, and a supervised
+//! restart of the actor does not cut a call off (its result still lands).
+//!
+//! It also reads the backend's session events (`Registry::sessions`, read
+//! once per engine) and forwards each loss to the registry subscription
+//! actor, so that subscriptions are re-established too.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use actix::WeakAddr;
+use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use steadfast_core::{
+    RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
+    RegistrationKey, RegistrationState, Registry, RegistryError, ServiceInstance, SessionEvent,
+};
+use tokio::sync::oneshot;
+
+use crate::contain::{registry_call, Contain};
+use crate::messages::{ForceRestart, SessionLost, Shutdown};
+use crate::registry_actor::RegistryActor;
+use crate::stats::{EngineStats, Live, LiveGuard};
+use crate::timer;
+
+/// Wants `0` registered (latest intent per key wins).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct RegisterIntent(pub ServiceInstance);
+
+/// Wants `0` unregistered (latest intent per key wins).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct UnregisterIntent(pub ServiceInstance);
+
+/// Answers once `key` settles: true when it settled as `registered` says,
+/// false when it settled the other way. Callers bound the wait.
+#[derive(Message)]
+#[rtype(result = "Option<oneshot::Receiver<bool>>")]
+pub(crate) struct WaitSettled {
+    pub key: RegistrationKey,
+    pub registered: bool,
+}
+
+/// Where one key stands.
+#[derive(Message)]
+#[rtype(result = "Option<RegistrationState>")]
+pub(crate) struct RegistrationOf(pub RegistrationKey);
+
+/// Where every key stands.
+#[derive(Message)]
+#[rtype(result = "Vec<(RegistrationKey, RegistrationState)>")]
+pub(crate) struct Registrations;
+
+/// A registry call came back.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct CallDone {
+    key: RegistrationKey,
+    token: RegistrarToken,
+    result: Result<(), RegistryError>,
+}
+
+/// Keeps every registration of one engine in place.
+pub struct RegistrarActor {
+    registry: Arc<dyn Registry>,
+    machine: RegistrarMachine,
+    rng: StdRng,
+    timers: HashMap<RegistrarToken, SpawnHandle>,
+    waiters: HashMap<RegistrationKey, Vec<(bool, oneshot::Sender<bool>)>>,
+    /// Where session losses are forwarded (subscriptions re-established).
+    subscriptions: WeakAddr<RegistryActor>,
+    started_once: bool,
+    terminated: bool,
+    stats: Arc<EngineStats>,
+    containment: crate::contain::Containment,
+    _alive: LiveGuard,
+}
+
+impl RegistrarActor {
+    pub(crate) fn new(
+        registry: Arc<dyn Registry>,
+        config: RegistrarConfig,
+        seed: u64,
+        subscriptions: WeakAddr<RegistryActor>,
+        stats: Arc<EngineStats>,
+    ) -> Self {
+        Self {
+            registry,
+            machine: RegistrarMachine::new(config),
+            rng: StdRng::seed_from_u64(seed),
+            timers: HashMap::new(),
+            waiters: HashMap::new(),
+            subscriptions,
+            started_once: false,
+            terminated: false,
+            containment: Default::default(),
+            _alive: LiveGuard::new(&stats, Live::Actor),
+            stats,
+        }
+    }
+
+    fn perform(&mut self, actions: Vec<RegistrarAction>, ctx: &mut Context<Self>) {
+        self.containment.drill_point();
+        for action in actions {
+            match action {
+                RegistrarAction::Call {
+                    key,
+                    token,
+                    op,
+                    deadline,
+                } => {
+                    let registry = self.registry.clone();
+                    let me = ctx.address().downgrade();
+                    let call = registry_call(deadline, move || match op {
+                        RegistrarOp::Register(i) => registry.register(i),
+                        RegistrarOp::Unregister(i) => registry.unregister(i),
+                    });
+                    // Its own task: concurrent with every other call.
+                    actix::spawn(async move {
+                        let result = call.await;
+                        if let Some(me) = me.upgrade() {
+                            me.do_send(CallDone { key, token, result });
+                        }
+                    });
+                }
+                RegistrarAction::ArmTimer { key, token, delay } => {
+                    let h = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
+                        act.timers.remove(&token);
+                        let actions = act.machine.on_timer(&key, token);
+                        act.perform(actions, ctx);
+                    });
+                    self.timers.insert(token, h);
+                }
+                RegistrarAction::CancelTimer { token } => {
+                    if let Some(h) = self.timers.remove(&token) {
+                        ctx.cancel_future(h);
+                    }
+                }
+                RegistrarAction::Settled { key, registered } => {
+                    if registered {
+                        tracing::info!(app = %key.app, id = %key.id, "registered");
+                    }
+                    for (wanted, tx) in self.waiters.remove(&key).unwrap_or_default() {
+                        let _ = tx.send(wanted == registered);
+                    }
+                }
+                RegistrarAction::Failed {
+                    key,
+                    registering,
+                    failure,
+                    retry,
+                } => {
+                    if registering {
+                        EngineStats::bump(&self.stats.register_failures);
+                    } else {
+                        EngineStats::bump(&self.stats.unregister_failures);
+                    }
+                    if matches!(failure.last_error, RegistryError::Panicked(_)) {
+                        EngineStats::bump(&self.stats.registry_panics);
+                    }
+                    if retry.is_some_and(|d| !d.is_zero()) {
+                        EngineStats::bump(&self.stats.registrar_retries);
+                    }
+                    tracing::warn!(app = %key.app, id = %key.id, %failure, ?retry,
+                        "registry {} failed", if registering { "register" } else { "unregister" });
+                }
+            }
+        }
+    }
+
+    /// Reads the backend's session events in a task of its own (it outlives
+    /// a restart of this actor; it holds only weak addresses).
+    fn read_sessions(&mut self, ctx: &mut Context<Self>) {
+        let registry = self.registry.clone();
+        let Ok(Some(stream)) =
+            std::panic::catch_unwind(AssertUnwindSafe(move || registry.sessions()))
+        else {
+            return;
+        };
+        let (me, subs) = (ctx.address().downgrade(), self.subscriptions.clone());
+        actix::spawn(async move {
+            let mut stream = AssertUnwindSafe(stream).catch_unwind();
+            while let Some(Ok(SessionEvent::Lost { reason })) = stream.next().await {
+                let Some(me) = me.upgrade() else { break };
+                me.do_send(SessionLost {
+                    reason: reason.clone(),
+                });
+                if let Some(subs) = subs.upgrade() {
+                    subs.do_send(SessionLost { reason });
+                }
+            }
+        });
+    }
+}
+
+impl Actor for RegistrarActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.terminated {
+            return;
+        }
+        if self.started_once {
+            let actions = self.machine.on_restart();
+            self.perform(actions, ctx);
+        } else {
+            self.read_sessions(ctx);
+        }
+        self.started_once = true;
+    }
+}
+
+impl Supervised for RegistrarActor {
+    fn restarting(&mut self, _ctx: &mut Self::Context) {
+        EngineStats::bump(&self.stats.restarts);
+        self.timers.clear();
+    }
+}
+
+impl Handler<RegisterIntent> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: RegisterIntent, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            let actions = act.machine.register(msg.0);
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<UnregisterIntent> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: UnregisterIntent, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            let actions = act.machine.unregister(msg.0);
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<CallDone> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: CallDone, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            let actions =
+                act.machine
+                    .on_result(&msg.key, msg.token, msg.result, timer::now(), &mut act.rng);
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<SessionLost> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: SessionLost, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            EngineStats::bump(&act.stats.session_losses);
+            tracing::warn!(reason = %msg.reason, keys = act.machine.len(),
+                "registry session lost; registering everything again, spread");
+            let actions = act.machine.session_lost(&mut act.rng);
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<WaitSettled> for RegistrarActor {
+    type Result = Option<oneshot::Receiver<bool>>;
+    fn handle(&mut self, msg: WaitSettled, _ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        let state = self.machine.state(&msg.key);
+        let now = match (&state, msg.registered) {
+            (Some(RegistrationState::Registered), true) => Some(true),
+            (None, false) => Some(true),
+            (None, true) => Some(false),
+            _ => None,
+        };
+        match now {
+            Some(answer) => {
+                let _ = tx.send(answer);
+            }
+            None => {
+                let waiters = self.waiters.entry(msg.key).or_default();
+                waiters.retain(|(_, tx)| !tx.is_closed());
+                waiters.push((msg.registered, tx));
+            }
+        }
+        Some(rx)
+    }
+}
+
+impl Handler<RegistrationOf> for RegistrarActor {
+    type Result = Option<RegistrationState>;
+    fn handle(&mut self, msg: RegistrationOf, _ctx: &mut Self::Context) -> Self::Result {
+        self.machine.state(&msg.0)
+    }
+}
+
+impl Handler<Registrations> for RegistrarActor {
+    type Result = Vec<(RegistrationKey, RegistrationState)>;
+    fn handle(&mut self, _: Registrations, _ctx: &mut Self::Context) -> Self::Result {
+        self.machine.states()
+    }
+}
+
+impl Handler<Shutdown> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
+        self.terminated = true;
+        let actions = self.machine.close();
+        self.perform(actions, ctx);
+        for (_, h) in self.timers.drain() {
+            ctx.cancel_future(h);
+        }
+        self.waiters.clear();
+        ctx.stop();
+    }
+}
+
+impl Handler<ForceRestart> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+crate::contain::contained_actor!(RegistrarActor, "registrar");

@@ -1,0 +1,441 @@
+//! [`RegistrarMachine`]: the sans-IO failback registrar of one engine
+//! (Dubbo's FailbackRegistry, done right). It keeps what the engine wants
+//! registered as the source of truth, the latest intent per key
+//! (app, instance id), and drives the registry towards it.
+//!
+//! Rules:
+//! - exactly one operation per key is pending at any time: a call in flight
+//!   OR a retry timer, never both, never two;
+//! - a failure is retried on the one retry primitive ([`Recover`]; default
+//!   1 s doubling to 30 s, +0-25 % jitter, unlimited); a success resets it;
+//! - a new intent replaces the old one (latest wins: a register cancels a
+//!   pending unregister and vice versa). While a call is in flight the
+//!   machine waits for it (it may land) and then issues the latest intent at
+//!   once; while a retry timer waits, the timer is cancelled and the new
+//!   intent issued now;
+//! - on a registry session loss every key whose intent is registered is
+//!   registered again, each after a uniform random delay within the spread
+//!   window, so a thousand keys do not come back as one burst;
+//! - a key whose intent is unregistered is forgotten once that landed, so
+//!   memory is bounded by what is registered; a stale token is ignored.
+//!
+//! Time and randomness are inputs; the shell performs the
+//! [`RegistrarAction`]s (each call as its own future, under `deadline`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::error::RegistryError;
+use crate::model::ServiceInstance;
+use crate::pending::RegistryFailure;
+use crate::recover::{Recover, Retry};
+
+#[cfg(test)]
+#[path = "registrar/tests.rs"]
+mod tests;
+#[path = "registrar/types.rs"]
+mod types;
+
+pub use types::{
+    RegistrarAction, RegistrarConfig, RegistrarOp, RegistrarToken, RegistrationKey,
+    RegistrationState, DEFAULT_SESSION_SPREAD,
+};
+
+/// What the engine wants for a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Intent {
+    /// The record must be registered.
+    Registered(ServiceInstance),
+    /// The record must be gone.
+    Unregistered(ServiceInstance),
+}
+
+impl Intent {
+    fn op(&self) -> RegistrarOp {
+        match self {
+            Intent::Registered(i) => RegistrarOp::Register(i.clone()),
+            Intent::Unregistered(i) => RegistrarOp::Unregister(i.clone()),
+        }
+    }
+
+    /// Whether the intent is to be registered.
+    pub fn is_registered(&self) -> bool {
+        matches!(self, Intent::Registered(_))
+    }
+}
+
+/// The one pending operation of a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Op {
+    /// Nothing pending (settled, or given up).
+    Idle,
+    /// A call is under way, performing `RegistrarOp`.
+    InFlight(RegistrarToken, RegistrarOp),
+    /// A retry (or a session re-registration) waits on this timer.
+    Waiting(RegistrarToken),
+}
+
+#[derive(Debug)]
+struct Entry {
+    intent: Intent,
+    op: Op,
+    recover: Recover,
+    last_error: Option<RegistryError>,
+    /// The latest intent landed and nothing is pending.
+    settled: bool,
+    gave_up: bool,
+    /// The call in flight must be issued again once back (a session loss
+    /// happened meanwhile).
+    reissue: bool,
+}
+
+/// The failback registrar of one engine.
+#[derive(Debug)]
+pub struct RegistrarMachine {
+    config: RegistrarConfig,
+    keys: BTreeMap<RegistrationKey, Entry>,
+    next_token: RegistrarToken,
+    closed: bool,
+}
+
+impl RegistrarMachine {
+    /// A registrar with `config`.
+    pub fn new(config: RegistrarConfig) -> Self {
+        Self {
+            config,
+            keys: BTreeMap::new(),
+            next_token: 1,
+            closed: false,
+        }
+    }
+
+    /// The registrar's configuration.
+    pub fn config(&self) -> &RegistrarConfig {
+        &self.config
+    }
+
+    fn token(&mut self) -> RegistrarToken {
+        let t = self.next_token;
+        self.next_token = self.next_token.wrapping_add(1).max(1);
+        t
+    }
+
+    /// Issues the entry's intent now.
+    fn issue(&mut self, key: &RegistrationKey, out: &mut Vec<RegistrarAction>) {
+        let token = self.token();
+        let deadline = self.config.call_timeout;
+        let Some(e) = self.keys.get_mut(key) else {
+            return;
+        };
+        let op = e.intent.op();
+        e.op = Op::InFlight(token, op.clone());
+        e.settled = false;
+        e.gave_up = false;
+        out.push(RegistrarAction::Call {
+            key: key.clone(),
+            token,
+            op,
+            deadline,
+        });
+    }
+
+    /// Wants `instance` registered (latest intent wins).
+    pub fn register(&mut self, instance: ServiceInstance) -> Vec<RegistrarAction> {
+        self.intend(Intent::Registered(instance))
+    }
+
+    /// Wants `instance` unregistered (latest intent wins).
+    pub fn unregister(&mut self, instance: ServiceInstance) -> Vec<RegistrarAction> {
+        self.intend(Intent::Unregistered(instance))
+    }
+
+    /// Records `intent` as the latest for its key and drives towards it.
+    pub fn intend(&mut self, intent: Intent) -> Vec<RegistrarAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        let key = match &intent {
+            Intent::Registered(i) | Intent::Unregistered(i) => RegistrationKey::of(i),
+        };
+        let Some(e) = self.keys.get_mut(&key) else {
+            self.keys.insert(
+                key.clone(),
+                Entry {
+                    intent,
+                    op: Op::Idle,
+                    recover: Recover::new(),
+                    last_error: None,
+                    settled: false,
+                    gave_up: false,
+                    reissue: false,
+                },
+            );
+            self.issue(&key, &mut out);
+            return out;
+        };
+        if e.intent == intent && e.settled {
+            // Already there: nothing to call.
+            out.push(RegistrarAction::Settled {
+                key,
+                registered: intent.is_registered(),
+            });
+            return out;
+        }
+        e.intent = intent;
+        match e.op.clone() {
+            // The call may land: wait for it, then issue the latest intent.
+            Op::InFlight(..) => {}
+            Op::Waiting(token) => {
+                out.push(RegistrarAction::CancelTimer { token });
+                self.issue(&key, &mut out);
+            }
+            Op::Idle => self.issue(&key, &mut out),
+        }
+        out
+    }
+
+    /// The call with `token` of `key` came back.
+    pub fn on_result(
+        &mut self,
+        key: &RegistrationKey,
+        token: RegistrarToken,
+        result: Result<(), RegistryError>,
+        now: Instant,
+        rng: &mut impl Rng,
+    ) -> Vec<RegistrarAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        let policy = self.config.recover;
+        let Some(e) = self.keys.get_mut(key) else {
+            return out;
+        };
+        let done = match &e.op {
+            Op::InFlight(t, op) if *t == token => op.clone(),
+            _ => return out,
+        };
+        e.op = Op::Idle;
+        let registering = matches!(done, RegistrarOp::Register(_));
+        let superseded = e.intent.op() != done || std::mem::take(&mut e.reissue);
+        match result {
+            Ok(()) => {
+                e.recover.on_success();
+                e.last_error = None;
+                if superseded {
+                    self.issue(key, &mut out);
+                } else {
+                    let registered = e.intent.is_registered();
+                    e.settled = true;
+                    if !registered {
+                        self.keys.remove(key);
+                    }
+                    out.push(RegistrarAction::Settled {
+                        key: key.clone(),
+                        registered,
+                    });
+                }
+            }
+            Err(err) => {
+                let retry = e.recover.on_failure(&policy, err.class(), now, rng);
+                e.last_error = Some(err.clone());
+                let failure = RegistryFailure {
+                    since: e.recover.down_since().unwrap_or(now),
+                    attempts: e.recover.failures(),
+                    last_error: err,
+                };
+                if superseded {
+                    // A newer intent waited for this call: issue it now.
+                    out.push(RegistrarAction::Failed {
+                        key: key.clone(),
+                        registering,
+                        failure,
+                        retry: Some(Duration::ZERO),
+                    });
+                    self.issue(key, &mut out);
+                    return out;
+                }
+                match retry {
+                    Retry::After(delay) => {
+                        let token = self.token();
+                        if let Some(e) = self.keys.get_mut(key) {
+                            e.op = Op::Waiting(token);
+                        }
+                        out.push(RegistrarAction::Failed {
+                            key: key.clone(),
+                            registering,
+                            failure,
+                            retry: Some(delay),
+                        });
+                        out.push(RegistrarAction::ArmTimer {
+                            key: key.clone(),
+                            token,
+                            delay,
+                        });
+                    }
+                    Retry::GiveUp => {
+                        if let Some(e) = self.keys.get_mut(key) {
+                            e.gave_up = true;
+                        }
+                        out.push(RegistrarAction::Failed {
+                            key: key.clone(),
+                            registering,
+                            failure,
+                            retry: None,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The timer with `token` of `key` fired: issue the latest intent.
+    pub fn on_timer(
+        &mut self,
+        key: &RegistrationKey,
+        token: RegistrarToken,
+    ) -> Vec<RegistrarAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        if self
+            .keys
+            .get(key)
+            .is_some_and(|e| e.op == Op::Waiting(token))
+        {
+            self.issue(key, &mut out);
+        }
+        out
+    }
+
+    /// The registry lost this client's session: every key whose intent is
+    /// registered is registered again, each after a uniform random delay
+    /// within the spread window. A key with a call in flight re-issues once
+    /// that call is back (it may have landed before the loss); a key
+    /// already waiting on a timer keeps it (one pending operation).
+    pub fn session_lost(&mut self, rng: &mut impl Rng) -> Vec<RegistrarAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        let spread = self.config.session_spread;
+        let keys: Vec<RegistrationKey> = self
+            .keys
+            .iter()
+            .filter(|(_, e)| e.intent.is_registered())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let delay = if spread.is_zero() {
+                Duration::ZERO
+            } else {
+                Duration::from_nanos(
+                    rng.gen_range(0..=u64::try_from(spread.as_nanos()).unwrap_or(u64::MAX)),
+                )
+            };
+            let token = self.token();
+            let Some(e) = self.keys.get_mut(&key) else {
+                continue;
+            };
+            e.settled = false;
+            e.gave_up = false;
+            match &mut e.op {
+                // Re-issue once it is back: it may have landed before the
+                // loss.
+                Op::InFlight(..) => e.reissue = true,
+                Op::Waiting(_) => {}
+                Op::Idle => {
+                    e.op = Op::Waiting(token);
+                    e.recover.on_success();
+                    out.push(RegistrarAction::ArmTimer { key, token, delay });
+                }
+            }
+        }
+        out
+    }
+
+    /// The shell restarted: its timers are gone (calls in flight run on
+    /// and report as usual). Every key that waited on a timer issues now.
+    pub fn on_restart(&mut self) -> Vec<RegistrarAction> {
+        let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
+        let waiting: Vec<RegistrationKey> = self
+            .keys
+            .iter()
+            .filter(|(_, e)| matches!(e.op, Op::Waiting(_)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in waiting {
+            self.issue(&key, &mut out);
+        }
+        out
+    }
+
+    /// Stops for good: every timer is cancelled, later inputs are ignored.
+    pub fn close(&mut self) -> Vec<RegistrarAction> {
+        self.closed = true;
+        let out = self
+            .keys
+            .values()
+            .filter_map(|e| match e.op {
+                Op::Waiting(token) => Some(RegistrarAction::CancelTimer { token }),
+                _ => None,
+            })
+            .collect();
+        self.keys.clear();
+        out
+    }
+
+    /// Where `key` stands (`None`: unknown, or unregistered and forgotten).
+    pub fn state(&self, key: &RegistrationKey) -> Option<RegistrationState> {
+        let e = self.keys.get(key)?;
+        let registering = e.intent.is_registered();
+        Some(if e.gave_up {
+            RegistrationState::GaveUp {
+                registering,
+                error: e
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| RegistryError::Rejected("gave up".into())),
+            }
+        } else if e.settled && registering {
+            RegistrationState::Registered
+        } else {
+            RegistrationState::Pending {
+                registering,
+                attempts: e.recover.failures(),
+                last_error: e.last_error.clone(),
+            }
+        })
+    }
+
+    /// Every key known, with where it stands.
+    pub fn states(&self) -> Vec<(RegistrationKey, RegistrationState)> {
+        self.keys
+            .keys()
+            .filter_map(|k| self.state(k).map(|s| (k.clone(), s)))
+            .collect()
+    }
+
+    /// Keys remembered (registered, or with an operation pending).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no key is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Operations pending (calls in flight plus timers waiting).
+    pub fn pending(&self) -> usize {
+        self.keys.values().filter(|e| e.op != Op::Idle).count()
+    }
+}

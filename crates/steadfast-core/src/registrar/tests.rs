@@ -1,0 +1,247 @@
+//! Hand-stepped clock tests of the failback registrar.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use super::*;
+use crate::backoff::BackoffPolicy;
+use crate::recover::RecoverPolicy;
+
+fn machine(jitter: f64) -> RegistrarMachine {
+    RegistrarMachine::new(RegistrarConfig {
+        recover: RecoverPolicy::new(BackoffPolicy {
+            jitter,
+            ..BackoffPolicy::default()
+        }),
+        ..RegistrarConfig::default()
+    })
+}
+
+fn inst(id: u16) -> ServiceInstance {
+    ServiceInstance::new("app", "10.0.0.1", id)
+}
+
+fn call(actions: &[RegistrarAction]) -> (RegistrarToken, RegistrarOp) {
+    let calls: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            RegistrarAction::Call { token, op, .. } => Some((*token, op.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1, "expected one call: {actions:?}");
+    calls[0].clone()
+}
+
+fn timer(actions: &[RegistrarAction]) -> (RegistrarToken, Duration) {
+    let timers: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            RegistrarAction::ArmTimer { token, delay, .. } => Some((*token, *delay)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timers.len(), 1, "expected one timer: {actions:?}");
+    timers[0]
+}
+
+fn no_call(actions: &[RegistrarAction]) -> bool {
+    !actions
+        .iter()
+        .any(|a| matches!(a, RegistrarAction::Call { .. }))
+}
+
+fn down() -> Result<(), RegistryError> {
+    Err(RegistryError::Unavailable("down".into()))
+}
+
+#[test]
+fn register_fails_twice_then_lands_once_and_stays_remembered() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (c, op) = call(&m.register(inst(1)));
+    assert_eq!(op, RegistrarOp::Register(inst(1)));
+    let (t, d) = timer(&m.on_result(&key, c, down(), t0, &mut rng));
+    assert_eq!(d, Duration::from_secs(1));
+    assert_eq!(m.pending(), 1, "one timer, no call");
+    assert!(matches!(
+        m.state(&key),
+        Some(RegistrationState::Pending { attempts: 1, .. })
+    ));
+    let (c, _) = call(&m.on_timer(&key, t));
+    assert!(m.on_timer(&key, t).is_empty(), "a timer fires once");
+    let (t, d) = timer(&m.on_result(&key, c, down(), t0, &mut rng));
+    assert_eq!(d, Duration::from_secs(2));
+    let (c, _) = call(&m.on_timer(&key, t));
+    let out = m.on_result(&key, c, Ok(()), t0, &mut rng);
+    assert_eq!(
+        out,
+        vec![RegistrarAction::Settled {
+            key: key.clone(),
+            registered: true
+        }]
+    );
+    assert_eq!(m.state(&key), Some(RegistrationState::Registered));
+    assert!(
+        m.on_result(&key, c, Ok(()), t0, &mut rng).is_empty(),
+        "stale"
+    );
+    assert_eq!(m.pending(), 0);
+    // The same intent again: already there, no call.
+    assert!(no_call(&m.register(inst(1))));
+}
+
+#[test]
+fn unregister_during_a_retry_wait_cancels_it_and_wins() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (c, _) = call(&m.register(inst(1)));
+    let (t, _) = timer(&m.on_result(&key, c, down(), t0, &mut rng));
+    let out = m.unregister(inst(1));
+    assert!(out.contains(&RegistrarAction::CancelTimer { token: t }));
+    let (c, op) = call(&out);
+    assert_eq!(op, RegistrarOp::Unregister(inst(1)));
+    assert!(
+        m.on_timer(&key, t).is_empty(),
+        "the cancelled timer is dead"
+    );
+    m.on_result(&key, c, Ok(()), t0, &mut rng);
+    assert_eq!(m.state(&key), None, "unregistered and forgotten");
+    assert!(m.is_empty());
+}
+
+#[test]
+fn a_new_intent_waits_for_the_call_in_flight_then_issues_the_latest_once() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (c, _) = call(&m.register(inst(1)));
+    assert!(no_call(&m.unregister(inst(1))), "waits for the call");
+    assert!(no_call(&m.register(inst(1))), "still waiting");
+    assert!(no_call(&m.unregister(inst(1))), "still waiting");
+    assert_eq!(m.pending(), 1);
+    // The register landed; the latest intent (unregister) goes at once.
+    let (c2, op) = call(&m.on_result(&key, c, Ok(()), t0, &mut rng));
+    assert_eq!(op, RegistrarOp::Unregister(inst(1)));
+    // Back to register while the unregister is in flight, and it fails:
+    // the latest intent (register) is issued at once, no timer.
+    assert!(no_call(&m.register(inst(1))));
+    let out = m.on_result(&key, c2, down(), t0, &mut rng);
+    let (_, op) = call(&out);
+    assert_eq!(op, RegistrarOp::Register(inst(1)));
+    assert!(!out
+        .iter()
+        .any(|a| matches!(a, RegistrarAction::ArmTimer { .. })));
+}
+
+#[test]
+fn session_loss_reregisters_every_registered_key_spread_over_the_window() {
+    let (mut m, mut rng, t0) = (machine(0.25), StdRng::seed_from_u64(3), Instant::now());
+    for id in 0..1000 {
+        let (c, _) = call(&m.register(inst(id)));
+        m.on_result(&RegistrationKey::of(&inst(id)), c, Ok(()), t0, &mut rng);
+    }
+    // One unregistered key is not brought back.
+    let (c, _) = call(&m.unregister(inst(0)));
+    m.on_result(&RegistrationKey::of(&inst(0)), c, Ok(()), t0, &mut rng);
+    let out = m.session_lost(&mut rng);
+    assert!(no_call(&out), "nothing at once");
+    let delays: Vec<Duration> = out
+        .iter()
+        .filter_map(|a| match a {
+            RegistrarAction::ArmTimer { delay, .. } => Some(*delay),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delays.len(), 999);
+    let spread = DEFAULT_SESSION_SPREAD;
+    assert!(delays.iter().all(|d| *d <= spread));
+    // Uniform: every second of the 5 s window gets about a fifth.
+    for s in 0..5 {
+        let n = delays
+            .iter()
+            .filter(|d| d.as_secs() == s && **d < spread)
+            .count();
+        assert!((150..=250).contains(&n), "second {s}: {n} of 999");
+    }
+    assert!(matches!(
+        m.state(&RegistrationKey::of(&inst(1))),
+        Some(RegistrationState::Pending { .. })
+    ));
+}
+
+#[test]
+fn session_loss_during_a_call_reissues_once_it_is_back_and_keeps_waiting_timers() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let (a, b) = (RegistrationKey::of(&inst(1)), RegistrationKey::of(&inst(2)));
+    let (ca, _) = call(&m.register(inst(1)));
+    let (cb, _) = call(&m.register(inst(2)));
+    let (tb, _) = timer(&m.on_result(&b, cb, down(), t0, &mut rng));
+    let out = m.session_lost(&mut rng);
+    assert!(out.is_empty(), "a in flight, b already waiting: {out:?}");
+    let (_, op) = call(&m.on_result(&a, ca, Ok(()), t0, &mut rng));
+    assert_eq!(op, RegistrarOp::Register(inst(1)), "re-issued");
+    assert_eq!(m.pending(), 2);
+    call(&m.on_timer(&b, tb));
+}
+
+#[test]
+fn a_final_error_gives_up_and_a_new_intent_revives_the_key() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (c, _) = call(&m.register(inst(1)));
+    let out = m.on_result(
+        &key,
+        c,
+        Err(RegistryError::Unsupported("x".into())),
+        t0,
+        &mut rng,
+    );
+    assert!(matches!(
+        out.as_slice(),
+        [RegistrarAction::Failed { retry: None, .. }]
+    ));
+    assert!(matches!(
+        m.state(&key),
+        Some(RegistrationState::GaveUp { .. })
+    ));
+    assert_eq!(m.pending(), 0);
+    call(&m.register(inst(1)));
+}
+
+#[test]
+fn close_cancels_every_timer_and_ignores_later_inputs() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (c, _) = call(&m.register(inst(1)));
+    let (t, _) = timer(&m.on_result(&key, c, down(), t0, &mut rng));
+    assert_eq!(m.close(), vec![RegistrarAction::CancelTimer { token: t }]);
+    assert!(m.on_timer(&key, t).is_empty());
+    assert!(m.register(inst(2)).is_empty());
+    assert!(m.session_lost(&mut rng).is_empty());
+}
+
+#[test]
+fn under_a_persistent_outage_calls_per_key_are_bounded_by_the_backoff() {
+    let (mut m, mut rng, t0) = (machine(0.25), StdRng::seed_from_u64(9), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (mut c, _) = call(&m.register(inst(1)));
+    let mut now = t0;
+    let mut calls = 1u32;
+    let hour = Duration::from_secs(3600);
+    loop {
+        let (t, d) = timer(&m.on_result(&key, c, down(), now, &mut rng));
+        now += d;
+        if now.duration_since(t0) > hour {
+            break;
+        }
+        c = call(&m.on_timer(&key, t)).0;
+        calls += 1;
+    }
+    let per_min = f64::from(calls) / 60.0;
+    eprintln!("registrar: {calls} register calls per key in 1 h of outage ({per_min:.2}/min)");
+    // Capped at 30 s (+0-25 %): at most about 2 per minute.
+    assert!(per_min <= 2.1, "{per_min}");
+    assert!(per_min >= 1.5, "{per_min}");
+}

@@ -1,0 +1,138 @@
+//! The registrar's vocabulary: keys, operations, actions, tunables and the
+//! state a registration is shown in.
+
+use std::time::Duration;
+
+use crate::error::RegistryError;
+use crate::model::ServiceInstance;
+use crate::pending::RegistryFailure;
+use crate::recover::RecoverPolicy;
+
+/// Identifies a call or a timer; stale ones are ignored.
+pub type RegistrarToken = u64;
+
+/// Default window over which a session loss spreads the re-registrations.
+pub const DEFAULT_SESSION_SPREAD: Duration = Duration::from_secs(5);
+
+/// What a registration is keyed by: the instance's app and id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RegistrationKey {
+    /// Provider app.
+    pub app: String,
+    /// Instance id within the app.
+    pub id: String,
+}
+
+impl RegistrationKey {
+    /// The key of `instance`.
+    pub fn of(instance: &ServiceInstance) -> Self {
+        Self {
+            app: instance.app.clone(),
+            id: instance.id.clone(),
+        }
+    }
+}
+
+/// A registry operation the shell performs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegistrarOp {
+    /// `Registry::register(instance)`.
+    Register(ServiceInstance),
+    /// `Registry::unregister(instance)`.
+    Unregister(ServiceInstance),
+}
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegistrarAction {
+    /// Perform `op` under `deadline`; report with `token`.
+    Call {
+        /// Key of the registration.
+        key: RegistrationKey,
+        /// Token of the call.
+        token: RegistrarToken,
+        /// The operation.
+        op: RegistrarOp,
+        /// Deadline of the call.
+        deadline: Duration,
+    },
+    /// Call [`RegistrarMachine::on_timer`] with `token` after `delay`.
+    ArmTimer {
+        /// Key of the registration.
+        key: RegistrationKey,
+        /// Token of the timer.
+        token: RegistrarToken,
+        /// Delay from now.
+        delay: Duration,
+    },
+    /// The timer with `token` must not fire.
+    CancelTimer {
+        /// Its token.
+        token: RegistrarToken,
+    },
+    /// The key's latest intent landed: waiters of this key may be answered.
+    Settled {
+        /// Key of the registration.
+        key: RegistrationKey,
+        /// Whether the record is registered now (false: unregistered).
+        registered: bool,
+    },
+    /// A call failed and is retried (`retry: Some`) or given up (`None`):
+    /// log and count it.
+    Failed {
+        /// Key of the registration.
+        key: RegistrationKey,
+        /// Whether the failed call was a register (false: an unregister).
+        registering: bool,
+        /// The failure so far.
+        failure: RegistryFailure,
+        /// Delay until the retry, if any.
+        retry: Option<Duration>,
+    },
+}
+
+/// Tunables of the registrar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RegistrarConfig {
+    /// Retry schedule of failed calls (default 1 s doubling to 30 s,
+    /// +0-25 %, unlimited).
+    pub recover: RecoverPolicy,
+    /// Deadline of each registry call (default 5 s).
+    pub call_timeout: Duration,
+    /// Window over which a session loss spreads the re-registrations
+    /// (default 5 s; zero: all at once).
+    pub session_spread: Duration,
+}
+
+impl Default for RegistrarConfig {
+    fn default() -> Self {
+        Self {
+            recover: RecoverPolicy::default(),
+            call_timeout: Duration::from_secs(5),
+            session_spread: DEFAULT_SESSION_SPREAD,
+        }
+    }
+}
+
+/// Where one registration stands, as shown to callers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegistrationState {
+    /// The record is registered and nothing is pending.
+    Registered,
+    /// The intent has not landed yet.
+    Pending {
+        /// What is wanted.
+        registering: bool,
+        /// Failed attempts since the last success.
+        attempts: u32,
+        /// The latest error, if an attempt failed.
+        last_error: Option<RegistryError>,
+    },
+    /// A final error stopped the retries.
+    GaveUp {
+        /// What was wanted.
+        registering: bool,
+        /// The error.
+        error: RegistryError,
+    },
+}
