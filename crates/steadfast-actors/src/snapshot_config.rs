@@ -1,5 +1,5 @@
 //! [`SnapshotConfig`]: where and how the engine keeps disk snapshots of its
-//! subscribed apps for cold starts (see `docs/issue9-snapshot.md`).
+//! subscribed apps for cold starts (see `docs/snapshot.md`).
 
 use std::path::PathBuf;
 use std::time::Duration;
