@@ -460,3 +460,27 @@ async fn one_slow_registry_call_never_delays_the_others_and_concurrent_intents_c
     );
     engine.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn shutdown_unregisters_what_engine_register_registered() {
+    let fx = Fixture::start();
+    fx.engine.register(provider(7101)).await.unwrap();
+    fx.engine.register(provider(7102)).await.unwrap();
+    settle().await;
+    assert_eq!(fx.registry.instances(APP).len(), 2);
+    // The first unregister fails: it is retried within the shutdown's
+    // bound (1 s later), and both records are gone when shutdown returns.
+    fx.registry.fail_next_registers(1);
+    let t0 = Instant::now();
+    fx.engine.shutdown().await;
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert_eq!(fx.registry.unregister_calls(), 3, "one per key, one retry");
+    assert!(fx.registry.instances(APP).is_empty(), "both unregistered");
+    let calls = (fx.registry.register_calls(), fx.registry.unregister_calls());
+    advance(Duration::from_secs(120)).await;
+    assert_eq!(
+        (fx.registry.register_calls(), fx.registry.unregister_calls()),
+        calls,
+        "nothing after shutdown"
+    );
+}

@@ -305,7 +305,8 @@ impl Handler<Shutdown> for Coordinator {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
         // Refuse new work at once; let providers announce closing and
-        // unregister (no drain wait), then stop everything. Each registry
+        // unregister (no drain wait), unregister what `Engine::register`
+        // registered, then stop everything. Each registry
         // call of a stop has its own deadline, and the whole wait is bounded
         // by `shutdown_timeout`.
         self.shut_down = true;
@@ -321,14 +322,28 @@ impl Handler<Shutdown> for Coordinator {
                 })
             })
             .collect();
+        // Instances registered with `Engine::register` are unregistered
+        // too, at the same time (the exports' keys are already on their way
+        // out).
+        let registrar = self.registrar.clone();
+        let unregistered = async move {
+            if let Some(r) = registrar {
+                if let Ok(settled) = r.send(crate::registrar_actor::UnregisterAll).await {
+                    futures::future::join_all(settled).await;
+                }
+            }
+        };
         let limit = self.config.shutdown_timeout;
         Box::pin(
-            tokio::time::timeout(limit, futures::future::join_all(stops))
-                .into_actor(self)
-                .map(|_, act, ctx| {
-                    act.shutdown_all(ctx);
-                    ctx.stop();
-                }),
+            tokio::time::timeout(
+                limit,
+                futures::future::join(futures::future::join_all(stops), unregistered),
+            )
+            .into_actor(self)
+            .map(|_, act, ctx| {
+                act.shutdown_all(ctx);
+                ctx.stop();
+            }),
         )
     }
 }

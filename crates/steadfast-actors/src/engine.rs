@@ -81,11 +81,20 @@ impl Engine {
     }
 
     /// Stops every actor: afterwards no timer fires, no fetch starts and no
-    /// actor is alive. Idempotent.
+    /// actor is alive. Exports announce closing and unregister, and every
+    /// instance registered with [`Engine::register`] is unregistered, all
+    /// within `shutdown_timeout`. Idempotent.
     pub async fn shutdown(&self) {
-        // The coordinator refuses new work at once, lets exported providers
-        // announce closing and unregister, then stops every actor.
+        // The lookup actor first: once the registry actor is stopping, a
+        // lookup of a subscribed app would turn into registry calls. Then
+        // the coordinator refuses new work at once, lets exported providers
+        // announce closing and unregister (and unregisters what
+        // `Engine::register` registered), then stops every actor.
+        // Both are queued at once (no await in between), so work sent after
+        // `shutdown()` started is refused.
+        self.lookup.do_send(Shutdown);
         let _ = self.coordinator.send(Shutdown).await;
+        // Stopped by now (its mailbox is short); a second send only waits.
         let _ = self.lookup.send(Shutdown).await;
     }
 

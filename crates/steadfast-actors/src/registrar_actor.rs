@@ -63,6 +63,17 @@ pub(crate) struct RegistrationOf(pub RegistrationKey);
 #[rtype(result = "Vec<(RegistrationKey, RegistrationState)>")]
 pub(crate) struct Registrations;
 
+/// Unregisters every registered key now (engine shutdown); answers with a
+/// receiver per key that fires once it settles (callers bound the wait).
+#[derive(Message)]
+#[rtype(result = "Vec<oneshot::Receiver<bool>>")]
+pub(crate) struct UnregisterAll;
+
+/// The backend's session stream panicked (user code) and was dropped.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SessionStreamPanicked(String);
+
 /// A registry call came back.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -175,6 +186,12 @@ impl RegistrarActor {
                     }
                     tracing::warn!(app = %key.app, id = %key.id, %failure, ?retry,
                         "registry {} failed", if registering { "register" } else { "unregister" });
+                    if retry.is_none() {
+                        // Given up (a final error): it will not settle.
+                        for (_, tx) in self.waiters.remove(&key).unwrap_or_default() {
+                            let _ = tx.send(false);
+                        }
+                    }
                 }
             }
         }
@@ -192,8 +209,19 @@ impl RegistrarActor {
         let (me, subs) = (ctx.address().downgrade(), self.subscriptions.clone());
         actix::spawn(async move {
             let mut stream = AssertUnwindSafe(stream).catch_unwind();
-            while let Some(Ok(SessionEvent::Lost { reason })) = stream.next().await {
+            while let Some(item) = stream.next().await {
                 let Some(me) = me.upgrade() else { break };
+                let SessionEvent::Lost { reason } = match item {
+                    Ok(event) => event,
+                    Err(panic) => {
+                        // User code: the stream is unusable after a panic.
+                        // Say so; registrations and watches keep their own
+                        // retries, only session losses go unseen.
+                        let msg = steadfast_core::panic_message(&*panic);
+                        me.do_send(SessionStreamPanicked(msg));
+                        break;
+                    }
+                };
                 me.do_send(SessionLost {
                     reason: reason.clone(),
                 });
@@ -213,7 +241,7 @@ impl Actor for RegistrarActor {
             return;
         }
         if self.started_once {
-            let actions = self.machine.on_restart();
+            let actions = self.machine.on_restart(&mut self.rng);
             self.perform(actions, ctx);
         } else {
             self.read_sessions(ctx);
@@ -283,6 +311,7 @@ impl Handler<WaitSettled> for RegistrarActor {
             (Some(RegistrationState::Registered), true) => Some(true),
             (None, false) => Some(true),
             (None, true) => Some(false),
+            (Some(RegistrationState::GaveUp { .. }), _) => Some(false),
             _ => None,
         };
         match now {
@@ -296,6 +325,36 @@ impl Handler<WaitSettled> for RegistrarActor {
             }
         }
         Some(rx)
+    }
+}
+
+impl Handler<UnregisterAll> for RegistrarActor {
+    type Result = Vec<oneshot::Receiver<bool>>;
+    fn handle(&mut self, _: UnregisterAll, ctx: &mut Self::Context) -> Self::Result {
+        let actions = self.machine.unregister_all();
+        let mut settled = Vec::new();
+        for action in &actions {
+            if let RegistrarAction::Call { key, .. } = action {
+                let (tx, rx) = oneshot::channel();
+                self.waiters
+                    .entry(key.clone())
+                    .or_default()
+                    .push((false, tx));
+                settled.push(rx);
+            }
+        }
+        self.perform(actions, ctx);
+        settled
+    }
+}
+
+impl Handler<SessionStreamPanicked> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: SessionStreamPanicked, _ctx: &mut Self::Context) {
+        EngineStats::bump(&self.stats.registry_panics);
+        tracing::error!(panic = %msg.0,
+            "registry session stream panicked and was dropped: later session losses go unseen \
+             (registrations and watches keep their own retries)");
     }
 }
 

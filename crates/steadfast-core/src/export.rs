@@ -10,8 +10,10 @@
 //!   it registered (so "registered" here means "published and handed off");
 //! - a failure is retried on the policy's schedule (final errors give up and
 //!   say so); a success resets the schedule;
-//! - after a supervised restart the record is asserted again (the registry is
-//!   the source of truth), and old tokens are dead;
+//! - after a supervised restart the metadata is published again and the
+//!   record handed to the registrar again (which holds the intent as the
+//!   source of truth: an intent it already settled costs no registry call),
+//!   and old tokens are dead;
 //! - a stop cancels the retry timer, waits for an attempt already on the wire
 //!   (so it cannot land after the unregister), announces closing only if the
 //!   record may be registered, then unregisters.

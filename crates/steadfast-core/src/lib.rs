@@ -24,6 +24,7 @@ pub mod fetch_plan;
 pub mod freshness;
 pub mod incarnation;
 pub mod instance;
+pub mod jitter;
 pub mod keys;
 pub mod lookup;
 pub mod mapping;

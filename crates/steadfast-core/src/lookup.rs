@@ -51,7 +51,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 use crate::error::RegistryError;
 use crate::event::Listing;
@@ -347,14 +347,16 @@ impl LookupCache {
     }
 }
 
-/// `base` spread uniformly over ±`jitter` of it.
+/// `base` spread uniformly over ±`jitter` of it (at most
+/// [`MAX_LOOKUP_TTL_JITTER`]; a NaN or negative jitter spreads nothing).
 fn jittered(base: Duration, jitter: f64, rng: &mut StdRng) -> Duration {
-    let j = jitter.clamp(0.0, MAX_LOOKUP_TTL_JITTER);
-    if j == 0.0 || base.is_zero() {
-        return base;
-    }
-    let f = rng.gen_range((1.0 - j)..=(1.0 + j));
-    Duration::try_from_secs_f64(base.as_secs_f64() * f).unwrap_or(base)
+    // Not `min`: it would turn a NaN into the maximum.
+    let j = if jitter > MAX_LOOKUP_TTL_JITTER {
+        MAX_LOOKUP_TTL_JITTER
+    } else {
+        jitter
+    };
+    crate::jitter::spread_around(base, j, rng)
 }
 
 /// The answer a listing gives.

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 use crate::error::RegistryError;
+use crate::jitter::uniform_delay;
 use crate::model::ServiceInstance;
 use crate::pending::RegistryFailure;
 use crate::recover::{Recover, Retry};
@@ -317,7 +318,9 @@ impl RegistrarMachine {
     /// registered is registered again, each after a uniform random delay
     /// within the spread window. A key with a call in flight re-issues once
     /// that call is back (it may have landed before the loss); a key
-    /// already waiting on a timer keeps it (one pending operation).
+    /// waiting on a retry timer has it replaced by one within the window
+    /// (still one pending operation), so a backoff grown during an outage
+    /// never delays the restore past the window.
     pub fn session_lost(&mut self, rng: &mut impl Rng) -> Vec<RegistrarAction> {
         let mut out = Vec::new();
         if self.closed {
@@ -331,24 +334,22 @@ impl RegistrarMachine {
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            let delay = if spread.is_zero() {
-                Duration::ZERO
-            } else {
-                Duration::from_nanos(
-                    rng.gen_range(0..=u64::try_from(spread.as_nanos()).unwrap_or(u64::MAX)),
-                )
-            };
+            let delay = uniform_delay(spread, rng);
             let token = self.token();
             let Some(e) = self.keys.get_mut(&key) else {
                 continue;
             };
             e.settled = false;
             e.gave_up = false;
-            match &mut e.op {
+            match e.op {
                 // Re-issue once it is back: it may have landed before the
                 // loss.
                 Op::InFlight(..) => e.reissue = true,
-                Op::Waiting(_) => {}
+                Op::Waiting(old) => {
+                    e.op = Op::Waiting(token);
+                    out.push(RegistrarAction::CancelTimer { token: old });
+                    out.push(RegistrarAction::ArmTimer { key, token, delay });
+                }
                 Op::Idle => {
                     e.op = Op::Waiting(token);
                     e.recover.on_success();
@@ -359,13 +360,34 @@ impl RegistrarMachine {
         out
     }
 
+    /// The engine shuts down: every key whose intent is registered is
+    /// unregistered now (latest intent wins, as for any unregister). The
+    /// shell waits, bounded, for them to settle, then closes the machine.
+    pub fn unregister_all(&mut self) -> Vec<RegistrarAction> {
+        let registered: Vec<ServiceInstance> = self
+            .keys
+            .values()
+            .filter_map(|e| match &e.intent {
+                Intent::Registered(i) => Some(i.clone()),
+                Intent::Unregistered(_) => None,
+            })
+            .collect();
+        registered
+            .into_iter()
+            .flat_map(|i| self.unregister(i))
+            .collect()
+    }
+
     /// The shell restarted: its timers are gone (calls in flight run on
-    /// and report as usual). Every key that waited on a timer issues now.
-    pub fn on_restart(&mut self) -> Vec<RegistrarAction> {
+    /// and report as usual). Every key that waited on a timer gets a new
+    /// one within the spread window, so a thousand keys in backoff do not
+    /// retry in one burst after a restart.
+    pub fn on_restart(&mut self, rng: &mut impl Rng) -> Vec<RegistrarAction> {
         let mut out = Vec::new();
         if self.closed {
             return out;
         }
+        let spread = self.config.session_spread;
         let waiting: Vec<RegistrationKey> = self
             .keys
             .iter()
@@ -373,7 +395,11 @@ impl RegistrarMachine {
             .map(|(k, _)| k.clone())
             .collect();
         for key in waiting {
-            self.issue(&key, &mut out);
+            let (token, delay) = (self.token(), uniform_delay(spread, rng));
+            if let Some(e) = self.keys.get_mut(&key) {
+                e.op = Op::Waiting(token);
+                out.push(RegistrarAction::ArmTimer { key, token, delay });
+            }
         }
         out
     }

@@ -67,14 +67,17 @@ impl MemoryRegistry {
                 n += 1;
             }
         }
-        let apps: Vec<String> = self.state().apps.keys().cloned().collect();
-        for app in &apps {
-            self.end_watches(app);
-        }
+        // Tell the session streams before the watches end, as a real backend
+        // does (the session is gone first), so a client re-establishes its
+        // watches on the session's spread rather than on a watch-end retry.
         let event = SessionEvent::Lost {
             reason: format!("memory registry: session lost, {n} record(s) dropped"),
         };
         lock(&sessions.streams).retain(|tx| tx.unbounded_send(event.clone()).is_ok());
+        let apps: Vec<String> = self.state().apps.keys().cloned().collect();
+        for app in &apps {
+            self.end_watches(app);
+        }
         tracing::debug!(dropped = n, "memory registry lost the session");
         n
     }

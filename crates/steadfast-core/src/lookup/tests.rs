@@ -408,3 +408,25 @@ fn errors_say_what_happened_and_keep_their_cause() {
     };
     assert!(n.to_string().contains("stale (2000 ms old)"), "{n}");
 }
+
+#[test]
+fn an_unvalidated_nan_or_infinite_jitter_neither_panics_nor_spreads_wildly() {
+    let t0 = Instant::now();
+    // Infinity is clamped to the maximum spread; it must just not panic.
+    let mut c = cache(LookupConfig {
+        ttl_jitter: f64::INFINITY,
+        ..LookupConfig::default()
+    });
+    fill(&mut c, "a", t0, Ok(listing("a", 1, 1)));
+    // NaN and negatives spread nothing: the TTL is exactly the base.
+    for jitter in [f64::NAN, f64::NEG_INFINITY, -3.0] {
+        let mut c = cache(LookupConfig {
+            ttl_jitter: jitter,
+            ..LookupConfig::default()
+        });
+        fill(&mut c, "a", t0, Ok(listing("a", 1, 1)));
+        let ttl = LookupConfig::default().ttl;
+        let got = ask(&mut c, "a", t0 + ttl - ms(1)).unwrap();
+        assert_eq!(got.freshness, Freshness::Fresh, "jitter {jitter}");
+    }
+}

@@ -172,18 +172,24 @@ fn session_loss_reregisters_every_registered_key_spread_over_the_window() {
 }
 
 #[test]
-fn session_loss_during_a_call_reissues_once_it_is_back_and_keeps_waiting_timers() {
+fn session_loss_during_a_call_reissues_once_it_is_back_and_respreads_waiting_timers() {
     let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
     let (a, b) = (RegistrationKey::of(&inst(1)), RegistrationKey::of(&inst(2)));
     let (ca, _) = call(&m.register(inst(1)));
     let (cb, _) = call(&m.register(inst(2)));
     let (tb, _) = timer(&m.on_result(&b, cb, down(), t0, &mut rng));
     let out = m.session_lost(&mut rng);
-    assert!(out.is_empty(), "a in flight, b already waiting: {out:?}");
+    // a is in flight: nothing now; b's retry timer is replaced by one
+    // within the spread (still one pending operation).
+    assert!(no_call(&out), "{out:?}");
+    assert!(out.contains(&RegistrarAction::CancelTimer { token: tb }));
+    let (tb2, d) = timer(&out);
+    assert!(d <= m.config().session_spread);
     let (_, op) = call(&m.on_result(&a, ca, Ok(()), t0, &mut rng));
     assert_eq!(op, RegistrarOp::Register(inst(1)), "re-issued");
     assert_eq!(m.pending(), 2);
-    call(&m.on_timer(&b, tb));
+    assert!(m.on_timer(&b, tb).is_empty(), "the replaced timer is dead");
+    call(&m.on_timer(&b, tb2));
 }
 
 #[test]
@@ -244,4 +250,92 @@ fn under_a_persistent_outage_calls_per_key_are_bounded_by_the_backoff() {
     // Capped at 30 s (+0-25 %): at most about 2 per minute.
     assert!(per_min <= 2.1, "{per_min}");
     assert!(per_min >= 1.5, "{per_min}");
+}
+
+#[test]
+fn a_restart_rearms_waiting_keys_within_the_spread_instead_of_one_burst() {
+    let mut m = machine(0.0);
+    let mut rng = StdRng::seed_from_u64(3);
+    let t0 = Instant::now();
+    for id in 0..200 {
+        let (token, _) = call(&m.register(inst(id)));
+        let key = RegistrationKey::of(&inst(id));
+        timer(&m.on_result(&key, token, down(), t0, &mut rng));
+    }
+    let out = m.on_restart(&mut rng);
+    assert!(no_call(&out), "no key retries at once after a restart");
+    let delays: Vec<Duration> = out
+        .iter()
+        .filter_map(|a| match a {
+            RegistrarAction::ArmTimer { delay, .. } => Some(*delay),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delays.len(), 200, "one new timer per waiting key");
+    let spread = m.config().session_spread;
+    assert!(delays.iter().all(|d| *d <= spread));
+    let first_fifth = delays.iter().filter(|d| **d <= spread / 5).count();
+    assert!(
+        first_fifth < 80,
+        "spread, not a burst: {first_fifth} in the first fifth"
+    );
+    assert_eq!(m.pending(), 200, "still one pending operation per key");
+}
+
+#[test]
+fn a_session_loss_replaces_a_grown_retry_timer_with_one_within_the_spread() {
+    let mut m = machine(0.0);
+    let mut rng = StdRng::seed_from_u64(5);
+    let t0 = Instant::now();
+    let key = RegistrationKey::of(&inst(1));
+    let (mut token, _) = call(&m.register(inst(1)));
+    let mut delay = Duration::ZERO;
+    for _ in 0..6 {
+        let (t, d) = timer(&m.on_result(&key, token, down(), t0, &mut rng));
+        delay = d;
+        token = call(&m.on_timer(&key, t)).0;
+    }
+    let (waiting, _) = timer(&m.on_result(&key, token, down(), t0, &mut rng));
+    assert!(delay >= Duration::from_secs(30), "backoff grew to the cap");
+    let out = m.session_lost(&mut rng);
+    assert!(out.contains(&RegistrarAction::CancelTimer { token: waiting }));
+    let (new, d) = timer(&out);
+    assert!(d <= m.config().session_spread, "restored within the window");
+    assert!(
+        m.on_timer(&key, waiting).is_empty(),
+        "the old timer is dead"
+    );
+    assert!(matches!(
+        call(&m.on_timer(&key, new)).1,
+        RegistrarOp::Register(_)
+    ));
+}
+
+#[test]
+fn unregister_all_unregisters_every_registered_key_once() {
+    let mut m = machine(0.0);
+    let mut rng = StdRng::seed_from_u64(9);
+    let t0 = Instant::now();
+    for id in 0..3 {
+        let (token, _) = call(&m.register(inst(id)));
+        m.on_result(&RegistrationKey::of(&inst(id)), token, Ok(()), t0, &mut rng);
+    }
+    // One already on its way out: not unregistered twice.
+    let (gone, _) = call(&m.unregister(inst(2)));
+    let out = m.unregister_all();
+    let unregisters = out
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                RegistrarAction::Call {
+                    op: RegistrarOp::Unregister(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(unregisters, 2);
+    m.on_result(&RegistrationKey::of(&inst(2)), gone, Ok(()), t0, &mut rng);
+    assert_eq!(m.len(), 2, "the other two settle when their calls land");
 }

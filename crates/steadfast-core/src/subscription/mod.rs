@@ -75,7 +75,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
 use crate::error::RegistryError;
 use crate::event::{Listing, RegistryEvent};
@@ -164,10 +164,11 @@ impl Ctx<'_> {
         if interval.is_zero() {
             return None;
         }
-        let f = self
-            .rng
-            .gen_range((1.0 - RECONCILE_JITTER)..=(1.0 + RECONCILE_JITTER));
-        Some(Duration::try_from_secs_f64(interval.as_secs_f64() * f).unwrap_or(interval))
+        Some(crate::jitter::spread_around(
+            interval,
+            RECONCILE_JITTER,
+            &mut *self.rng,
+        ))
     }
 }
 

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::state::spread_delay;
 use super::{SubscriptionAction, SubscriptionMachine};
+use crate::jitter::uniform_delay;
 use crate::pending::RegistryFailure;
 
 impl SubscriptionMachine {
@@ -34,7 +34,7 @@ impl SubscriptionMachine {
         let spread = self.session_spread;
         let mut delays = Vec::with_capacity(self.apps.len());
         for _ in 0..self.apps.len() {
-            delays.push(spread_delay(spread, &mut self.rng));
+            delays.push(uniform_delay(spread, &mut self.rng));
         }
         let mut delays = delays.into_iter();
         self.each_app(now, |sub, ctx| {

@@ -18,8 +18,6 @@ use crate::resolver::Token;
 mod resync;
 mod session;
 
-pub(super) use session::spread_delay;
-
 /// The registry watch of the app.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Watch {

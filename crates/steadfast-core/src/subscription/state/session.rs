@@ -9,8 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use rand::Rng;
-
 use super::{AppSub, Watch};
 use crate::error::RegistryError;
 use crate::pending::RegistryFailure;
@@ -61,13 +59,4 @@ impl AppSub {
             ctx.push(SubscriptionAction::SubscribeFailing { app, to, failure });
         }
     }
-}
-
-/// A uniform random delay within `spread`.
-pub(in crate::subscription) fn spread_delay(spread: Duration, rng: &mut impl Rng) -> Duration {
-    let max = u64::try_from(spread.as_nanos()).unwrap_or(u64::MAX);
-    if max == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_nanos(rng.gen_range(0..=max))
 }
