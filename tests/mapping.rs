@@ -56,7 +56,7 @@ async fn export_records_the_app_for_its_interface_retrying_until_it_lands() {
     assert_eq!(
         fx.engine.stats().actors_alive,
         before + 1,
-        "the export's actor; the mapping writer stopped once it landed"
+        "the export's actor only: the mapping is a key of the registrar, no actor of its own"
     );
 }
 
@@ -239,4 +239,32 @@ async fn a_panicking_mapping_watch_is_contained_and_retried() {
     assert_eq!(ports(&v), vec![9100]);
     assert_eq!(fx.registry.mapping_watch_calls(), 2);
     assert_eq!(fx.engine.stats().mapping_read_failures, 1);
+}
+
+#[actix_rt::test]
+async fn the_mapping_is_a_registrar_key_restored_after_a_session_loss_and_kept_at_shutdown() {
+    let fx = fixture();
+    let _exported = fx.engine.export(export_spec(9100)).await.unwrap();
+    settle().await;
+    assert_eq!(fx.registry.mapped_apps(IFACE), vec![APP.to_string()]);
+    let regs = fx.engine.registrations().await.unwrap();
+    assert!(
+        regs.iter()
+            .any(|(k, s)| k.kind == steadfast::core::RecordKind::Mapping
+                && k.id == IFACE
+                && *s == steadfast::core::RegistrationState::Registered),
+        "{regs:?}"
+    );
+    // A wiped backend loses the mapping with the session: the registrar
+    // puts it back within the spread, like every registration.
+    fx.registry.remove_mapping(IFACE, APP);
+    let before = fx.registry.mapping_register_calls();
+    fx.registry.lose_session();
+    advance(Duration::from_secs(6)).await;
+    assert_eq!(fx.registry.mapped_apps(IFACE), vec![APP.to_string()]);
+    assert_eq!(fx.registry.mapping_register_calls(), before + 1, "once");
+    // Persistent: shutdown unregisters the instance but leaves the mapping.
+    fx.engine.shutdown().await;
+    assert_eq!(fx.registry.mapped_apps(IFACE), vec![APP.to_string()]);
+    assert!(fx.registry.instances(APP).is_empty());
 }

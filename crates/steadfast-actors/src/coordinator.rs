@@ -455,7 +455,7 @@ impl Coordinator {
         let key = (handle.info.app.clone(), handle.info.revision.clone());
         self.exports.insert(id, (addr, key));
         // Interface -> app mapping (coordinator/mapping.rs).
-        self.write_mappings(id, &handle.info, handle.coordinator.clone());
+        self.write_mappings(&handle.info);
         Ok(handle)
     }
 }
@@ -464,7 +464,6 @@ impl Handler<StopExport> for Coordinator {
     type Result = ResponseFuture<Result<ShutdownReport, EngineError>>;
     fn handle(&mut self, msg: StopExport, _ctx: &mut Self::Context) -> Self::Result {
         let stopped = self.exports.remove(&msg.id);
-        self.stop_mapping_writer(msg.id);
         // Identical exports share a revision: only the last one to stop
         // withdraws its metadata.
         let withdraw = stopped

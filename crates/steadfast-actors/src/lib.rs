@@ -27,7 +27,6 @@ pub mod handle;
 pub mod live_config;
 pub mod lookup_actor;
 mod mapping_actor;
-mod mapping_writer;
 pub mod messages;
 pub mod registrar_actor;
 pub mod registry_actor;

@@ -23,7 +23,7 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use steadfast_core::{
-    RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
+    RecordKind, RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
     RegistrationKey, RegistrationState, Registry, RegistryError, ServiceInstance, SessionEvent,
 };
 use tokio::sync::oneshot;
@@ -43,6 +43,15 @@ pub(crate) struct RegisterIntent(pub ServiceInstance);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct UnregisterIntent(pub ServiceInstance);
+
+/// Wants the mapping entry "`app` serves `interface`" recorded (a key like
+/// any registration: retried, restored after a session loss).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct MapIntent {
+    pub interface: String,
+    pub app: String,
+}
 
 /// Answers once `key` settles: true when it settled as `registered` says,
 /// false when it settled the other way. Callers bound the wait.
@@ -137,6 +146,12 @@ impl RegistrarActor {
                     let call = registry_call(deadline, move || match op {
                         RegistrarOp::Register(i) => registry.register(i),
                         RegistrarOp::Unregister(i) => registry.unregister(i),
+                        RegistrarOp::Map { interface, app } => {
+                            registry.register_mapping(&interface, &app)
+                        }
+                        RegistrarOp::Unmap { interface, app } => {
+                            registry.unregister_mapping(&interface, &app)
+                        }
                     });
                     // Its own task: concurrent with every other call.
                     actix::spawn(async move {
@@ -161,7 +176,13 @@ impl RegistrarActor {
                 }
                 RegistrarAction::Settled { key, registered } => {
                     if registered {
-                        tracing::info!(app = %key.app, id = %key.id, "registered");
+                        match key.kind {
+                            RecordKind::Instance => {
+                                tracing::info!(app = %key.app, id = %key.id, "registered")
+                            }
+                            RecordKind::Mapping => tracing::info!(app = %key.app,
+                                interface = %key.id, "interface mapping recorded"),
+                        }
                     }
                     for (wanted, tx) in self.waiters.remove(&key).unwrap_or_default() {
                         let _ = tx.send(wanted == registered);
@@ -173,7 +194,9 @@ impl RegistrarActor {
                     failure,
                     retry,
                 } => {
-                    if registering {
+                    if key.kind == RecordKind::Mapping {
+                        EngineStats::bump(&self.stats.mapping_write_failures);
+                    } else if registering {
                         EngineStats::bump(&self.stats.register_failures);
                     } else {
                         EngineStats::bump(&self.stats.unregister_failures);
@@ -272,6 +295,16 @@ impl Handler<UnregisterIntent> for RegistrarActor {
     fn handle(&mut self, msg: UnregisterIntent, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             let actions = act.machine.unregister(msg.0);
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<MapIntent> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: MapIntent, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            let actions = act.machine.map(&msg.interface, &msg.app);
             act.perform(actions, ctx);
         });
     }

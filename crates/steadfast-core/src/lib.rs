@@ -78,8 +78,8 @@ pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use registrar::{
-    Intent, RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
-    RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
+    Intent, RecordKind, RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp,
+    RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
 };
 pub use resolver::{ResolverAction, ResolverMachine, Token};
 pub use snapshot::{AppSnapshot, ServedFromSnapshot, SnapshotError, SnapshotOrigin};

@@ -17,7 +17,10 @@
 //!   registered again, each after a uniform random delay within the spread
 //!   window, so a thousand keys do not come back as one burst;
 //! - a key whose intent is unregistered is forgotten once that landed, so
-//!   memory is bounded by what is registered; a stale token is ignored.
+//!   memory is bounded by what is registered; a stale token is ignored;
+//! - interface -> app mapping entries (`map`) are keys like any other, so
+//!   they get the same failback and session-loss restore; they are
+//!   persistent, so shutdown leaves them.
 //!
 //! Time and randomness are inputs; the shell performs the
 //! [`RegistrarAction`]s (each call as its own future, under `deadline`).
@@ -40,17 +43,31 @@ mod tests;
 mod types;
 
 pub use types::{
-    RegistrarAction, RegistrarConfig, RegistrarOp, RegistrarToken, RegistrationKey,
+    RecordKind, RegistrarAction, RegistrarConfig, RegistrarOp, RegistrarToken, RegistrationKey,
     RegistrationState, DEFAULT_SESSION_SPREAD,
 };
 
 /// What the engine wants for a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Intent {
-    /// The record must be registered.
+    /// The instance record must be registered.
     Registered(ServiceInstance),
-    /// The record must be gone.
+    /// The instance record must be gone.
     Unregistered(ServiceInstance),
+    /// The mapping entry "`app` serves `interface`" must exist.
+    Mapped {
+        /// The interface.
+        interface: String,
+        /// The app serving it.
+        app: String,
+    },
+    /// The mapping entry must be gone.
+    Unmapped {
+        /// The interface.
+        interface: String,
+        /// The app.
+        app: String,
+    },
 }
 
 impl Intent {
@@ -58,12 +75,30 @@ impl Intent {
         match self {
             Intent::Registered(i) => RegistrarOp::Register(i.clone()),
             Intent::Unregistered(i) => RegistrarOp::Unregister(i.clone()),
+            Intent::Mapped { interface, app } => RegistrarOp::Map {
+                interface: interface.clone(),
+                app: app.clone(),
+            },
+            Intent::Unmapped { interface, app } => RegistrarOp::Unmap {
+                interface: interface.clone(),
+                app: app.clone(),
+            },
         }
     }
 
-    /// Whether the intent is to be registered.
+    /// The key the intent is for.
+    pub fn key(&self) -> RegistrationKey {
+        match self {
+            Intent::Registered(i) | Intent::Unregistered(i) => RegistrationKey::of(i),
+            Intent::Mapped { interface, app } | Intent::Unmapped { interface, app } => {
+                RegistrationKey::mapping(interface, app)
+            }
+        }
+    }
+
+    /// Whether the intent is to have the record (registered or mapped).
     pub fn is_registered(&self) -> bool {
-        matches!(self, Intent::Registered(_))
+        matches!(self, Intent::Registered(_) | Intent::Mapped { .. })
     }
 }
 
@@ -152,15 +187,22 @@ impl RegistrarMachine {
         self.intend(Intent::Unregistered(instance))
     }
 
+    /// Wants the mapping entry "`app` serves `interface`" to exist (latest
+    /// intent wins; restored after a session loss like any registration).
+    pub fn map(&mut self, interface: &str, app: &str) -> Vec<RegistrarAction> {
+        self.intend(Intent::Mapped {
+            interface: interface.to_string(),
+            app: app.to_string(),
+        })
+    }
+
     /// Records `intent` as the latest for its key and drives towards it.
     pub fn intend(&mut self, intent: Intent) -> Vec<RegistrarAction> {
         let mut out = Vec::new();
         if self.closed {
             return out;
         }
-        let key = match &intent {
-            Intent::Registered(i) | Intent::Unregistered(i) => RegistrationKey::of(i),
-        };
+        let key = intent.key();
         let Some(e) = self.keys.get_mut(&key) else {
             self.keys.insert(
                 key.clone(),
@@ -220,7 +262,7 @@ impl RegistrarMachine {
             _ => return out,
         };
         e.op = Op::Idle;
-        let registering = matches!(done, RegistrarOp::Register(_));
+        let registering = done.is_register();
         let superseded = e.intent.op() != done || std::mem::take(&mut e.reissue);
         match result {
             Ok(()) => {
@@ -360,16 +402,17 @@ impl RegistrarMachine {
         out
     }
 
-    /// The engine shuts down: every key whose intent is registered is
-    /// unregistered now (latest intent wins, as for any unregister). The
-    /// shell waits, bounded, for them to settle, then closes the machine.
+    /// The engine shuts down: every instance whose intent is registered is
+    /// unregistered now (latest intent wins, as for any unregister); mapping
+    /// entries stay (they are persistent). The shell waits, bounded, for
+    /// them to settle, then closes the machine.
     pub fn unregister_all(&mut self) -> Vec<RegistrarAction> {
         let registered: Vec<ServiceInstance> = self
             .keys
             .values()
             .filter_map(|e| match &e.intent {
                 Intent::Registered(i) => Some(i.clone()),
-                Intent::Unregistered(_) => None,
+                _ => None,
             })
             .collect();
         registered

@@ -18,8 +18,8 @@ use crate::contain::Contain;
 use crate::directory_actor::mapped::{AddApp, MappingPending, RemoveApp};
 use crate::error::EngineError;
 use crate::mapping_actor::{MappingActor, MappingChanged, MappingParts};
-use crate::mapping_writer::{MappingWriter, MappingsWritten, WriterParts};
 use crate::messages::Shutdown;
+use crate::registrar_actor::MapIntent;
 
 /// One interface's followed mapping.
 struct Followed {
@@ -38,8 +38,6 @@ struct Followed {
 pub(crate) struct Follows {
     interfaces: HashMap<String, Followed>,
     attached: HashMap<Reference, BTreeSet<String>>,
-    /// Provider side: the mapping writer of each export, by export id.
-    writers: HashMap<u64, Addr<MappingWriter>>,
 }
 
 impl Coordinator {
@@ -114,43 +112,26 @@ impl Coordinator {
     }
 
     /// Provider side, the hook of `Coordinator::export`: records `info.app`
-    /// for every interface export `id` serves, retried until it lands (see
-    /// `mapping_writer.rs`).
-    pub(super) fn write_mappings(
-        &mut self,
-        id: u64,
-        info: &MetadataInfo,
-        me: WeakAddr<Coordinator>,
-    ) {
-        let interfaces: BTreeSet<String> = info.services.values().map(|s| s.name.clone()).collect();
-        let parts = WriterParts {
-            registry: self.registry_backend.clone(),
-            app: info.app.clone(),
-            interfaces,
-            policy: RecoverPolicy::new(self.config.registry_backoff),
-            call_timeout: self.config.registry_call_timeout,
-            seed: self.seed(id ^ 0x6d61_7070),
-            id,
-            coordinator: me,
+    /// for every interface the export serves. Each entry is a key of the
+    /// failback registrar (retried until it lands, restored after a session
+    /// loss); the mapping is persistent, as Dubbo's is, so stopping the
+    /// export leaves it (other instances of the app may still serve the
+    /// interface).
+    pub(super) fn write_mappings(&mut self, info: &MetadataInfo) {
+        let Some(registrar) = &self.registrar else {
+            return;
         };
-        let stats = self.stats.clone();
-        let addr = Supervisor::start(move |_| MappingWriter::new(parts, stats));
-        self.follows.writers.insert(id, addr);
-    }
-
-    /// Export `id` stops: its mapping writer stops retrying (what landed
-    /// stays: the mapping is persistent).
-    pub(super) fn stop_mapping_writer(&mut self, id: u64) {
-        if let Some(w) = self.follows.writers.remove(&id) {
-            w.do_send(Shutdown);
+        let interfaces: BTreeSet<&String> = info.services.values().map(|s| &s.name).collect();
+        for interface in interfaces {
+            registrar.do_send(MapIntent {
+                interface: interface.clone(),
+                app: info.app.clone(),
+            });
         }
     }
 
-    /// Stops every mapping actor and writer (shutdown).
+    /// Stops every mapping actor (shutdown).
     pub(super) fn stop_mappings(&mut self) {
-        for (_, w) in self.follows.writers.drain() {
-            w.do_send(Shutdown);
-        }
         self.follows.attached.clear();
         for (_, f) in self.follows.interfaces.drain() {
             f.addr.do_send(Shutdown);
@@ -231,14 +212,6 @@ impl Coordinator {
             }
         }
         Ok(())
-    }
-}
-
-impl Handler<MappingsWritten> for Coordinator {
-    type Result = ();
-    fn handle(&mut self, msg: MappingsWritten, ctx: &mut Self::Context) {
-        // Landed: the writer has nothing left to do.
-        self.contained(ctx, |act, _| act.stop_mapping_writer(msg.0));
     }
 }
 

@@ -14,13 +14,25 @@ pub type RegistrarToken = u64;
 /// Default window over which a session loss spreads the re-registrations.
 pub const DEFAULT_SESSION_SPREAD: Duration = Duration::from_secs(5);
 
-/// What a registration is keyed by: the instance's app and id.
+/// What kind of registry record a key names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordKind {
+    /// A provider instance's record (leased where the backend has leases).
+    Instance,
+    /// An interface -> app mapping entry (persistent).
+    Mapping,
+}
+
+/// What a registration is keyed by: the instance's app and id, or the
+/// mapped app and the interface.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RegistrationKey {
     /// Provider app.
     pub app: String,
-    /// Instance id within the app.
+    /// Instance id within the app (a mapping: the interface).
     pub id: String,
+    /// The kind of record.
+    pub kind: RecordKind,
 }
 
 impl RegistrationKey {
@@ -29,6 +41,16 @@ impl RegistrationKey {
         Self {
             app: instance.app.clone(),
             id: instance.id.clone(),
+            kind: RecordKind::Instance,
+        }
+    }
+
+    /// The key of the mapping entry "`app` serves `interface`".
+    pub fn mapping(interface: &str, app: &str) -> Self {
+        Self {
+            app: app.to_string(),
+            id: interface.to_string(),
+            kind: RecordKind::Mapping,
         }
     }
 }
@@ -40,6 +62,27 @@ pub enum RegistrarOp {
     Register(ServiceInstance),
     /// `Registry::unregister(instance)`.
     Unregister(ServiceInstance),
+    /// `Registry::register_mapping(interface, app)`.
+    Map {
+        /// The interface.
+        interface: String,
+        /// The app serving it.
+        app: String,
+    },
+    /// `Registry::unregister_mapping(interface, app)`.
+    Unmap {
+        /// The interface.
+        interface: String,
+        /// The app no longer serving it.
+        app: String,
+    },
+}
+
+impl RegistrarOp {
+    /// Whether the operation puts a record (false: removes one).
+    pub fn is_register(&self) -> bool {
+        matches!(self, RegistrarOp::Register(_) | RegistrarOp::Map { .. })
+    }
 }
 
 /// What the shell must do.
