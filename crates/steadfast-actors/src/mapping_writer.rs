@@ -11,7 +11,7 @@
 //! is gone for good leaves only an idle app resolver at consumers, whose
 //! status says the registry holds no instance of it).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +56,9 @@ pub(crate) struct MappingWriter {
     machine: ExportMachine,
     /// Interfaces whose mapping landed.
     written: BTreeSet<String>,
+    /// Interfaces the registry refused for good (a final error), with the
+    /// error: dropped from later attempts.
+    refused: BTreeMap<String, String>,
     timer: Option<SpawnHandle>,
     terminated: bool,
     stats: Arc<EngineStats>,
@@ -69,6 +72,7 @@ impl MappingWriter {
             machine: ExportMachine::new(parts.policy, parts.seed),
             parts,
             written: BTreeSet::new(),
+            refused: BTreeMap::new(),
             timer: None,
             terminated: false,
             containment: Default::default(),
@@ -114,6 +118,7 @@ impl MappingWriter {
             .parts
             .interfaces
             .difference(&self.written)
+            .filter(|interface| !self.refused.contains_key(*interface))
             .map(|interface| {
                 let (registry, app) = (self.parts.registry.clone(), self.parts.app.clone());
                 let name = interface.clone();
@@ -127,19 +132,17 @@ impl MappingWriter {
                 .into_actor(self)
                 .map(move |results, act, ctx| {
                     act.contained(ctx, |act, ctx| {
-                        let mut failure = None;
-                        for (interface, r) in results {
-                            match r {
-                                Ok(()) => {
-                                    act.written.insert(interface);
-                                }
-                                Err(e) => {
-                                    EngineStats::bump(&act.stats.mapping_write_failures);
-                                    failure.get_or_insert((e.class(), e.to_string()));
-                                }
-                            }
+                        let outcome = fold_results(results);
+                        for _ in 0..outcome.failures {
+                            EngineStats::bump(&act.stats.mapping_write_failures);
                         }
-                        let res: Result<(), (ErrorClass, String)> = failure.map_or(Ok(()), Err);
+                        for (interface, error) in &outcome.refused {
+                            tracing::warn!(app = %act.parts.app, %interface, %error,
+                                "interface mapping refused for good; dropped from the batch");
+                        }
+                        act.written.extend(outcome.written);
+                        act.refused.extend(outcome.refused);
+                        let res = outcome.verdict;
                         let actions = act.machine.on_attempt_done(token, res, timer::now());
                         if act.done() || matches!(act.machine.phase(), ExportPhase::GaveUp(_)) {
                             tracing::info!(app = %act.parts.app, interfaces = act.written.len(),
@@ -152,6 +155,78 @@ impl MappingWriter {
                     });
                 }),
         );
+    }
+}
+
+/// What one attempt's results come to, whatever their order.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    /// Interfaces whose mapping landed.
+    written: Vec<String>,
+    /// Interfaces refused with a final error, and the error.
+    refused: Vec<(String, String)>,
+    /// How many calls failed.
+    failures: usize,
+    /// What the export machine is told: retry if any error is retryable
+    /// (the transient class wins over the persistent one, so the normal
+    /// schedule applies while any call may pass soon), give up only when
+    /// every error is final, success when nothing failed.
+    verdict: Result<(), (ErrorClass, String)>,
+}
+
+/// Folds an attempt's per-interface results into one verdict that does not
+/// depend on their order (the message is the one of the first interface by
+/// name within the deciding class).
+fn fold_results<E: std::fmt::Display + HasClass>(
+    mut results: Vec<(String, Result<(), E>)>,
+) -> Outcome {
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Outcome {
+        written: Vec::new(),
+        refused: Vec::new(),
+        failures: 0,
+        verdict: Ok(()),
+    };
+    let mut transient = None;
+    let mut persistent = None;
+    for (interface, r) in results {
+        match r {
+            Ok(()) => out.written.push(interface),
+            Err(e) => {
+                out.failures = out.failures.saturating_add(1);
+                let message = e.to_string();
+                match e.error_class() {
+                    ErrorClass::Transient => {
+                        transient.get_or_insert(message);
+                    }
+                    ErrorClass::Persistent => {
+                        persistent.get_or_insert(message);
+                    }
+                    ErrorClass::Final => out.refused.push((interface, message)),
+                }
+            }
+        }
+    }
+    out.verdict = if let Some(m) = transient {
+        Err((ErrorClass::Transient, m))
+    } else if let Some(m) = persistent {
+        Err((ErrorClass::Persistent, m))
+    } else if let Some((_, m)) = out.refused.first() {
+        Err((ErrorClass::Final, m.clone()))
+    } else {
+        Ok(())
+    };
+    out
+}
+
+/// An error that knows its class (the registry error; a stand-in in tests).
+trait HasClass {
+    fn error_class(&self) -> ErrorClass;
+}
+
+impl HasClass for steadfast_core::RegistryError {
+    fn error_class(&self) -> ErrorClass {
+        self.class()
     }
 }
 
@@ -192,5 +267,69 @@ impl Handler<ForceRestart> for MappingWriter {
     type Result = ();
     fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct E(ErrorClass, &'static str);
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.1)
+        }
+    }
+    impl HasClass for E {
+        fn error_class(&self) -> ErrorClass {
+            self.0
+        }
+    }
+
+    fn batch() -> Vec<(String, Result<(), E>)> {
+        vec![
+            ("a.Final".into(), Err(E(ErrorClass::Final, "bad name"))),
+            ("b.Ok".into(), Ok(())),
+            ("c.Down".into(), Err(E(ErrorClass::Transient, "timeout"))),
+        ]
+    }
+
+    #[test]
+    fn a_retryable_error_retries_the_batch_whatever_the_order() {
+        let forward = fold_results(batch());
+        let mut reversed = batch();
+        reversed.reverse();
+        let backward = fold_results(reversed);
+        assert_eq!(forward, backward);
+        assert_eq!(
+            forward.verdict,
+            Err((ErrorClass::Transient, "timeout".to_string()))
+        );
+        assert_eq!(
+            forward.refused,
+            vec![("a.Final".to_string(), "bad name".to_string())]
+        );
+        assert_eq!(forward.written, vec!["b.Ok".to_string()]);
+        assert_eq!(forward.failures, 2);
+    }
+
+    #[test]
+    fn only_final_errors_give_up_and_none_succeed() {
+        let gave_up = fold_results(vec![
+            ("x".to_string(), Err(E(ErrorClass::Final, "no"))),
+            ("y".to_string(), Ok(())),
+        ]);
+        assert_eq!(gave_up.verdict, Err((ErrorClass::Final, "no".to_string())));
+        let ok = fold_results::<E>(vec![("y".to_string(), Ok(()))]);
+        assert_eq!(ok.verdict, Ok(()));
+        let persistent = fold_results(vec![
+            ("p".to_string(), Err(E(ErrorClass::Persistent, "garbled"))),
+            ("q".to_string(), Err(E(ErrorClass::Final, "no"))),
+        ]);
+        assert_eq!(
+            persistent.verdict,
+            Err((ErrorClass::Persistent, "garbled".to_string()))
+        );
     }
 }
