@@ -133,6 +133,11 @@ fn statuses(rng: &mut StdRng) -> Vec<DirectoryStatus> {
                 apps: vec![odd_string(rng)],
                 freshness: steadfast::core::Freshness::Stale { age: Duration::MAX },
                 source: steadfast::core::Source::Snapshot,
+                subscribe: Some(steadfast::core::RegistryFailure {
+                    since: Instant::now(),
+                    attempts: u32::MAX,
+                    last_error: RegistryError::Unavailable(odd_string(rng)),
+                }),
             }),
         },
         DirectoryStatus::Empty(EmptyReason::NotServing(NotServing {

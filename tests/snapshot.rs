@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::*;
 use steadfast::core::snapshot::{decode, encode, file_name, AppSnapshot, DEFAULT_MAX_BYTES};
 use steadfast::core::{Freshness, ServedFromSnapshot, Source};
-use steadfast::{DirectoryStatus, DirectoryView, EmptyReason, MetadataInfo};
+use steadfast::{DirectoryStatus, DirectoryView, EmptyReason, MetadataInfo, RegistryError};
 use tokio::time::sleep;
 
 /// A unique directory under the system temp dir, removed on drop.
@@ -237,6 +237,67 @@ async fn live_data_replaces_the_snapshot_entirely() {
     until(&fx, "the live state written", |s| s.snapshot_written == 1).await;
     let ports_on_disk: Vec<u16> = read(&dir.file()).instances.iter().map(|i| i.port).collect();
     assert_eq!(ports_on_disk, vec![8001, 8003]);
+}
+
+/// The subscribe failure a ready directory served from a snapshot names.
+fn subscribe_failure(v: &DirectoryView) -> Option<&steadfast::core::RegistryFailure> {
+    served(v).and_then(|s| s.subscribe.as_ref())
+}
+
+#[actix_rt::test]
+async fn a_snapshot_served_while_the_subscribe_fails_names_the_failure_until_live() {
+    let dir = TempDir::new("subscribe-failing");
+    let m1 = metadata(APP, 20000, "t1");
+    let bytes = encode(
+        &snapshot_of(&m1, &[8001, 8002], Duration::from_secs(5)),
+        DEFAULT_MAX_BYTES,
+    )
+    .unwrap();
+    std::fs::write(dir.file(), bytes).unwrap();
+    let fx = Fixture::start_with(|b| b.snapshot_dir(&dir.0));
+    fx.fetcher.serve(m1.clone());
+    fx.registry.put(instance(&m1, 8003));
+    fx.registry.set_down(true);
+    let d = fx.subscribe().await;
+    let v = wait_for(
+        &d,
+        "served from the snapshot, subscribe failing",
+        Duration::from_secs(3),
+        |v| subscribe_failure(v).is_some(),
+    )
+    .await;
+    assert!(v.status.is_ready(), "{}", v.status);
+    assert_eq!(iports(&v), vec![8001, 8002]);
+    let first = subscribe_failure(&v).expect("named").attempts;
+    assert!(first >= 1);
+    assert!(
+        matches!(
+            subscribe_failure(&v).map(|f| &f.last_error),
+            Some(RegistryError::Unavailable(_))
+        ),
+        "{}",
+        v.status
+    );
+    let text = v.status.to_string();
+    assert!(
+        text.contains("snapshot") && text.contains("subscribe failing after"),
+        "{text}"
+    );
+    // Still failing: the attempts grow, still served from the snapshot.
+    let v = wait_for(&d, "more attempts", Duration::from_secs(30), |v| {
+        subscribe_failure(v).is_some_and(|f| f.attempts > first)
+    })
+    .await;
+    assert!(v.status.is_ready() && served(&v).is_some());
+    // Live replaces the snapshot, and the failure is gone with it.
+    fx.registry.set_down(false);
+    let v = wait_for(&d, "live", Duration::from_secs(60), |v| {
+        v.status.is_ready() && served(v).is_none()
+    })
+    .await;
+    assert_eq!(iports(&v), vec![8003]);
+    let text = v.status.to_string();
+    assert!(!text.contains("subscribe failing"), "{text}");
 }
 
 #[actix_rt::test]

@@ -5,9 +5,14 @@
 //! it for their app's snapshot at start-up ([`LoadSnapshot`], answered with
 //! [`SnapshotLoaded`] only when the file is usable). A refused file is
 //! logged with its typed error, counted (`snapshot_rejected`) and never
-//! served. Writes of one app run one at a time, the latest state winning.
+//! served. Writes of one app run one at a time, the latest state winning; a
+//! write past its deadline is reported as failed but still holds the app's
+//! next write back until the blocking task ended, so an older state never
+//! lands after a newer one.
 
 mod io;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -95,28 +100,111 @@ impl SnapshotActor {
         let name = app.clone();
         let work = tokio::task::spawn_blocking(move || {
             let bytes = encode(&snapshot, max)?;
+            #[cfg(test)]
+            tests::hold(&name);
             io::write_atomic(&dir, &name, &bytes).map(|p| (p, bytes.len()))
         });
         let path = io::path_of(&self.dir, &app).display().to_string();
-        let fut = bounded(work, deadline, path);
-        ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
-            act.contained(ctx, |act, ctx| {
-                match result {
-                    Ok((path, size)) => {
-                        EngineStats::bump(&act.stats.snapshot_written);
-                        tracing::debug!(app, path = %path.display(), size, "snapshot written");
-                    }
-                    Err(error) => {
-                        EngineStats::bump(&act.stats.snapshot_write_failures);
-                        tracing::warn!(app, %error, kind = error.label(), "snapshot not written");
-                    }
+        // Detached from the actor's context so that a restart does not lose
+        // the end of a write: the app stays marked writing until the
+        // blocking task really ended, whatever the deadline said.
+        let addr = ctx.address();
+        actix::spawn(async move {
+            let mut work = work;
+            let late = match tokio::time::timeout(deadline, &mut work).await {
+                Ok(joined) => {
+                    let result = joined_result(joined, path);
+                    addr.do_send(WriteSettled {
+                        app,
+                        result,
+                        late: false,
+                    });
+                    return;
                 }
-                match act.writing.remove(&app).flatten() {
-                    Some(next) if !act.terminated => act.start_write(next, ctx),
-                    _ => {}
+                Err(_) => {
+                    let result = Err(SnapshotError::Deadline {
+                        path: path.clone(),
+                        deadline,
+                    });
+                    addr.do_send(WriteSettled {
+                        app: app.clone(),
+                        result,
+                        late: false,
+                    });
+                    // The blocking write cannot be cancelled: wait for it
+                    // before the next write of the app may start, so an
+                    // older state's rename never lands after a newer one.
+                    joined_result(work.await, path)
                 }
+            };
+            addr.do_send(WriteSettled {
+                app,
+                result: late,
+                late: true,
             });
-        }));
+        });
+    }
+}
+
+/// The end of a write of `app` (the write task -> the snapshot actor).
+/// `late`: the write ended after its deadline, which was reported as a
+/// failure already; only a write's end (deadline or not, `late` or on
+/// time) lets the app's next write start.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct WriteSettled {
+    app: String,
+    result: Result<(PathBuf, usize), SnapshotError>,
+    late: bool,
+}
+
+impl Handler<WriteSettled> for SnapshotActor {
+    type Result = ();
+    fn handle(&mut self, msg: WriteSettled, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            let WriteSettled { app, result, late } = msg;
+            let deadline_passed = matches!(result, Err(SnapshotError::Deadline { .. }));
+            match (result, late) {
+                (Ok((path, size)), false) => {
+                    EngineStats::bump(&act.stats.snapshot_written);
+                    tracing::debug!(app, path = %path.display(), size, "snapshot written");
+                }
+                (Err(error), false) => {
+                    EngineStats::bump(&act.stats.snapshot_write_failures);
+                    tracing::warn!(app, %error, kind = error.label(), "snapshot not written");
+                }
+                (Ok((path, size)), true) => {
+                    tracing::debug!(app, path = %path.display(), size,
+                        "snapshot write past its deadline ended");
+                }
+                (Err(error), true) => {
+                    tracing::debug!(app, %error, "snapshot write past its deadline failed");
+                }
+            }
+            if deadline_passed && !late {
+                // Still under way on the blocking pool: the app stays
+                // marked writing until the late end arrives.
+                return;
+            }
+            match act.writing.remove(&app).flatten() {
+                Some(next) if !act.terminated => act.start_write(next, ctx),
+                _ => {}
+            }
+        });
+    }
+}
+
+/// A blocking task's end as a snapshot result (a panic is an io error).
+fn joined_result<T>(
+    joined: Result<Result<T, SnapshotError>, tokio::task::JoinError>,
+    path: String,
+) -> Result<T, SnapshotError> {
+    match joined {
+        Ok(result) => result,
+        Err(join) => Err(SnapshotError::Io {
+            path,
+            source: std::io::Error::other(join.to_string()),
+        }),
     }
 }
 
@@ -127,11 +215,7 @@ async fn bounded<T: Send + 'static>(
     path: String,
 ) -> Result<T, SnapshotError> {
     match tokio::time::timeout(deadline, work).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(join)) => Err(SnapshotError::Io {
-            path,
-            source: std::io::Error::other(join.to_string()),
-        }),
+        Ok(joined) => joined_result(joined, path),
         Err(_) => Err(SnapshotError::Deadline { path, deadline }),
     }
 }
@@ -143,8 +227,9 @@ impl Actor for SnapshotActor {
 impl Supervised for SnapshotActor {
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        // The writes' futures are gone; the next states come again.
-        self.writing.clear();
+        // The writes under way keep their mark: their ends arrive as
+        // messages (the write tasks are not the context's), and only then
+        // may the app's next write start.
     }
 }
 

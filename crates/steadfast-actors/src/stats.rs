@@ -62,6 +62,7 @@ pub struct EngineStats {
     pub(crate) snapshot_write_failures: AtomicU64,
     pub(crate) mapping_write_failures: AtomicU64,
     pub(crate) mapping_read_failures: AtomicU64,
+    pub(crate) mapping_attach_failures: AtomicU64,
     pub(crate) registrar_retries: AtomicU64,
     pub(crate) session_losses: AtomicU64,
     pub(crate) unregister_failures: AtomicU64,
@@ -191,6 +192,9 @@ pub struct StatsSnapshot {
     /// Interface mapping watch failures: failed opens, `Err` items (the
     /// stream is kept) and ended streams (re-watched).
     pub mapping_read_failures: u64,
+    /// Apps of a followed mapping that could not be attached (no resolver
+    /// could be had); each is retried at the interface's next mapping event.
+    pub mapping_attach_failures: u64,
     /// Registrar retries armed after a failed register or unregister.
     pub registrar_retries: u64,
     /// Registry session losses seen (each re-registers and re-subscribes
@@ -256,6 +260,7 @@ impl EngineStats {
             snapshot_write_failures: u(&self.snapshot_write_failures),
             mapping_write_failures: u(&self.mapping_write_failures),
             mapping_read_failures: u(&self.mapping_read_failures),
+            mapping_attach_failures: u(&self.mapping_attach_failures),
             registrar_retries: u(&self.registrar_retries),
             session_losses: u(&self.session_losses),
             unregister_failures: u(&self.unregister_failures),

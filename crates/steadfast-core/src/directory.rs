@@ -341,7 +341,7 @@ impl DirectoryMachine {
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
-        view.snapshot = update.snapshot.as_deref().copied();
+        view.snapshot = update.snapshot.as_deref().cloned();
         (Applied::Yes, Some(self.republish()))
     }
 

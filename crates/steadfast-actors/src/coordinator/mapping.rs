@@ -20,6 +20,7 @@ use crate::error::EngineError;
 use crate::mapping_actor::{MappingActor, MappingChanged, MappingParts};
 use crate::messages::Shutdown;
 use crate::registrar_actor::MapIntent;
+use crate::stats::EngineStats;
 
 /// One interface's followed mapping.
 struct Followed {
@@ -38,6 +39,31 @@ struct Followed {
 pub(crate) struct Follows {
     interfaces: HashMap<String, Followed>,
     attached: HashMap<Reference, BTreeSet<String>>,
+}
+
+/// The apps a follower still has to attach: those the mapping lists that
+/// are not attached yet (a failed attach is not recorded, so it is here
+/// again at the next mapping event).
+fn to_attach(listed: &BTreeSet<String>, attached: Option<&BTreeSet<String>>) -> Vec<String> {
+    match attached {
+        Some(a) => listed.difference(a).cloned().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Runs `attach` for every app, each failure on its own: the failed app is
+/// returned with its error and the remaining apps are still attached.
+fn attach_each(
+    apps: &[String],
+    mut attach: impl FnMut(&str) -> Result<(), EngineError>,
+) -> Vec<(String, EngineError)> {
+    let mut failed = Vec::new();
+    for app in apps {
+        if let Err(e) = attach(app) {
+            failed.push((app.clone(), e));
+        }
+    }
+    failed
 }
 
 impl Coordinator {
@@ -80,13 +106,25 @@ impl Coordinator {
         f.refs += 1;
         let (apps, pending) = (f.apps.clone(), f.pending.clone());
         self.follows.attached.entry(reference.clone()).or_default();
-        for app in &apps {
-            self.attach_mapped(reference, app)?;
-        }
+        self.attach_listed(reference, &apps);
         if let Some(d) = self.directories.get(reference) {
             d.counted.addr.do_send(MappingPending(pending));
         }
         Ok(())
+    }
+
+    /// Attaches the directory of `reference` to every app of `listed` it is
+    /// not attached to yet; a failure is logged and counted, the app stays
+    /// unattached (retried at the next mapping event), and the other apps
+    /// are attached all the same.
+    fn attach_listed(&mut self, reference: &Reference, listed: &BTreeSet<String>) {
+        let todo = to_attach(listed, self.follows.attached.get(reference));
+        let failed = attach_each(&todo, |app| self.attach_mapped(reference, app));
+        for (app, error) in failed {
+            EngineStats::bump(&self.stats.mapping_attach_failures);
+            tracing::warn!(%app, interface = %reference.interface, %error,
+                "mapped app not attached; retried at the next mapping event");
+        }
     }
 
     /// The directory of `reference` (following a mapping) goes away: its
@@ -181,18 +219,19 @@ impl Coordinator {
         self.release_resolver(app);
     }
 
-    fn mapping_changed(&mut self, msg: MappingChanged) -> Result<(), EngineError> {
+    fn mapping_changed(&mut self, msg: MappingChanged) {
         if self.shut_down {
-            return Ok(());
+            return;
         }
         let Some(f) = self.follows.interfaces.get_mut(&msg.interface) else {
-            return Ok(());
+            return;
         };
         for app in &msg.removed {
             f.apps.remove(app);
         }
         f.apps.extend(msg.added.iter().cloned());
         f.pending = msg.pending.clone();
+        let listed = f.apps.clone();
         let followers: Vec<Reference> = self
             .follows
             .attached
@@ -204,24 +243,50 @@ impl Coordinator {
             for app in &msg.removed {
                 self.detach_mapped(reference, app);
             }
-            for app in &msg.added {
-                self.attach_mapped(reference, app)?;
-            }
+            // Every listed app not attached yet, not only the added ones:
+            // an attach that failed before is retried now.
+            self.attach_listed(reference, &listed);
             if let Some(d) = self.directories.get(reference) {
                 d.counted.addr.do_send(MappingPending(msg.pending.clone()));
             }
         }
-        Ok(())
     }
 }
 
 impl Handler<MappingChanged> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: MappingChanged, ctx: &mut Self::Context) {
-        self.contained(ctx, |act, _| {
-            if let Err(e) = act.mapping_changed(msg) {
-                tracing::warn!(error = %e, "interface mapping change not applied");
+        self.contained(ctx, |act, _| act.mapping_changed(msg));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(apps: &[&str]) -> BTreeSet<String> {
+        apps.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn one_failed_attach_does_not_skip_the_others_and_is_retried_later() {
+        let listed = set(&["a", "b", "c"]);
+        let mut attached = BTreeSet::new();
+        let todo = to_attach(&listed, Some(&attached));
+        let failed = attach_each(&todo, |app| {
+            if app == "a" {
+                return Err(EngineError::ShutDown);
             }
+            attached.insert(app.to_string());
+            Ok(())
         });
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].0, "a");
+        // The apps after the failed one are attached all the same.
+        assert_eq!(attached, set(&["b", "c"]));
+        // The next mapping event (even one adding nothing) retries "a" only.
+        assert_eq!(to_attach(&listed, Some(&attached)), vec!["a".to_string()]);
+        // A reference not following the mapping attaches nothing.
+        assert!(to_attach(&listed, None).is_empty());
     }
 }

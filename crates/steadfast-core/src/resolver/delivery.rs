@@ -54,18 +54,20 @@ impl ResolverMachine {
     }
 
     /// The registry subscription of the app keeps failing (`Some`) or
-    /// answered (`None`). Until the first state arrives, updates say
-    /// `Pending` with this failure instead of simply waiting.
+    /// answered (`None`). Until the first registry state arrives, updates
+    /// say `Pending` with this failure instead of simply waiting, or, while
+    /// a disk snapshot is served, carry it in their snapshot origin.
     pub fn set_subscribe_failure(&mut self, failure: Option<crate::pending::RegistryFailure>) {
         if self.subscribe_failure != failure && !self.closed {
             self.subscribe_failure = failure;
-            if !self.has_state {
+            if !self.has_state || self.is_seeded() {
                 self.dirty = true;
             }
         }
     }
 
-    /// The subscribe failure the updates report while no state arrived.
+    /// The subscribe failure the updates report while no registry state
+    /// arrived.
     pub fn subscribe_failure(&self) -> Option<&crate::pending::RegistryFailure> {
         self.subscribe_failure.as_ref()
     }

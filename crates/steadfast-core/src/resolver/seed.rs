@@ -65,6 +65,7 @@ impl ResolverMachine {
         Some(SnapshotOrigin {
             written_at_ms: s.written_at_ms,
             age: s.age.saturating_add(since),
+            subscribe: self.subscribe_failure.clone(),
         })
     }
 
@@ -212,6 +213,34 @@ mod tests {
         assert!(u.snapshot.is_none() && !r.is_seeded());
         // Now authoritative; worthy once every revision resolves.
         assert!(!r.snapshot_worthy());
+    }
+
+    #[test]
+    fn a_failing_subscription_is_carried_while_a_snapshot_is_served() {
+        let t0 = Instant::now();
+        let m1 = meta(20000);
+        let mut r = machine(t0);
+        r.seed_from_snapshot(snap(&m1, &[1]), Duration::ZERO, t0)
+            .expect("applied");
+        r.take_updates();
+        let failing = |attempts| crate::RegistryFailure {
+            since: t0,
+            attempts,
+            last_error: crate::RegistryError::Timeout,
+        };
+        for attempts in [1, 2] {
+            r.set_subscribe_failure(Some(failing(attempts)));
+            r.tick(t0);
+            let u = r.take_updates().pop().expect("the failure is published");
+            assert_eq!(u.state, UpdateState::Resolved);
+            let origin = u.snapshot.expect("still the snapshot's");
+            assert_eq!(origin.subscribe, Some(failing(attempts)));
+        }
+        // The live state replaces the snapshot, and the failure with it.
+        r.set_subscribe_failure(None);
+        r.on_snapshot(3, Arc::new(vec![inst(&m1, 1)]), t0);
+        let u = r.take_updates().pop().expect("an update");
+        assert!(u.snapshot.is_none());
     }
 
     #[test]

@@ -17,6 +17,16 @@ pub enum WriteDecision {
     Wait,
 }
 
+/// When the next write may happen.
+enum Due {
+    /// Nothing written yet: at once.
+    Now,
+    /// Once this instant is reached.
+    At(Instant),
+    /// Never (the interval overflows the clock).
+    Never,
+}
+
 /// The write schedule of one app's snapshot.
 #[derive(Clone, Debug)]
 pub struct WriteSchedule {
@@ -52,11 +62,13 @@ impl WriteSchedule {
             return WriteDecision::Wait;
         }
         match self.due() {
-            Some(due) if due > now => {
+            Due::Now => self.written(now),
+            Due::At(due) if due > now => {
                 self.armed = true;
                 WriteDecision::ArmTimer(due.saturating_duration_since(now))
             }
-            _ => self.written(now),
+            Due::At(_) => self.written(now),
+            Due::Never => WriteDecision::Wait,
         }
     }
 
@@ -82,10 +94,12 @@ impl WriteSchedule {
         self.pending
     }
 
-    fn due(&self) -> Option<Instant> {
+    fn due(&self) -> Due {
+        let Some(last) = self.last_write else {
+            return Due::Now;
+        };
         // An interval that overflows the clock: never due again.
-        let last = self.last_write?;
-        Some(last.checked_add(self.interval).unwrap_or(last))
+        last.checked_add(self.interval).map_or(Due::Never, Due::At)
     }
 
     fn written(&mut self, now: Instant) -> WriteDecision {

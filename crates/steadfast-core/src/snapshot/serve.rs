@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::SnapshotError;
 use crate::freshness::{Freshness, Source};
+use crate::pending::RegistryFailure;
 
 /// The age of a snapshot written at `written_at_ms` (Unix ms) at `now_ms`,
 /// if it is at most `max_age` old; [`SnapshotError::TooOld`] otherwise. A
@@ -23,12 +24,15 @@ pub fn check_age(
 }
 
 /// Where an update's URLs came from when they came from a disk snapshot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotOrigin {
     /// When the snapshot was written (Unix ms).
     pub written_at_ms: u64,
     /// Its age when the update was built.
     pub age: Duration,
+    /// The app's registry subscription keeps failing (`Some`, with its
+    /// attempts and latest error) while the snapshot is served.
+    pub subscribe: Option<RegistryFailure>,
 }
 
 /// Part of a ready directory's status: some of its endpoints come from a
@@ -41,6 +45,9 @@ pub struct ServedFromSnapshot {
     pub freshness: Freshness,
     /// Always [`Source::Snapshot`].
     pub source: Source,
+    /// A subscription of one of those apps keeps failing (the one with the
+    /// most attempts): why the registry has not answered yet.
+    pub subscribe: Option<RegistryFailure>,
 }
 
 impl ServedFromSnapshot {
@@ -61,6 +68,10 @@ impl fmt::Display for ServedFromSnapshot {
             self.source,
             self.apps.join(","),
             self.freshness
-        )
+        )?;
+        match &self.subscribe {
+            Some(failure) => write!(f, "; subscribe {failure}"),
+            None => Ok(()),
+        }
     }
 }

@@ -158,6 +158,17 @@ fn the_first_good_state_is_written_at_once_and_a_burst_once_per_interval() {
 }
 
 #[test]
+fn an_interval_overflowing_the_clock_is_never_due_again() {
+    let t0 = Instant::now();
+    let mut s = WriteSchedule::new(Duration::MAX);
+    assert_eq!(s.on_state(true, t0), WriteDecision::Write, "the first one");
+    let later = t0 + Duration::from_secs(3600);
+    assert_eq!(s.on_state(true, later), WriteDecision::Wait, "never due");
+    assert_eq!(s.on_state(true, later), WriteDecision::Wait, "nor armed");
+    assert!(s.is_pending());
+}
+
+#[test]
 fn file_names_are_safe_and_distinct() {
     let a = file_name("greeter");
     assert!(a.starts_with("greeter-") && a.ends_with(".snap"));
