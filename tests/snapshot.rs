@@ -38,6 +38,12 @@ impl TempDir {
     fn file(&self) -> PathBuf {
         self.0.join(file_name(APP))
     }
+
+    /// Writes `snapshot` as the app's file, encoded as the engine would.
+    fn write(&self, snapshot: &AppSnapshot) {
+        let bytes = encode(snapshot, DEFAULT_MAX_BYTES).unwrap();
+        std::fs::write(self.file(), bytes).unwrap();
+    }
 }
 
 impl Drop for TempDir {
@@ -146,12 +152,7 @@ async fn a_burst_of_changes_writes_once_per_interval() {
 async fn at_a_cold_start_with_the_registry_down_the_snapshot_is_served_stale_with_its_age() {
     let dir = TempDir::new("cold");
     let m1 = metadata(APP, 20000, "t1");
-    let bytes = encode(
-        &snapshot_of(&m1, &[8001, 8002], Duration::from_secs(60)),
-        DEFAULT_MAX_BYTES,
-    )
-    .unwrap();
-    std::fs::write(dir.file(), bytes).unwrap();
+    dir.write(&snapshot_of(&m1, &[8001, 8002], Duration::from_secs(60)));
     let fx = Fixture::start_with(|b| b.snapshot_dir(&dir.0));
     fx.registry.set_down(true);
     let d = fx.subscribe().await;
@@ -195,12 +196,7 @@ async fn at_a_cold_start_with_the_registry_down_the_snapshot_is_served_stale_wit
 async fn live_data_replaces_the_snapshot_entirely() {
     let dir = TempDir::new("live");
     let m1 = metadata(APP, 20000, "t1");
-    let bytes = encode(
-        &snapshot_of(&m1, &[8001, 8002], Duration::from_secs(5)),
-        DEFAULT_MAX_BYTES,
-    )
-    .unwrap();
-    std::fs::write(dir.file(), bytes).unwrap();
+    dir.write(&snapshot_of(&m1, &[8001, 8002], Duration::from_secs(5)));
     let fx = Fixture::start_with(|b| b.snapshot_dir(&dir.0));
     fx.fetcher.serve(m1.clone());
     // The registry holds 8001 and 8003; 8002 is only in the snapshot.
@@ -248,12 +244,7 @@ fn subscribe_failure(v: &DirectoryView) -> Option<&steadfast::core::RegistryFail
 async fn a_snapshot_served_while_the_subscribe_fails_names_the_failure_until_live() {
     let dir = TempDir::new("subscribe-failing");
     let m1 = metadata(APP, 20000, "t1");
-    let bytes = encode(
-        &snapshot_of(&m1, &[8001, 8002], Duration::from_secs(5)),
-        DEFAULT_MAX_BYTES,
-    )
-    .unwrap();
-    std::fs::write(dir.file(), bytes).unwrap();
+    dir.write(&snapshot_of(&m1, &[8001, 8002], Duration::from_secs(5)));
     let fx = Fixture::start_with(|b| b.snapshot_dir(&dir.0));
     fx.fetcher.serve(m1.clone());
     fx.registry.put(instance(&m1, 8003));
