@@ -139,6 +139,11 @@ fn statuses(rng: &mut StdRng) -> Vec<DirectoryStatus> {
                     last_error: RegistryError::Unavailable(odd_string(rng)),
                 }),
             }),
+            mapping: Some(steadfast::core::RegistryFailure {
+                since: Instant::now(),
+                attempts: rng.gen(),
+                last_error: RegistryError::Panicked(odd_string(rng)),
+            }),
         },
         DirectoryStatus::Empty(EmptyReason::NotServing(NotServing {
             unhealthy: usize::MAX,

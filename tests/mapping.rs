@@ -166,9 +166,32 @@ async fn known_apps_survive_a_broken_mapping_watch_which_is_watched_again() {
     advance(Duration::from_secs(4)).await;
     let v = dir.view().await.unwrap();
     assert_eq!(ports(&v), vec![9100], "apps known stay attached");
+    // Served, and the status says the mapping read is failing.
+    match &v.status {
+        steadfast::DirectoryStatus::Ready {
+            mapping: Some(f), ..
+        } => assert!(f.attempts >= 1, "{f:?}"),
+        other => panic!("ready and naming the failing mapping read: {other:?}"),
+    }
+    assert!(
+        v.status
+            .to_string()
+            .contains("interface mapping read failing"),
+        "{}",
+        v.status
+    );
     fx.registry.set_down(false);
     fx.registry.put_mapping(IFACE, "late");
     advance(Duration::from_secs(10)).await;
+    let v = dir.view().await.unwrap();
+    assert!(
+        matches!(
+            v.status,
+            steadfast::DirectoryStatus::Ready { mapping: None, .. }
+        ),
+        "healthy again: {}",
+        v.status
+    );
     assert!(fx.registry.mapping_watch_calls() >= 3);
     assert_eq!(
         fx.registry.mapping_watcher_count(IFACE),

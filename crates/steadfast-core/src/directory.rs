@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
-use crate::pending::Pending;
+use crate::pending::{Pending, RegistryFailure};
 use crate::snapshot::{ServedFromSnapshot, SnapshotOrigin};
 use crate::update::{
     DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
@@ -58,6 +58,9 @@ pub enum DirectoryStatus {
         /// Apps whose instances removed in a mass expiry right after a
         /// registry recovery are still served for a bounded grace.
         held: Vec<(String, HeldInstances)>,
+        /// A reference following its interface -> app mapping whose mapping
+        /// read is failing: the apps last known keep being served.
+        mapping: Option<RegistryFailure>,
         /// Set while endpoints of some apps come from a disk snapshot (the
         /// registry has not delivered their state yet): which apps, and
         /// `Freshness::Stale { age }` with `Source::Snapshot`.
@@ -121,6 +124,7 @@ impl fmt::Display for DirectoryStatus {
                 stale_since,
                 held,
                 snapshot,
+                mapping,
             } => {
                 let word = if degraded.is_empty() {
                     "ready"
@@ -143,6 +147,12 @@ impl fmt::Display for DirectoryStatus {
                         "; holding {} instance(s) of {app} removed in a mass expiry after a \
                          registry recovery, for at most {:?} while they re-register",
                         h.count, h.grace
+                    )?;
+                }
+                if let Some(m) = mapping {
+                    write!(
+                        f,
+                        "; interface mapping read {m}; serving the apps last known"
                     )?;
                 }
                 write!(f, ")")
@@ -430,6 +440,7 @@ impl DirectoryMachine {
                 degraded,
                 held,
                 snapshot: self.served_from_snapshot(),
+                mapping: self.mapping_failure(),
             };
         }
         if let Some(status) = self.mapping_status() {

@@ -299,10 +299,12 @@ impl MappingMachine {
 
     /// What the directory must say while no app is known: `Some` until the
     /// mapping has been read, and while its read fails (naming the failing
-    /// read with its last error); `None` once apps are known, or when the
-    /// last read, healthy, listed none (a truthful "no app").
+    /// read with its last error, also while apps are known: the directory
+    /// keeps serving them and says the mapping is failing); `None` when the
+    /// mapping is healthy (apps known, or a truthful "no app").
     pub fn pending(&self) -> Option<Pending> {
-        if !self.apps.is_empty() || (self.answered && self.failure.is_none()) {
+        let healthy = self.failure.is_none() && (self.answered || !self.apps.is_empty());
+        if healthy {
             return None;
         }
         Some(Pending {

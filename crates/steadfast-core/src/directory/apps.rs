@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::{DirectoryMachine, DirectoryStatus, EmptyReason};
 use crate::endpoint_set::DirectorySnapshot;
-use crate::pending::Pending;
+use crate::pending::{Pending, RegistryFailure};
 
 /// What a mapping-following directory knows of its mapping.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -72,6 +72,12 @@ impl DirectoryMachine {
         }
         view.pending = pending;
         Some(self.republish())
+    }
+
+    /// The failing mapping read of a mapping-following directory, shown
+    /// while its apps last known are served.
+    pub(super) fn mapping_failure(&self) -> Option<RegistryFailure> {
+        self.mapping.as_ref()?.pending.as_ref()?.mapping.clone()
     }
 
     /// The status while a mapping-following directory has no app.

@@ -156,6 +156,7 @@ fn patches_apply_on_exactly_their_base() {
             degraded: vec![],
             held: vec![],
             snapshot: None,
+            mapping: None,
         }
     );
 }

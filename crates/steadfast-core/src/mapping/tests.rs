@@ -115,7 +115,11 @@ fn err_items_keep_the_stream_and_the_apps_an_end_reopens() {
         "unhealthy: no reopen, no removal"
     );
     assert_eq!(m.apps().collect::<Vec<_>>(), vec!["a"]);
-    assert_eq!(m.pending(), None, "apps are known");
+    // The apps are kept and served; the status still names the failing
+    // read (it used to hide it once apps were known).
+    let failing = m.pending().and_then(|p| p.mapping).expect("named");
+    assert_eq!(failing.last_error, down());
+    assert_eq!(Some(&failing), m.failure());
     assert_eq!(
         m.on_item(w, set(2, &["a"]), t0),
         vec![MappingAction::StatusChanged],
