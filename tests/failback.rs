@@ -243,6 +243,8 @@ async fn after_a_session_loss_every_registration_and_subscription_is_restored() 
 struct Recording {
     inner: MemoryRegistry,
     calls: Arc<Mutex<Vec<Instant>>>,
+    /// When each watch call was made.
+    watches: Arc<Mutex<Vec<Instant>>>,
 }
 
 impl Registry for Recording {
@@ -250,6 +252,7 @@ impl Registry for Recording {
         self.inner.list(app)
     }
     fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        self.watches.lock().unwrap().push(Instant::now());
         self.inner.watch(app)
     }
     fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
@@ -288,6 +291,7 @@ fn recording_engine() -> (steadfast::Engine, Recording) {
     let reg = Recording {
         inner: MemoryRegistry::new(),
         calls: Arc::default(),
+        watches: Arc::default(),
     };
     let engine = steadfast::Engine::builder()
         .registry(reg.clone())
@@ -483,4 +487,53 @@ async fn shutdown_unregisters_what_engine_register_registered() {
         calls,
         "nothing after shutdown"
     );
+}
+
+#[actix_rt::test]
+async fn a_session_loss_reopens_every_watch_spread_over_the_window_each_with_a_full_read() {
+    let (engine, reg) = recording_engine();
+    let apps: Vec<String> = (0..300).map(|i| format!("app-{i}")).collect();
+    let mut dirs = Vec::new();
+    for app in &apps {
+        let r = steadfast::Reference::new("demo.Greeter", "tri", [app.clone()]);
+        dirs.push(engine.subscribe(r).await.unwrap());
+    }
+    settle().await;
+    assert_eq!(reg.watches.lock().unwrap().len(), 300, "one watch per app");
+    let t0 = Instant::now();
+    reg.inner.lose_session();
+    // Put while the session is gone: only a full re-read brings it.
+    reg.inner
+        .put(ServiceInstance::new("app-7", "127.0.0.1", 9007));
+    advance(Duration::from_secs(6)).await;
+    let opens = window(
+        &reg.watches.lock().unwrap()[300..],
+        t0,
+        Duration::ZERO,
+        Duration::from_secs(6),
+    );
+    assert_eq!(opens.len(), 300, "each watch re-opened once");
+    let per_second: Vec<usize> = (0..5)
+        .map(|s| opens.iter().filter(|m| **m / 1000 == s).count())
+        .collect();
+    let peak10 = peak(&opens, 10);
+    eprintln!(
+        "session loss: 300 watches re-opened per second of the 5 s window {per_second:?}, \
+         at most {peak10} in any 10 ms"
+    );
+    assert!(
+        per_second.iter().all(|n| (30..=90).contains(n)),
+        "{per_second:?}"
+    );
+    assert!(peak10 <= 8, "{peak10}");
+    for app in &apps {
+        assert_eq!(reg.inner.watcher_count(app), 1, "{app} watched again, once");
+    }
+    assert_eq!(
+        engine.instances("app-7").await.unwrap().instances.len(),
+        1,
+        "the full re-read brought what changed while the session was gone"
+    );
+    drop(dirs);
+    engine.shutdown().await;
 }
