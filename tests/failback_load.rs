@@ -127,7 +127,7 @@ async fn a_session_loss_of_a_thousand_keys_reregisters_spread_over_the_window() 
     let n0 = reg.calls.lock().unwrap().len();
     reg.inner.lose_session();
     advance(Duration::from_secs(6)).await;
-    let calls = reg.calls.lock().unwrap()[n0..].to_vec();
+    let calls: Vec<Instant> = reg.calls.lock().unwrap().iter().skip(n0).copied().collect();
     let again = window(&calls, t0, Duration::ZERO, Duration::from_secs(6));
     assert_eq!(again.len(), 1000, "each key once");
     assert_eq!(reg.inner.instances(APP).len(), 1000, "all restored");
@@ -263,7 +263,13 @@ async fn a_session_loss_reopens_every_watch_spread_over_the_window_each_with_a_f
         .put(ServiceInstance::new("app-7", "127.0.0.1", 9007));
     advance(Duration::from_secs(6)).await;
     let opens = window(
-        &reg.watches.lock().unwrap()[300..],
+        &reg.watches
+            .lock()
+            .unwrap()
+            .iter()
+            .skip(300)
+            .copied()
+            .collect::<Vec<_>>(),
         t0,
         Duration::ZERO,
         Duration::from_secs(6),

@@ -56,12 +56,18 @@ fn a_snapshot_round_trips() {
 fn each_kind_of_bad_file_is_named() {
     let bytes = encode(&sample("greeter", 2), MAX).unwrap();
     let err = |b: &[u8]| decode(b, "greeter", MAX).unwrap_err();
-    assert!(matches!(err(&bytes[..30]), SnapshotError::Truncated { .. }));
     assert!(matches!(
-        err(&bytes[..bytes.len() - 1]),
+        err(bytes.get(..30).unwrap()),
         SnapshotError::Truncated { .. }
     ));
-    assert!(matches!(err(&bytes[..3]), SnapshotError::Truncated { .. }));
+    assert!(matches!(
+        err(bytes.split_last().unwrap().1),
+        SnapshotError::Truncated { .. }
+    ));
+    assert!(matches!(
+        err(bytes.get(..3).unwrap()),
+        SnapshotError::Truncated { .. }
+    ));
     assert!(matches!(err(b""), SnapshotError::Truncated { .. }));
     assert!(matches!(err(b"{\"app\":1}"), SnapshotError::Foreign { .. }));
     let mut flipped = bytes.clone();
@@ -89,7 +95,9 @@ fn each_kind_of_bad_file_is_named() {
     ));
     // A header announcing more than the bound is refused before anything.
     let mut huge = bytes.clone();
-    huge[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+    for (b, v) in huge.iter_mut().skip(12).zip(u64::MAX.to_le_bytes()) {
+        *b = v;
+    }
     assert!(matches!(err(&huge), SnapshotError::TooLarge { .. }));
 }
 
