@@ -23,7 +23,7 @@ use steadfast_core::{
 };
 
 use crate::contain::Contain;
-use crate::messages::{AbandonMetadata, FetchMetadata, ForceRestart, MetadataFetched, Shutdown};
+use crate::messages::{AbandonMetadata, FetchMetadata, MetadataFetched, Shutdown};
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 
@@ -371,13 +371,6 @@ impl Handler<Shutdown> for CacheActor {
             }
         }
         self.cache.drain_flights();
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for CacheActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

@@ -154,7 +154,7 @@ pub(crate) fn registry_call<T: Send + 'static>(
 
 /// Makes an actor with `stats: Arc<EngineStats>` and `containment:
 /// Containment` fields [`Contain`]ed under `name`, and lets it take
-/// [`DrillPanic`].
+/// [`DrillPanic`] and `ForceRestart` (a crash-restart under its supervisor).
 macro_rules! contained_actor {
     ($actor:ty, $name:literal) => {
         impl $crate::contain::Contain for $actor {
@@ -171,6 +171,15 @@ macro_rules! contained_actor {
             type Result = ();
             fn handle(&mut self, _: $crate::contain::DrillPanic, _: &mut Self::Context) {
                 self.containment.arm_drill();
+            }
+        }
+
+        /// A forced crash-restart (tests, drills): stop, and the supervisor
+        /// restarts the actor.
+        impl ::actix::Handler<$crate::messages::ForceRestart> for $actor {
+            type Result = ();
+            fn handle(&mut self, _: $crate::messages::ForceRestart, ctx: &mut Self::Context) {
+                ::actix::ActorContext::stop(ctx);
             }
         }
     };

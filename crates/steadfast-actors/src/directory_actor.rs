@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
-use crate::messages::{ApplyUpdate, Attach, Detach, EndpointClosing, ForceRestart, Shutdown};
+use crate::messages::{ApplyUpdate, Attach, Detach, EndpointClosing, Shutdown};
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
@@ -298,13 +298,6 @@ impl Handler<Shutdown> for DirectoryActor {
                 directory: self.id,
             });
         }
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for DirectoryActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

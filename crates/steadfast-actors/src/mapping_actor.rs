@@ -20,7 +20,7 @@ use steadfast_core::{
 
 use crate::contain::{registry_call, Contain};
 use crate::coordinator::Coordinator;
-use crate::messages::{ForceRestart, Shutdown};
+use crate::messages::Shutdown;
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
 
@@ -242,13 +242,6 @@ impl Handler<Shutdown> for MappingActor {
         // Nothing to tell: the coordinator already let go of the interface.
         drop(self.machine.close());
         self.watch = None;
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for MappingActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

@@ -29,7 +29,7 @@ use steadfast_core::{
 use tokio::sync::oneshot;
 
 use crate::contain::{registry_call, Contain};
-use crate::messages::{ForceRestart, SessionLost, Shutdown};
+use crate::messages::{SessionLost, Shutdown};
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
@@ -415,13 +415,6 @@ impl Handler<Shutdown> for RegistrarActor {
             ctx.cancel_future(h);
         }
         self.waiters.clear();
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for RegistrarActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

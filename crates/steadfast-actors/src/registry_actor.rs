@@ -26,7 +26,7 @@ use steadfast_core::{
 
 use crate::contain::{registry_call, Contain};
 use crate::messages::{
-    ForceRestart, InstancesChanged, RegistryHealth, SessionLost, Shutdown, UnwatchApp, WatchApp,
+    InstancesChanged, RegistryHealth, SessionLost, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
@@ -467,13 +467,6 @@ impl Handler<SessionLost> for RegistryActor {
             let actions = act.machine.session_lost(timer::now());
             act.perform(actions, ctx);
         });
-    }
-}
-
-impl Handler<ForceRestart> for RegistryActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
-        ctx.stop();
     }
 }
 

@@ -16,8 +16,8 @@ use crate::cache_actor::CacheActor;
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
 use crate::messages::{
-    AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, ForceRestart, InstancesChanged,
-    MetadataFetched, RegistryHealth, RetryNow, Shutdown, UnwatchApp, WatchApp,
+    AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, InstancesChanged, MetadataFetched,
+    RegistryHealth, RetryNow, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -369,13 +369,6 @@ impl Handler<Shutdown> for ResolverActor {
                 id: self.id,
             });
         }
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for ResolverActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }

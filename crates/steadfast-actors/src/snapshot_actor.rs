@@ -24,7 +24,7 @@ use actix::WeakRecipient;
 use steadfast_core::snapshot::{check_age, decode, encode, AppSnapshot, SnapshotError};
 
 use crate::contain::Contain;
-use crate::messages::{ForceRestart, Shutdown};
+use crate::messages::Shutdown;
 use crate::snapshot_config::SnapshotConfig;
 use crate::stats::{EngineStats, Live, LiveGuard};
 
@@ -301,13 +301,6 @@ impl Handler<Shutdown> for SnapshotActor {
     fn handle(&mut self, _: Shutdown, ctx: &mut Self::Context) {
         // Writes under way finish on the blocking pool (each is atomic).
         self.terminated = true;
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for SnapshotActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }
