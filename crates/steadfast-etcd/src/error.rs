@@ -112,6 +112,18 @@ impl GatewayError {
     }
 }
 
+/// Runs a gateway operation under `limit` as a registry call: its error
+/// mapped to a [`RegistryError`], running out a [`RegistryError::Timeout`].
+pub(crate) async fn registry_op<T>(
+    limit: std::time::Duration,
+    op: impl std::future::Future<Output = Result<T, GatewayError>>,
+) -> Result<T, RegistryError> {
+    match tokio::time::timeout(limit, op).await {
+        Ok(r) => r.map_err(RegistryError::from),
+        Err(_) => Err(RegistryError::Timeout),
+    }
+}
+
 impl From<GatewayError> for RegistryError {
     fn from(e: GatewayError) -> Self {
         match e {

@@ -39,7 +39,7 @@ use futures::stream::{self, StreamExt};
 use steadfast_core::{MappingEvent, MappingStream, RegistryError, Version};
 
 use crate::config::EtcdConfig;
-use crate::error::GatewayError;
+use crate::error::registry_op;
 use crate::gateway::EtcdClient;
 use crate::records::KeyLayout;
 use crate::wire::{EventType, RangeResponse, WatchResponse};
@@ -198,17 +198,6 @@ impl MappingView {
     }
 }
 
-/// `op` under `limit`; running out is a timeout.
-async fn bounded<T>(
-    limit: Duration,
-    op: impl std::future::Future<Output = Result<T, GatewayError>>,
-) -> Result<T, RegistryError> {
-    match tokio::time::timeout(limit, op).await {
-        Ok(r) => r.map_err(RegistryError::from),
-        Err(_) => Err(RegistryError::Timeout),
-    }
-}
-
 /// Writes the key that maps `app` to `interface` (no lease).
 pub(crate) async fn register(
     client: &EtcdClient,
@@ -219,7 +208,7 @@ pub(crate) async fn register(
 ) -> Result<(), RegistryError> {
     check_mapping(interface, app)?;
     let key = layout.mapping_key(interface, app);
-    bounded(
+    registry_op(
         config.operation_timeout,
         client.put(key.as_bytes(), app.as_bytes(), 0),
     )
@@ -237,7 +226,7 @@ pub(crate) async fn unregister(
 ) -> Result<(), RegistryError> {
     check_mapping(interface, app)?;
     let key = layout.mapping_key(interface, app);
-    bounded(config.operation_timeout, client.delete(key.as_bytes()))
+    registry_op(config.operation_timeout, client.delete(key.as_bytes()))
         .await
         .map(drop)
 }
@@ -260,7 +249,7 @@ impl Session {
     /// Reads the whole set (under the request deadline), then opens the
     /// watch from one past the range's revision.
     async fn resync(&mut self) -> Result<bool, RegistryError> {
-        let range = bounded(
+        let range = registry_op(
             self.config.request_timeout,
             self.client.range_prefix(self.prefix.as_bytes()),
         )
@@ -270,7 +259,7 @@ impl Session {
             .config
             .watch_open_timeout
             .saturating_add(Duration::from_millis(100));
-        let (watch, endpoint) = bounded(
+        let (watch, endpoint) = registry_op(
             limit,
             self.client
                 .open_watch(self.prefix.as_bytes(), self.view.resume_from(), false),

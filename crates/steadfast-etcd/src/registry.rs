@@ -288,10 +288,7 @@ impl Inner {
     where
         F: Future<Output = Result<(), GatewayError>>,
     {
-        match tokio::time::timeout(self.config.operation_timeout, op).await {
-            Ok(r) => r.map_err(RegistryError::from),
-            Err(_) => Err(RegistryError::Timeout),
-        }
+        crate::error::registry_op(self.config.operation_timeout, op).await
     }
 
     async fn register(&self, instance: &ServiceInstance) -> Result<(), RegistryError> {
