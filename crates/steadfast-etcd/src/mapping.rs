@@ -198,37 +198,27 @@ impl MappingView {
     }
 }
 
-/// Writes the key that maps `app` to `interface` (no lease).
-pub(crate) async fn register(
+/// Writes (`mapped`) or deletes the key that maps `app` to `interface`
+/// (persistent: no lease), under `operation_timeout`.
+pub(crate) async fn set(
     client: &EtcdClient,
     layout: &KeyLayout,
     config: &EtcdConfig,
     interface: &str,
     app: &str,
+    mapped: bool,
 ) -> Result<(), RegistryError> {
     check_mapping(interface, app)?;
     let key = layout.mapping_key(interface, app);
-    registry_op(
-        config.operation_timeout,
-        client.put(key.as_bytes(), app.as_bytes(), 0),
-    )
-    .await
-    .map(drop)
-}
-
-/// Deletes the key that maps `app` to `interface`.
-pub(crate) async fn unregister(
-    client: &EtcdClient,
-    layout: &KeyLayout,
-    config: &EtcdConfig,
-    interface: &str,
-    app: &str,
-) -> Result<(), RegistryError> {
-    check_mapping(interface, app)?;
-    let key = layout.mapping_key(interface, app);
-    registry_op(config.operation_timeout, client.delete(key.as_bytes()))
-        .await
-        .map(drop)
+    let limit = config.operation_timeout;
+    if mapped {
+        let put = client.put(key.as_bytes(), app.as_bytes(), 0);
+        registry_op(limit, put).await.map(drop)
+    } else {
+        registry_op(limit, client.delete(key.as_bytes()))
+            .await
+            .map(drop)
+    }
 }
 
 /// One watch session's IO state.

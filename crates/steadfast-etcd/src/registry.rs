@@ -90,6 +90,21 @@ pub(crate) fn keeper_ctx(
 }
 
 impl EtcdRegistry {
+    /// Writes or deletes one mapping key (see `mapping::set`).
+    fn set_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+        mapped: bool,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
+        async move {
+            let (client, layout, config) = (&inner.client, &inner.layout, &inner.config);
+            crate::mapping::set(client, layout, config, &interface, &app, mapped).await
+        }
+        .boxed()
+    }
+
     /// A registry for `config` (validated). Does no IO.
     pub fn new(config: EtcdConfig) -> Result<Self, GatewayError> {
         config.validate()?;
@@ -349,18 +364,7 @@ impl Registry for EtcdRegistry {
         interface: &str,
         app: &str,
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
-        let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
-        async move {
-            crate::mapping::register(
-                &inner.client,
-                &inner.layout,
-                &inner.config,
-                &interface,
-                &app,
-            )
-            .await
-        }
-        .boxed()
+        self.set_mapping(interface, app, true)
     }
 
     /// Deletes `<prefix>/mapping/<interface>/<app>`, under
@@ -370,18 +374,7 @@ impl Registry for EtcdRegistry {
         interface: &str,
         app: &str,
     ) -> BoxFuture<'static, Result<(), RegistryError>> {
-        let (inner, interface, app) = (self.inner.clone(), interface.to_string(), app.to_string());
-        async move {
-            crate::mapping::unregister(
-                &inner.client,
-                &inner.layout,
-                &inner.config,
-                &interface,
-                &app,
-            )
-            .await
-        }
-        .boxed()
+        self.set_mapping(interface, app, false)
     }
 
     /// A mapping watch session (see `mapping.rs`): a range, then a watch
