@@ -73,7 +73,9 @@ impl ResolverActor {
     /// After a burst of inputs: `changed` says whether it changed what the
     /// directories see.
     pub(super) fn snapshot_after_flush(&mut self, changed: bool, ctx: &mut Context<Self>) {
-        if !changed || self.terminated {
+        // Without a snapshot directory there is nothing to decide: skip the
+        // worthiness scan on this per-burst path.
+        if !changed || self.terminated || self.snapshot.is_none() {
             return;
         }
         let good = self.machine.snapshot_worthy();
