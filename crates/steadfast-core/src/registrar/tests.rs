@@ -113,6 +113,25 @@ fn unregister_during_a_retry_wait_cancels_it_and_wins() {
 }
 
 #[test]
+fn register_during_an_unregister_retry_wait_cancels_it_and_wins() {
+    let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
+    let key = RegistrationKey::of(&inst(1));
+    let (c, _) = call(&m.register(inst(1)));
+    m.on_result(&key, c, Ok(()), t0, &mut rng);
+    let (c, op) = call(&m.unregister(inst(1)));
+    assert_eq!(op, RegistrarOp::Unregister(inst(1)));
+    let (t, _) = timer(&m.on_result(&key, c, down(), t0, &mut rng));
+    let out = m.register(inst(1));
+    assert!(out.contains(&RegistrarAction::CancelTimer { token: t }));
+    let (c, op) = call(&out);
+    assert_eq!(op, RegistrarOp::Register(inst(1)), "the latest intent");
+    assert!(m.on_timer(&key, t).is_empty(), "no unregister left pending");
+    m.on_result(&key, c, Ok(()), t0, &mut rng);
+    assert_eq!(m.state(&key), Some(RegistrationState::Registered));
+    assert_eq!(m.pending(), 0);
+}
+
+#[test]
 fn a_new_intent_waits_for_the_call_in_flight_then_issues_the_latest_once() {
     let (mut m, mut rng, t0) = (machine(0.0), StdRng::seed_from_u64(1), Instant::now());
     let key = RegistrationKey::of(&inst(1));
