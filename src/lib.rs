@@ -69,3 +69,16 @@ pub mod etcd {
 pub mod testkit {
     pub use steadfast_testkit::*;
 }
+
+/// The client pool: one client per endpoint address, idle reaping that
+/// never closes a client in use, draining of dropped endpoints.
+pub mod pool {
+    pub use steadfast_pool::*;
+}
+
+/// actix-web / reqwest integration (feature `http`, on by default):
+/// `Caller`, client factories, provider middleware and graceful shutdown.
+#[cfg(feature = "http")]
+pub mod web {
+    pub use steadfast_web::*;
+}

@@ -1,0 +1,1 @@
+//! The consumer side: [`Caller`](crate::caller) (see the crate docs).

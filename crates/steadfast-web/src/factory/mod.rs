@@ -1,0 +1,1 @@
+//! Client factories for the pool: reqwest, and awc behind the `awc` feature.

@@ -1,0 +1,1 @@
+//! The provider side: the in-flight middleware and the graceful shutdown helper.
