@@ -31,6 +31,7 @@ pub mod mapping;
 pub mod metadata_cache;
 pub mod model;
 pub mod pending;
+pub mod pool;
 pub mod probe;
 pub mod recover;
 pub mod registrar;

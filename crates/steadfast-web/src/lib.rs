@@ -16,3 +16,7 @@
 pub mod caller;
 pub mod factory;
 pub mod provider;
+
+#[cfg(feature = "awc")]
+pub use factory::{AwcClient, AwcConfig, AwcFactory};
+pub use factory::{ReqwestConfig, ReqwestFactory};
