@@ -62,8 +62,9 @@ impl<F: ClientFactory> Inner<F> {
     }
 
     /// Closes one client, bounded by the close timeout, panics contained;
-    /// a failure is logged and counted, never propagated.
-    pub(crate) async fn perform_close(&self, close: Close<Slot<F::Client>>) {
+    /// a failure is logged and counted, never propagated. Returns whether
+    /// the close succeeded.
+    pub(crate) async fn perform_close(&self, close: Close<Slot<F::Client>>) -> bool {
         if close.reason == CloseReason::Forced {
             close.client.closed.send_replace(true);
         }
@@ -77,6 +78,7 @@ impl<F: ClientFactory> Inner<F> {
         // Removal by identity: a duplicate's id was never installed, and an
         // old client's id never names a client rebuilt under its address.
         self.lock().close_finished(close.id, ok);
+        ok
     }
 
     async fn close_bounded(&self, client: F::Client) -> Result<(), String> {
