@@ -74,6 +74,31 @@ async fn draining_client_still_in_use_is_force_closed_at_the_drain_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn until_closed_cuts_a_call_at_the_forced_close() {
+    let factory = TestFactory::default();
+    let pool = pool(&factory);
+    let owner = pool.new_owner();
+    pool.sync_endpoints(owner, ["a:1".to_string(), "b:1".to_string()]);
+    let cut = pool.acquire("a:1").unwrap();
+    let quick = pool.acquire("b:1").unwrap();
+    pool.drop_owner(owner);
+    let start = tokio::time::Instant::now();
+    // A call that would run for an hour is cut at the 30 s drain timeout.
+    let err = cut
+        .until_closed(tokio::time::sleep(secs(3600)))
+        .await
+        .expect_err("cut by the forced close");
+    assert_eq!(err.address, "a:1");
+    assert_eq!(start.elapsed(), secs(30));
+    // Already closed: refused at once.
+    assert!(cut.until_closed(async {}).await.is_err());
+    // A client that is not closed runs its call to the end.
+    drop(quick);
+    let other = pool.acquire("c:1").unwrap();
+    assert_eq!(other.until_closed(async { 7 }).await, Ok(7));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_client_never_closed_never_resolves_closed() {
     let factory = TestFactory::default();
     let pool = pool(&factory);
