@@ -69,7 +69,10 @@ impl<F: ClientFactory> Inner<F> {
             close.client.closed.close();
         }
         let ok = match self.close_bounded(close.client.client).await {
-            Ok(()) => true,
+            Ok(()) => {
+                tracing::debug!(address = %close.address, reason = ?close.reason, "pool: client closed");
+                true
+            }
             Err(why) => {
                 tracing::warn!(address = %close.address, reason = ?close.reason, error = %why, "pool: closing a client failed");
                 false

@@ -73,9 +73,12 @@ pub(crate) async fn reap_round<F: ClientFactory>(inner: &Inner<F>) {
     let candidates = inner.lock().scan(now());
     for id in candidates {
         let close = inner.lock().begin_close(id, now());
-        if let Some(close) = close {
+        match close {
             // A failure was logged and counted; the round goes on.
-            let _ok = inner.perform_close(close).await;
+            Some(close) => {
+                let _ok = inner.perform_close(close).await;
+            }
+            None => tracing::debug!(client = ?id, "pool: idle candidate used again, kept"),
         }
     }
 }
