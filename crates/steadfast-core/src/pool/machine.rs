@@ -92,7 +92,7 @@ pub enum Acquire<C> {
 }
 
 /// Why a client is closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CloseReason {
     /// Idle past the idle timeout, nothing in flight.
     Idle,
@@ -421,14 +421,5 @@ impl<C: Clone> PoolMachine<C> {
     /// The counters.
     pub fn counters(&self) -> PoolCounters {
         self.counters
-    }
-
-    /// Every client still held (Active, Draining, or closing), for a final
-    /// close when the pool goes away.
-    pub fn clients(&self) -> Vec<(ClientId, C)> {
-        self.entries
-            .iter()
-            .map(|(id, e)| (*id, e.client.clone()))
-            .collect()
     }
 }
