@@ -152,7 +152,8 @@ proptest! {
             prop_assert_eq!(c.reaped, count(CloseReason::Idle));
             prop_assert_eq!(c.drained, count(CloseReason::Drained));
             prop_assert_eq!(c.forced_closes, count(CloseReason::Forced));
-            prop_assert!(m.next_deadline().map_or(true, |d| d >= t0));
+            prop_assert_eq!(m.next_deadline().is_some(), m.draining() > 0);
+            prop_assert!(m.next_deadline() <= Some(now + DRAIN));
         }
     }
 }
