@@ -43,8 +43,9 @@ pub(crate) struct Inner<F: ClientFactory> {
 
 impl<F: ClientFactory> Inner<F> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, PoolMachine<Slot<F::Client>>> {
-        // A panic while holding the lock cannot leave the machine half
-        // updated in a way that matters more than stopping the pool would.
+        // The machine does not panic on input; should a bug panic under the
+        // lock, later calls go on with the state as it is rather than all
+        // failing on the poison.
         self.machine.lock().unwrap_or_else(|p| p.into_inner())
     }
 
