@@ -42,6 +42,8 @@ async fn awc_factory_clients_serve_calls_on_every_thread() {
     actix_rt::spawn(server);
 
     let pool = ClientPool::new(AwcFactory::new(AwcConfig::default()), PoolConfig::default());
+    let owner = pool.new_owner();
+    pool.sync_endpoints(owner, [address.clone()]);
     let pooled = pool.acquire(&address).unwrap();
     assert_eq!(get(&pooled, &address).await, "hello");
     // The same pooled handle, used from another thread's actix system.
@@ -51,7 +53,14 @@ async fn awc_factory_clients_serve_calls_on_every_thread() {
         actix_rt::System::new().block_on(async move { get(&handle_elsewhere, &elsewhere).await })
     });
     assert_eq!(other.join().expect("other thread"), "hello");
+    let kept: AwcClient = pooled.client().clone();
     drop(pooled);
     assert_eq!(pool.stats().built, 1);
+    // The endpoint is dropped: the idle handle is closed at once.
+    pool.drop_owner(owner);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!((pool.stats().drained, pool.stats().active), (1, 0));
+    // A copy kept past the close still works (a one-off client, not kept).
+    assert_eq!(get(&kept, &address).await, "hello");
     handle.stop(false).await;
 }

@@ -73,7 +73,12 @@ type ThreadClients = HashMap<u64, (Weak<Shared>, awc::Client)>;
 
 thread_local! {
     static CLIENTS: RefCell<ThreadClients> = RefCell::new(HashMap::new());
+    static USES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
+
+/// A thread forgets closed handles' clients on a miss and every this many
+/// uses (a power of two).
+const PRUNE_EVERY: u64 = 256;
 
 impl AwcClient {
     /// The endpoint address ("host:port").
@@ -84,17 +89,29 @@ impl AwcClient {
     /// This thread's `awc::Client` for the endpoint (built on the thread's
     /// first use; use it on an actix / tokio-local runtime).
     pub fn client(&self) -> awc::Client {
+        let shared = &self.shared;
+        if shared.closed.load(Ordering::Acquire) {
+            // Closed by the pool: a one-off client, not kept.
+            return build(&shared.config);
+        }
         CLIENTS.with(|cell| {
             let mut clients = cell.borrow_mut();
-            // Forget the clients of closed or dropped handles first, so the
-            // map stays as small as the pool.
-            clients.retain(|_, (weak, _)| {
-                weak.upgrade()
-                    .is_some_and(|s| !s.closed.load(Ordering::Acquire))
+            let uses = USES.with(|uses| {
+                let n = uses.get().wrapping_add(1);
+                uses.set(n);
+                n
             });
+            if uses & (PRUNE_EVERY - 1) == 0 || !clients.contains_key(&shared.id) {
+                // Forget the clients of closed or dropped handles, so the
+                // map stays as small as the pool.
+                clients.retain(|_, (weak, _)| {
+                    weak.upgrade()
+                        .is_some_and(|s| !s.closed.load(Ordering::Acquire))
+                });
+            }
             clients
-                .entry(self.shared.id)
-                .or_insert_with(|| (Arc::downgrade(&self.shared), build(&self.shared.config)))
+                .entry(shared.id)
+                .or_insert_with(|| (Arc::downgrade(shared), build(&shared.config)))
                 .1
                 .clone()
         })
