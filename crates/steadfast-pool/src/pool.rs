@@ -81,7 +81,9 @@ impl<F: ClientFactory> Inner<F> {
         };
         // Removal by identity: a duplicate's id was never installed, and an
         // old client's id never names a client rebuilt under its address.
-        self.lock().close_finished(close.id, ok);
+        let removed = self.lock().close_finished(close.id, ok);
+        // Dropped here, after the lock: a client's drop never runs under it.
+        drop(removed);
         ok
     }
 

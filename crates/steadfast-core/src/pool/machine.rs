@@ -381,17 +381,17 @@ impl<C: Clone> PoolMachine<C> {
 
     /// The close of client `id` finished (`ok`: it succeeded). Removes the
     /// entry by identity: the address mapping goes only if it still names
-    /// `id`, never a client rebuilt under the same address.
-    pub fn close_finished(&mut self, id: ClientId, ok: bool) {
+    /// `id`, never a client rebuilt under the same address. Returns the
+    /// entry's client, for the shell to drop outside its lock.
+    pub fn close_finished(&mut self, id: ClientId, ok: bool) -> Option<C> {
         if !ok {
             self.counters.close_failures = self.counters.close_failures.saturating_add(1);
         }
-        let Some(entry) = self.entries.remove(&id) else {
-            return;
-        };
+        let entry = self.entries.remove(&id)?;
         if self.by_address.get(&entry.address) == Some(&id) {
             self.by_address.remove(&entry.address);
         }
+        Some(entry.client)
     }
 
     /// The state of client `id` (`None`: gone).
