@@ -16,3 +16,8 @@
 pub mod caller;
 pub mod factory;
 pub mod provider;
+
+pub use caller::{
+    is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, ReqwestPool,
+    DEFAULT_DEADLINE,
+};
