@@ -33,6 +33,7 @@ pub mod metadata_cache;
 pub mod model;
 pub mod model_builder;
 pub mod pending;
+pub mod pool;
 pub mod probe;
 pub mod recover;
 pub mod registrar;

@@ -21,3 +21,6 @@ pub use caller::{
     is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, ReqwestPool,
     DEFAULT_DEADLINE,
 };
+#[cfg(feature = "awc")]
+pub use factory::{AwcClient, AwcConfig, AwcFactory};
+pub use factory::{ReqwestConfig, ReqwestFactory};
