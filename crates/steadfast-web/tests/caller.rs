@@ -147,6 +147,10 @@ async fn a_reset_is_retried_for_get_but_not_for_post() {
         connections.load(std::sync::atomic::Ordering::SeqCst) > after_post
     })
     .await;
+    // While the resetter is the only endpoint (not ejected: one `Server`
+    // failure), the retry waits for another one instead of repeating it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 2);
     let live = Provider::start(Mode::Serve);
     world.register(live.port, "");
     let answer = call.await.expect("joined").expect("retried elsewhere");
@@ -261,4 +265,44 @@ async fn the_pool_follows_the_directory() {
         s.active == 0 && s.drained == 2
     })
     .await;
+}
+
+#[actix_rt::test]
+async fn a_hung_endpoint_costs_one_attempt_timeout_then_the_call_goes_elsewhere() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let hung = Provider::start(Mode::Slow);
+    world.register(hung.port, "");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::builder(dir.clone())
+        .deadline(Duration::from_secs(2))
+        .attempt_timeout(Duration::from_millis(300))
+        .build();
+    // A POST that hangs is not repeated: the attempt timeout is final for it.
+    let started = tokio::time::Instant::now();
+    let err = caller
+        .send(Method::POST, "x", |r| r.body("once"))
+        .await
+        .expect_err("hung");
+    assert!(
+        matches!(
+            err,
+            CallError::AttemptTimeout {
+                retryable: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let call = actix_rt::spawn({
+        let caller = caller.clone();
+        async move { caller.get("x").await }
+    });
+    wait_until("the GET hanging", || hung.hits() == 2).await;
+    let live = Provider::start(Mode::Serve);
+    world.register(live.port, "");
+    let answer = call.await.expect("joined").expect("answered elsewhere");
+    assert_eq!((answer.attempts, answer.endpoint.port()), (2, live.port));
+    assert_eq!(hung.hits(), 2, "the hung endpoint got one attempt per call");
 }

@@ -1,5 +1,6 @@
 //! One reqwest attempt of a call on one leased endpoint: a pooled client, the URL,
-//! the request under the call's deadline, raced against the pool closing
+//! the request within the attempt's bound (the call's deadline or a
+//! per-attempt timeout), raced against the pool closing
 //! the client, and the answer classified (a closing answer is a failure).
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -8,7 +9,7 @@ use steadfast_pool::{ClosedWhileInUse, PooledClient};
 use tokio::time::Instant;
 
 use super::error::CallError;
-use super::run::Attempted;
+use super::run::{Attempted, Bound};
 use super::ReqwestPool;
 
 /// The header a closing provider's 503 carries (the provider side's
@@ -19,7 +20,7 @@ pub(crate) const CLOSING_HEADER_NAME: &str = "x-steadfast-closing";
 /// client, held while the body is read.
 pub(crate) type Answered = (Response, PooledClient<reqwest::Client>);
 
-/// Runs one attempt of `method path` on `lease`'s endpoint by `deadline`.
+/// Runs one attempt of `method path` on `endpoint` within `bound`.
 pub(crate) async fn attempt(
     pool: &ReqwestPool,
     endpoint: Endpoint,
@@ -27,7 +28,7 @@ pub(crate) async fn attempt(
     path: &str,
     build: &(impl Fn(RequestBuilder) -> RequestBuilder + ?Sized),
     repeatable: bool,
-    deadline: Instant,
+    bound: Bound,
 ) -> Attempted<Answered> {
     let started = Instant::now();
     let address = endpoint.address();
@@ -43,15 +44,18 @@ pub(crate) async fn attempt(
     };
     let sent = pooled.client().execute(request);
     let outcome = tokio::select! {
-        r = tokio::time::timeout_at(deadline, sent) => r,
+        r = tokio::time::timeout_at(bound.at, sent) => r,
         () = pooled.closed() => {
             return Attempted::Failed(CallError::ClosedWhileInUse(ClosedWhileInUse { address }));
         }
     };
     let elapsed = started.elapsed();
     match outcome {
-        Err(_) => Attempted::Failed(CallError::Timeout(elapsed)),
-        Ok(Err(e)) => Attempted::Failed(CallError::of_transport(&address, e, repeatable, elapsed)),
+        Err(_) => Attempted::Failed(bound.timed_out(address, elapsed, repeatable)),
+        Ok(Err(e)) if e.is_timeout() && !e.is_connect() => {
+            Attempted::Failed(bound.timed_out(address, elapsed, repeatable))
+        }
+        Ok(Err(e)) => Attempted::Failed(CallError::of_transport(&address, e, repeatable)),
         Ok(Ok(response)) if is_closing(&response) => {
             Attempted::Failed(CallError::Closing { address })
         }

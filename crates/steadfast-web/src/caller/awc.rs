@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::attempt::CLOSING_HEADER_NAME;
 use super::error::{is_idempotent_name, CallError};
-use super::run::{Attempted, CallCore};
+use super::run::{Attempted, Bound, CallCore};
 use super::{feed, CallerBuilder, CallerStats};
 use crate::factory::{AwcClient, AwcFactory};
 
@@ -112,7 +112,7 @@ impl AwcCaller {
     ) -> Result<AwcAnswer, CallError> {
         let inner = &*self.inner;
         let repeatable = inner.core.retry_any_method || is_idempotent_name(method.as_str());
-        let run = inner.core.run(|endpoint, deadline| {
+        let run = inner.core.run(|endpoint, bound| {
             attempt(
                 &inner.pool,
                 endpoint,
@@ -120,7 +120,7 @@ impl AwcCaller {
                 path,
                 &send,
                 repeatable,
-                deadline,
+                bound,
             )
         });
         let ((response, hold), attempts, endpoint) = run.await?;
@@ -143,7 +143,7 @@ impl AwcCaller {
     }
 }
 
-/// One awc attempt on `endpoint` by `deadline`.
+/// One awc attempt on `endpoint` within `bound`.
 async fn attempt(
     pool: &AwcPool,
     endpoint: Endpoint,
@@ -151,7 +151,7 @@ async fn attempt(
     path: &str,
     send: &impl Fn(ClientRequest) -> SendClientRequest,
     repeatable: bool,
-    deadline: Instant,
+    bound: Bound,
 ) -> Attempted<(ClientResponse, PooledClient<AwcClient>)> {
     let started = Instant::now();
     let address = endpoint.address();
@@ -164,17 +164,17 @@ async fn attempt(
         .client()
         .client()
         .request(method.clone(), url)
-        .timeout(deadline.saturating_duration_since(started));
+        .timeout(bound.at.saturating_duration_since(started));
     let sent = send(request);
     let outcome = tokio::select! {
-        r = tokio::time::timeout_at(deadline, sent) => r,
+        r = tokio::time::timeout_at(bound.at, sent) => r,
         () = pooled.closed() => return Attempted::Failed(CallError::ClosedWhileInUse(pooled.closed_error())),
     };
     let elapsed = started.elapsed();
     let error = |e: &dyn std::fmt::Display| Box::new(AwcError(e.to_string()));
     match outcome {
         Err(_) | Ok(Err(SendRequestError::Timeout)) => {
-            Attempted::Failed(CallError::Timeout(elapsed))
+            Attempted::Failed(bound.timed_out(address, elapsed, repeatable))
         }
         Ok(Err(e @ (SendRequestError::Url(_) | SendRequestError::Http(_)))) => {
             Attempted::Failed(CallError::Request(error(&e)))

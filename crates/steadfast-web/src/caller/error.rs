@@ -64,6 +64,19 @@ pub enum CallError {
     /// `Timeout`) or while waiting for another endpoint. Final.
     #[error("call timed out after {0:?}")]
     Timeout(Duration),
+    /// The attempt's own timeout (`CallerBuilder::attempt_timeout`) passed
+    /// before the call's deadline: the endpoint did not answer in time
+    /// (hung, overloaded). Retryable on another endpoint when the request
+    /// may be repeated (as for `Transport`); `Timeout` for the lease.
+    #[error("{address} did not answer within {after:?}")]
+    AttemptTimeout {
+        /// `host:port` of the endpoint.
+        address: String,
+        /// How long the attempt ran.
+        after: Duration,
+        /// Whether a retry may repeat the request.
+        retryable: bool,
+    },
     /// The request could not be built (an invalid URL, header or body
     /// from the `build` closure). Final; nothing is reported to the lease.
     #[error("invalid request")]
@@ -99,7 +112,8 @@ impl CallError {
             | CallError::Closing { .. }
             | CallError::ClosedWhileInUse(_)
             | CallError::Pool(_) => true,
-            CallError::Transport { retryable, .. } => *retryable,
+            CallError::Transport { retryable, .. }
+            | CallError::AttemptTimeout { retryable, .. } => *retryable,
             CallError::NoEndpoint(_) | CallError::Timeout(_) | CallError::Request(_) => false,
             CallError::GaveUp { last, .. } => last.is_retryable(),
         }
@@ -114,7 +128,7 @@ impl CallError {
             CallError::ClosedWhileInUse(_) | CallError::Transport { .. } => {
                 Some(FailureClass::Server)
             }
-            CallError::Timeout(_) => Some(FailureClass::Timeout),
+            CallError::Timeout(_) | CallError::AttemptTimeout { .. } => Some(FailureClass::Timeout),
             CallError::NoEndpoint(_)
             | CallError::Request(_)
             | CallError::Pool(_)
@@ -123,12 +137,7 @@ impl CallError {
     }
 
     /// Classifies a transport error of an attempt on `address`.
-    pub(crate) fn of_transport(
-        address: &str,
-        source: reqwest::Error,
-        repeatable: bool,
-        elapsed: Duration,
-    ) -> Self {
+    pub(crate) fn of_transport(address: &str, source: reqwest::Error, repeatable: bool) -> Self {
         let address = address.to_owned();
         if source.is_builder() {
             CallError::Request(Box::new(source))
@@ -137,8 +146,6 @@ impl CallError {
                 address,
                 source: Box::new(source),
             }
-        } else if source.is_timeout() {
-            CallError::Timeout(elapsed)
         } else {
             CallError::Transport {
                 address,

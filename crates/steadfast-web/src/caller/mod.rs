@@ -113,6 +113,7 @@ pub struct CallerBuilder {
     budget: RetryBudgetConfig,
     policy: CallRetryPolicy,
     retry_any_method: bool,
+    attempt_timeout: Option<Duration>,
     seed: Option<u64>,
     #[cfg(feature = "awc")]
     awc_pool: Option<AwcPool>,
@@ -157,6 +158,16 @@ impl CallerBuilder {
         self
     }
 
+    /// Bounds each attempt to `timeout` within the call's deadline, so that
+    /// an endpoint that hangs (a frozen process keeps its sockets open)
+    /// costs one attempt and the call is retried elsewhere (idempotent
+    /// requests only, see [`CallError::AttemptTimeout`]). Default: none,
+    /// an attempt may use the whole deadline.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
     /// Seeds the retry delays' jitter (default: from the OS).
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -194,6 +205,7 @@ impl CallerBuilder {
             self.deadline,
             self.policy,
             self.retry_any_method,
+            self.attempt_timeout,
             shared,
         )
     }
@@ -215,6 +227,7 @@ impl Caller {
             budget: RetryBudgetConfig::default(),
             policy: CallRetryPolicy::default(),
             retry_any_method: false,
+            attempt_timeout: None,
             seed: None,
             #[cfg(feature = "awc")]
             awc_pool: None,

@@ -34,6 +34,37 @@ pub(crate) enum Attempted<R> {
     Failed(CallError),
 }
 
+/// When an attempt must end: the call's deadline, or earlier with a
+/// per-attempt timeout (whose expiry may be retried elsewhere).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bound {
+    /// The instant.
+    pub(crate) at: Instant,
+    /// Whether it is the attempt's own timeout (before the call's deadline).
+    pub(crate) per_attempt: bool,
+}
+
+impl Bound {
+    /// The error of an attempt on `address` that hit this bound after
+    /// `elapsed`; `repeatable`: whether the request may be sent again.
+    pub(crate) fn timed_out(
+        &self,
+        address: String,
+        elapsed: Duration,
+        repeatable: bool,
+    ) -> CallError {
+        if self.per_attempt {
+            CallError::AttemptTimeout {
+                address,
+                after: elapsed,
+                retryable: repeatable,
+            }
+        } else {
+            CallError::Timeout(elapsed)
+        }
+    }
+}
+
 /// The retry state shared by every call of a Caller.
 pub(crate) struct Shared {
     pub(crate) budget: RetryBudget,
@@ -56,6 +87,7 @@ pub(crate) struct CallCore {
     pub(crate) deadline: Duration,
     pub(crate) policy: CallRetryPolicy,
     pub(crate) retry_any_method: bool,
+    pub(crate) attempt_timeout: Option<Duration>,
     shared: Mutex<Shared>,
     counters: Counters,
 }
@@ -66,6 +98,7 @@ impl CallCore {
         deadline: Duration,
         policy: CallRetryPolicy,
         retry_any_method: bool,
+        attempt_timeout: Option<Duration>,
         shared: Shared,
     ) -> Self {
         Self {
@@ -73,17 +106,18 @@ impl CallCore {
             deadline,
             policy,
             retry_any_method,
+            attempt_timeout,
             shared: Mutex::new(shared),
             counters: Counters::default(),
         }
     }
 
-    /// Runs one call: `attempt(endpoint, deadline)` per attempt, on the
+    /// Runs one call: `attempt(endpoint, bound)` per attempt, on the
     /// endpoint leased for it. Returns the answer with the attempts made
     /// and the endpoint that answered.
     pub(crate) async fn run<R, F>(
         &self,
-        attempt: impl Fn(Endpoint, Instant) -> F,
+        attempt: impl Fn(Endpoint, Bound) -> F,
     ) -> Result<(R, u32, Endpoint), CallError>
     where
         F: Future<Output = Attempted<R>>,
@@ -118,7 +152,20 @@ impl CallCore {
             let number = retry.begin_attempt();
             c.attempts.fetch_add(1, Ordering::Relaxed);
             let endpoint = lease.endpoint().clone();
-            let error = match attempt(endpoint.clone(), deadline).await {
+            let bound = match self
+                .attempt_timeout
+                .and_then(|t| Instant::now().checked_add(t))
+            {
+                Some(at) if at < deadline => Bound {
+                    at,
+                    per_attempt: true,
+                },
+                _ => Bound {
+                    at: deadline,
+                    per_attempt: false,
+                },
+            };
+            let error = match attempt(endpoint.clone(), bound).await {
                 Attempted::Answer {
                     value,
                     server_error,
