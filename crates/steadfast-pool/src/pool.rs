@@ -4,20 +4,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use futures::FutureExt;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 
 use steadfast_core::pool::{
     Acquire, ClientId, Close, CloseReason, OwnerId, PoolMachine, PoolPolicy,
 };
 
-use crate::pooled::{PooledClient, Release};
+use crate::pooled::{ClosedSignal, PooledClient, Release};
 use crate::{ClientFactory, PoolConfig, PoolError};
 
 /// What the machine holds per client: the client and the signal its calls
 /// watch for a forced close.
 pub(crate) struct Slot<C> {
     pub(crate) client: C,
-    pub(crate) closed: Arc<watch::Sender<bool>>,
+    pub(crate) closed: Arc<ClosedSignal>,
 }
 
 impl<C: Clone> Clone for Slot<C> {
@@ -62,13 +62,17 @@ impl<F: ClientFactory> Inner<F> {
     }
 
     /// Closes one client, bounded by the close timeout, panics contained;
-    /// a failure is logged and counted, never propagated.
-    pub(crate) async fn perform_close(&self, close: Close<Slot<F::Client>>) {
+    /// a failure is logged and counted, never propagated. Returns whether
+    /// the close succeeded.
+    pub(crate) async fn perform_close(&self, close: Close<Slot<F::Client>>) -> bool {
         if close.reason == CloseReason::Forced {
-            close.client.closed.send_replace(true);
+            close.client.closed.close();
         }
         let ok = match self.close_bounded(close.client.client).await {
-            Ok(()) => true,
+            Ok(()) => {
+                tracing::debug!(address = %close.address, reason = ?close.reason, "pool: client closed");
+                true
+            }
             Err(why) => {
                 tracing::warn!(address = %close.address, reason = ?close.reason, error = %why, "pool: closing a client failed");
                 false
@@ -77,6 +81,7 @@ impl<F: ClientFactory> Inner<F> {
         // Removal by identity: a duplicate's id was never installed, and an
         // old client's id never names a client rebuilt under its address.
         self.lock().close_finished(close.id, ok);
+        ok
     }
 
     async fn close_bounded(&self, client: F::Client) -> Result<(), String> {
@@ -201,7 +206,7 @@ impl<F: ClientFactory> ClientPool<F> {
                 let client = self.build(address)?;
                 let slot = Slot {
                     client,
-                    closed: Arc::new(watch::channel(false).0),
+                    closed: Arc::new(ClosedSignal::default()),
                 };
                 let (held, duplicate) = self.inner.lock().install(address, slot, now());
                 if let Some(duplicate) = duplicate {
@@ -215,7 +220,7 @@ impl<F: ClientFactory> ClientPool<F> {
             held.client.client,
             held.id,
             held.address,
-            held.client.closed.subscribe(),
+            held.client.closed,
             release,
         ))
     }

@@ -1,9 +1,10 @@
 //! One call's hold on one pooled client.
 
 use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use steadfast_core::pool::ClientId;
 
@@ -14,14 +15,48 @@ pub(crate) trait Release: Send + Sync {
     fn release(self: Arc<Self>, id: ClientId);
 }
 
+/// The forced-close signal of one pooled client, shared by its holds.
+#[derive(Debug, Default)]
+pub(crate) struct ClosedSignal {
+    closed: AtomicBool,
+    notify: Notify,
+}
+
+impl ClosedSignal {
+    /// Marks the client force-closed and wakes every call waiting on it.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check: a close between the check and
+            // the await still wakes this waiter.
+            notified.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 /// One call's hold on one pooled client: counts the call in flight while it
 /// lives, and stamps the client's last use when taken and when dropped.
 pub struct PooledClient<C> {
     client: C,
     id: ClientId,
     address: Arc<str>,
-    closed: watch::Receiver<bool>,
-    pool: Arc<dyn Release>,
+    closed: Arc<ClosedSignal>,
+    /// Taken by `Drop` (no reference-count traffic on release).
+    pool: Option<Arc<dyn Release>>,
 }
 
 impl<C> PooledClient<C> {
@@ -29,7 +64,7 @@ impl<C> PooledClient<C> {
         client: C,
         id: ClientId,
         address: Arc<str>,
-        closed: watch::Receiver<bool>,
+        closed: Arc<ClosedSignal>,
         pool: Arc<dyn Release>,
     ) -> Self {
         Self {
@@ -37,7 +72,7 @@ impl<C> PooledClient<C> {
             id,
             address,
             closed,
-            pool,
+            pool: Some(pool),
         }
     }
 
@@ -56,16 +91,30 @@ impl<C> PooledClient<C> {
     /// must then fail the call with [`ClosedWhileInUse`](crate::ClosedWhileInUse)
     /// (retryable, a transport failure). Never resolves otherwise.
     pub async fn closed(&self) {
-        let mut rx = self.closed.clone();
-        if rx.wait_for(|closed| *closed).await.is_err() {
-            // The pool is gone without closing this client: never closed.
-            std::future::pending::<()>().await;
+        self.closed.wait().await;
+    }
+
+    /// Runs `call` (the request made with this client) unless the pool
+    /// force-closes the client first, in which case the call is dropped and
+    /// [`ClosedWhileInUse`](crate::ClosedWhileInUse) returned (retryable, a
+    /// transport failure).
+    pub async fn until_closed<T>(
+        &self,
+        call: impl std::future::Future<Output = T>,
+    ) -> Result<T, crate::ClosedWhileInUse> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        tokio::select! {
+            biased;
+            () = self.closed() => Err(self.closed_error()),
+            out = call => Ok(out),
         }
     }
 
     /// Whether the pool has force-closed this client.
     pub fn is_closed(&self) -> bool {
-        *self.closed.borrow()
+        self.closed.is_closed()
     }
 
     /// The error to fail the call with once [`closed`](Self::closed)
@@ -86,7 +135,9 @@ impl<C> Deref for PooledClient<C> {
 
 impl<C> Drop for PooledClient<C> {
     fn drop(&mut self) {
-        self.pool.clone().release(self.id);
+        if let Some(pool) = self.pool.take() {
+            pool.release(self.id);
+        }
     }
 }
 

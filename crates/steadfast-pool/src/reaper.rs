@@ -52,7 +52,7 @@ async fn run<F: ClientFactory>(weak: Weak<Inner<F>>) {
         }
         let forced = inner.lock().poll_deadlines(now());
         for close in forced {
-            inner.perform_close(close).await;
+            let _ok = inner.perform_close(close).await;
         }
         let at = now();
         if next_scan.is_some_and(|s| s <= at) {
@@ -73,8 +73,12 @@ pub(crate) async fn reap_round<F: ClientFactory>(inner: &Inner<F>) {
     let candidates = inner.lock().scan(now());
     for id in candidates {
         let close = inner.lock().begin_close(id, now());
-        if let Some(close) = close {
-            inner.perform_close(close).await;
+        match close {
+            // A failure was logged and counted; the round goes on.
+            Some(close) => {
+                let _ok = inner.perform_close(close).await;
+            }
+            None => tracing::debug!(client = ?id, "pool: idle candidate used again, kept"),
         }
     }
 }

@@ -1,9 +1,11 @@
 //! The pool machine: client states, acquire/release, idle scan with
 //! re-check, drain deadlines, removal by identity.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
 
 use super::owners::{OwnerId, Owners};
 
@@ -90,7 +92,7 @@ pub enum Acquire<C> {
 }
 
 /// Why a client is closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CloseReason {
     /// Idle past the idle timeout, nothing in flight.
     Idle,
@@ -140,8 +142,8 @@ impl<C> Entry<C> {
 #[derive(Debug)]
 pub struct PoolMachine<C> {
     policy: PoolPolicy,
-    entries: HashMap<ClientId, Entry<C>>,
-    by_address: HashMap<Arc<str>, ClientId>,
+    entries: FxHashMap<ClientId, Entry<C>>,
+    by_address: FxHashMap<Arc<str>, ClientId>,
     owners: Owners,
     next_id: u64,
     counters: PoolCounters,
@@ -152,8 +154,8 @@ impl<C: Clone> PoolMachine<C> {
     pub fn new(policy: PoolPolicy) -> Self {
         Self {
             policy,
-            entries: HashMap::new(),
-            by_address: HashMap::new(),
+            entries: FxHashMap::default(),
+            by_address: FxHashMap::default(),
             owners: Owners::default(),
             next_id: 0,
             counters: PoolCounters::default(),
@@ -419,14 +421,5 @@ impl<C: Clone> PoolMachine<C> {
     /// The counters.
     pub fn counters(&self) -> PoolCounters {
         self.counters
-    }
-
-    /// Every client still held (Active, Draining, or closing), for a final
-    /// close when the pool goes away.
-    pub fn clients(&self) -> Vec<(ClientId, C)> {
-        self.entries
-            .iter()
-            .map(|(id, e)| (*id, e.client.clone()))
-            .collect()
     }
 }

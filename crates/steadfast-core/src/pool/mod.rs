@@ -36,6 +36,8 @@ mod machine;
 mod owners;
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
 
 pub use machine::{
