@@ -5,7 +5,7 @@
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use steadfast_core::Endpoint;
-use steadfast_pool::{ClosedWhileInUse, PooledClient};
+use steadfast_pool::PooledClient;
 use tokio::time::Instant;
 
 use super::error::CallError;
@@ -46,7 +46,7 @@ pub(crate) async fn attempt(
     let outcome = tokio::select! {
         r = tokio::time::timeout_at(bound.at, sent) => r,
         () = pooled.closed() => {
-            return Attempted::Failed(CallError::ClosedWhileInUse(ClosedWhileInUse { address }));
+            return Attempted::Failed(CallError::ClosedWhileInUse(pooled.closed_error()));
         }
     };
     let elapsed = started.elapsed();
