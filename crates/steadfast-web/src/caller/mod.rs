@@ -16,7 +16,21 @@
 //!
 //! A 5xx answer other than a closing 503 is handed back (the provider ran
 //! the request) and told to the lease as a `Server` failure; a 4xx is a
-//! success for the lease.
+//! success for the lease. "Another endpoint" is another [`Endpoint`]: a
+//! provider restarted on the same address (a new incarnation) counts as
+//! another one.
+//!
+//! ```no_run
+//! # async fn demo(engine: steadfast_actors::Engine) -> Result<(), Box<dyn std::error::Error>> {
+//! use steadfast_core::Reference;
+//! use steadfast_web::Caller;
+//!
+//! let dir = engine.subscribe(Reference::new("demo.Greeter", "http", ["greeter-app"])).await?;
+//! let caller = Caller::new(dir);                      // inside the actix System
+//! let answer = caller.get("greet/ann?loud=1").await?; // select, URL, pool, lease, retry elsewhere
+//! println!("{} attempt(s): {}", answer.attempts, answer.response.text().await?);
+//! # Ok(()) }
+//! ```
 
 mod attempt;
 #[cfg(feature = "awc")]
