@@ -299,3 +299,20 @@ impl Caller {
         &self.inner.pool
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_and_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+
+    /// A Caller and its calls' futures can go to any thread (e.g. a
+    /// `tokio::spawn`); never run, only type-checked.
+    #[allow(dead_code)]
+    fn caller_and_its_calls_are_send(caller: Caller) {
+        send_and_sync(&caller);
+        send(caller.get("x"));
+        send(caller.send(Method::POST, "x", |r| r.body("b")));
+    }
+}
