@@ -306,3 +306,52 @@ async fn a_hung_endpoint_costs_one_attempt_timeout_then_the_call_goes_elsewhere(
     assert_eq!((answer.attempts, answer.endpoint.port()), (2, live.port));
     assert_eq!(hung.hits(), 2, "the hung endpoint got one attempt per call");
 }
+
+#[actix_rt::test]
+async fn a_provider_crash_mid_traffic_fails_no_call_and_costs_at_most_one_retry_each() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let (a, b) = (Provider::start(Mode::Serve), Provider::start(Mode::Serve));
+    world.register(a.port, "");
+    world.register(b.port, "");
+    wait_endpoints(&dir, 2).await;
+    dir.set_strategy(Some(steadfast_core::Strategy::RoundRobin));
+    let caller = Caller::builder(dir.clone())
+        .deadline(Duration::from_secs(3))
+        .build();
+    // 4 concurrent loops of 60 calls; `a` dies (its record stays in the
+    // registry, as after a SIGKILL) once 40 calls went through.
+    let loops: Vec<_> = (0..4)
+        .map(|_| {
+            let caller = caller.clone();
+            actix_rt::spawn(async move {
+                let mut attempts = Vec::new();
+                for _ in 0..60 {
+                    attempts.push(caller.get("x").await.map(|a| a.attempts));
+                }
+                attempts
+            })
+        })
+        .collect();
+    wait_until("40 calls", || caller.stats().calls >= 40).await;
+    a.stop().await;
+    let mut results = Vec::new();
+    for l in loops {
+        results.extend(l.await.expect("joined"));
+    }
+    assert_eq!(results.len(), 240);
+    let failed: Vec<_> = results.iter().filter(|r| r.is_err()).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(
+        results.iter().all(|r| matches!(r, Ok(1 | 2))),
+        "at most one retry per call"
+    );
+    let s = caller.stats();
+    assert_eq!((s.calls, s.failed), (240, 0));
+    assert!(a.hits() > 0 && b.hits() > 0, "both served before the crash");
+    eprintln!(
+        "crash mid-traffic: {s:?}, a served {}, b served {}",
+        a.hits(),
+        b.hits()
+    );
+}
