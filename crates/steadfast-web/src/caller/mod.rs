@@ -150,7 +150,9 @@ impl CallerBuilder {
     }
 
     /// The retry budget (default 20 % of the calls + 10/s over 10 s;
-    /// [`RetryBudgetConfig::none`]: never retry).
+    /// [`RetryBudgetConfig::none`]: never retry). Out-of-range values are
+    /// clamped, never a panic; [`RetryBudgetConfig::validate`] says whether
+    /// a config makes sense.
     pub fn budget(mut self, budget: RetryBudgetConfig) -> Self {
         self.budget = budget;
         self
