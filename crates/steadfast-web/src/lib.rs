@@ -17,6 +17,10 @@ pub mod caller;
 pub mod factory;
 pub mod provider;
 
+pub use caller::{
+    is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, ReqwestPool,
+    DEFAULT_DEADLINE,
+};
 #[cfg(feature = "awc")]
 pub use factory::{AwcClient, AwcConfig, AwcFactory};
 pub use factory::{ReqwestConfig, ReqwestFactory};

@@ -1,1 +1,320 @@
-//! The consumer side: [`Caller`](crate::caller) (see the crate docs).
+//! [`Caller`]: a reqwest client for one reference. Per call it
+//!
+//! 1. picks an endpoint with the directory's strategy (waiting, bounded by
+//!    the call's deadline, while the directory has none);
+//! 2. builds the URL with [`ServiceUrl::http_url_for`](steadfast_core::ServiceUrl::http_url_for)
+//!    (scheme, host, port, service path, then the call's path; encoded
+//!    query, no internal `steadfast.*` params);
+//! 3. sends with the endpoint's client from the [`ClientPool`], under the
+//!    call's deadline, raced against the pool closing that client;
+//! 4. reports the outcome to the lease (latency, or the failure's class);
+//! 5. on a retryable failure (see [`CallError::is_retryable`]) retries on
+//!    ANOTHER endpoint, when the attempt schedule (3 attempts, 10-100 ms
+//!    apart), the retry budget (20 % of calls + 10/s over 10 s) and the
+//!    deadline all allow it (the decision is the sans-IO
+//!    [`CallRetry`](steadfast_core::CallRetry)).
+//!
+//! A 5xx answer other than a closing 503 is handed back (the provider ran
+//! the request) and told to the lease as a `Server` failure; a 4xx is a
+//! success for the lease. "Another endpoint" is another [`Endpoint`]: a
+//! provider restarted on the same address (a new incarnation) counts as
+//! another one.
+//!
+//! ```no_run
+//! # async fn demo(engine: steadfast_actors::Engine) -> Result<(), Box<dyn std::error::Error>> {
+//! use steadfast_core::Reference;
+//! use steadfast_web::Caller;
+//!
+//! let dir = engine.subscribe(Reference::new("demo.Greeter", "http", ["greeter-app"])).await?;
+//! let caller = Caller::new(dir);                      // inside the actix System
+//! let answer = caller.get("greet/ann?loud=1").await?; // select, URL, pool, lease, retry elsewhere
+//! println!("{} attempt(s): {}", answer.attempts, answer.response.text().await?);
+//! # Ok(()) }
+//! ```
+
+mod attempt;
+#[cfg(feature = "awc")]
+mod awc;
+mod error;
+mod feed;
+mod pick;
+mod run;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use reqwest::{Method, RequestBuilder, Response};
+use steadfast_actors::Directory;
+use steadfast_core::{CallRetryPolicy, Endpoint, RetryBudget, RetryBudgetConfig};
+use steadfast_pool::{ClientPool, PoolConfig, PooledClient};
+
+#[cfg(feature = "awc")]
+pub use self::awc::{AwcAnswer, AwcCaller, AwcPool};
+pub use error::{is_idempotent, BoxError, CallError};
+
+use crate::factory::ReqwestFactory;
+use run::{CallCore, Shared};
+
+/// The pool a [`Caller`] takes its clients from.
+pub type ReqwestPool = ClientPool<ReqwestFactory>;
+
+/// Default deadline of a whole call (every attempt and wait included).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A successful call: the answer, how many attempts it took, and the
+/// endpoint that answered.
+#[derive(Debug)]
+pub struct Answer {
+    /// The provider's answer (any status but a closing 503; check it).
+    pub response: Response,
+    /// Attempts made (1 = no retry).
+    pub attempts: u32,
+    /// The endpoint that answered.
+    pub endpoint: Endpoint,
+    /// Keeps the pooled client counted in use while the body is read.
+    _hold: PooledClient<reqwest::Client>,
+}
+
+/// Counters of a [`Caller`] (shared by its clones), all time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallerStats {
+    /// Calls started.
+    pub calls: u64,
+    /// Attempts made (calls + retries).
+    pub attempts: u64,
+    /// Retries made (an attempt after a failed one).
+    pub retries: u64,
+    /// Calls that ended in an error.
+    pub failed: u64,
+    /// Retries the budget refused.
+    pub budget_refused: u64,
+}
+
+struct Inner {
+    core: CallCore,
+    pool: ReqwestPool,
+    _feed: feed::FeedStop,
+}
+
+/// A reqwest client for one reference (see the module docs). Cheap to
+/// clone; the clones share the pool, the retry budget and the counters.
+/// Build it inside a tokio runtime (an actix System is one): it spawns the
+/// task that keeps the pool in step with the directory, which ends when
+/// the last clone drops or the directory closes.
+#[derive(Clone)]
+pub struct Caller {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("reference", self.inner.core.dir.reference())
+            .field("deadline", &self.inner.core.deadline)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Builds a [`Caller`] (see [`Caller::builder`]).
+#[must_use]
+pub struct CallerBuilder {
+    dir: Directory,
+    pool: Option<ReqwestPool>,
+    deadline: Duration,
+    budget: RetryBudgetConfig,
+    policy: CallRetryPolicy,
+    retry_any_method: bool,
+    attempt_timeout: Option<Duration>,
+    seed: Option<u64>,
+    #[cfg(feature = "awc")]
+    awc_pool: Option<AwcPool>,
+}
+
+impl CallerBuilder {
+    /// The pool to take clients from (default: a new pool of
+    /// [`ReqwestFactory::default`] clients with [`PoolConfig::default`]).
+    /// Share one pool between the Callers of one process.
+    pub fn pool(mut self, pool: ReqwestPool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// The deadline of a whole call, every attempt and wait included
+    /// (default [`DEFAULT_DEADLINE`], 10 s).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The retry budget (default 20 % of the calls + 10/s over 10 s;
+    /// [`RetryBudgetConfig::none`]: never retry). Out-of-range values are
+    /// clamped, never a panic; [`RetryBudgetConfig::validate`] says whether
+    /// a config makes sense.
+    pub fn budget(mut self, budget: RetryBudgetConfig) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Attempts and delays of a call's retries (default 3 attempts,
+    /// 10 ms doubling to 100 ms, +0-25 % jitter).
+    pub fn retry_policy(mut self, policy: CallRetryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Also retry non-idempotent requests (POST, PATCH) after a transport
+    /// failure that may have happened once the request was sent (default
+    /// `false`: only failures where the request was surely not processed
+    /// are retried for them).
+    pub fn retry_any_method(mut self, yes: bool) -> Self {
+        self.retry_any_method = yes;
+        self
+    }
+
+    /// Bounds each attempt to `timeout` within the call's deadline, so that
+    /// an endpoint that hangs (a frozen process keeps its sockets open)
+    /// costs one attempt and the call is retried elsewhere (idempotent
+    /// requests only, see [`CallError::AttemptTimeout`]). Default: none,
+    /// an attempt may use the whole deadline.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Seeds the retry delays' jitter (default: from the OS).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The Caller. Inside a tokio runtime.
+    pub fn build(mut self) -> Caller {
+        let pool = self
+            .pool
+            .take()
+            .unwrap_or_else(|| ClientPool::new(ReqwestFactory::default(), PoolConfig::default()));
+        let feed = feed::start(&self.dir, &pool, pool.new_owner());
+        Caller {
+            inner: Arc::new(Inner {
+                core: self.core(),
+                pool,
+                _feed: feed,
+            }),
+        }
+    }
+
+    /// The call loop's state from these settings.
+    fn core(self) -> CallCore {
+        let rng = match self.seed {
+            Some(s) => StdRng::seed_from_u64(s),
+            None => StdRng::from_entropy(),
+        };
+        let shared = Shared {
+            budget: RetryBudget::new(self.budget),
+            rng,
+        };
+        CallCore::new(
+            self.dir,
+            self.deadline,
+            self.policy,
+            self.retry_any_method,
+            self.attempt_timeout,
+            shared,
+        )
+    }
+}
+
+impl Caller {
+    /// A Caller with the defaults: its own pool of reqwest clients,
+    /// deadline 10 s, budget 20 % + 10/s over 10 s. Inside a tokio runtime.
+    pub fn new(dir: Directory) -> Caller {
+        Self::builder(dir).build()
+    }
+
+    /// A builder starting from the defaults.
+    pub fn builder(dir: Directory) -> CallerBuilder {
+        CallerBuilder {
+            dir,
+            pool: None,
+            deadline: DEFAULT_DEADLINE,
+            budget: RetryBudgetConfig::default(),
+            policy: CallRetryPolicy::default(),
+            retry_any_method: false,
+            attempt_timeout: None,
+            seed: None,
+            #[cfg(feature = "awc")]
+            awc_pool: None,
+        }
+    }
+
+    /// `GET <service base url>/<path>` (see [`Caller::send`]).
+    pub async fn get(&self, path: &str) -> Result<Answer, CallError> {
+        self.send(Method::GET, path, |r| r).await
+    }
+
+    /// `method <service base url>/<path>`, the request shaped by `build`
+    /// (headers, body; called anew for every attempt). `path` may carry a
+    /// query (`"greet?name=ann"`), written encoded.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        build: impl Fn(RequestBuilder) -> RequestBuilder,
+    ) -> Result<Answer, CallError> {
+        let inner = &*self.inner;
+        let repeatable = inner.core.retry_any_method || is_idempotent(&method);
+        let run = inner.core.run(|lease, deadline| {
+            attempt::attempt(
+                &inner.pool,
+                lease,
+                &method,
+                path,
+                &build,
+                repeatable,
+                deadline,
+            )
+        });
+        let ((response, hold), attempts, endpoint) = run.await?;
+        Ok(Answer {
+            response,
+            attempts,
+            endpoint,
+            _hold: hold,
+        })
+    }
+
+    /// The counters (shared by every clone).
+    pub fn stats(&self) -> CallerStats {
+        self.inner.core.stats()
+    }
+
+    /// The directory the Caller picks from.
+    pub fn directory(&self) -> &Directory {
+        &self.inner.core.dir
+    }
+
+    /// The pool the Caller takes its clients from.
+    pub fn pool(&self) -> &ReqwestPool {
+        &self.inner.pool
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_and_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+
+    /// A Caller and its calls' futures can go to any thread (e.g. a
+    /// `tokio::spawn`); never run, only type-checked.
+    #[allow(dead_code)]
+    fn caller_and_its_calls_are_send(caller: Caller) {
+        send_and_sync(&caller);
+        send(caller.get("x"));
+        send(caller.send(Method::POST, "x", |r| r.body("b")));
+    }
+}
