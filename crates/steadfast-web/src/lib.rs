@@ -16,3 +16,8 @@
 pub mod caller;
 pub mod factory;
 pub mod provider;
+
+pub use provider::{
+    ExportStopError, GracefulReport, GracefulShutdown, InFlightGate, ShutdownCause,
+    ShutdownTrigger, CLOSING_HEADER,
+};
