@@ -45,6 +45,8 @@ pub use steadfast_core::{
     NotServing, PublishError, Reference, Registry, RegistryError, RegistryEvent, ServiceInfo,
     ServiceInstance, ServiceUrl, Unresolved, UpdateState, UrlChange, Version,
 };
+/// Describing an exported service, and a call's retries.
+pub use steadfast_core::{CallRetryPolicy, GiveUp, RetryBudgetConfig, ServiceInfoBuilder};
 /// One-shot instance queries (`Engine::instances`): answer, error, cache settings.
 pub use steadfast_core::{InstancesAnswer, LookupConfig, LookupError};
 pub use steadfast_memory::MemoryRegistry;

@@ -21,6 +21,7 @@ use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
 
 mod lease;
+mod select_other;
 
 /// Handle to the directory of one reference.
 ///

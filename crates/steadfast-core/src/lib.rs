@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod backoff;
 pub mod balance;
+pub mod call_retry;
 pub mod closing;
 pub mod contain;
 pub mod directory;
@@ -30,17 +31,21 @@ pub mod lookup;
 pub mod mapping;
 pub mod metadata_cache;
 pub mod model;
+pub mod model_builder;
 pub mod pending;
+pub mod pool;
 pub mod probe;
 pub mod recover;
 pub mod registrar;
 pub mod resolver;
+pub mod retry_budget;
 pub mod revision;
 pub mod slot_index;
 pub mod snapshot;
 pub mod subscription;
 pub mod update;
 pub mod url;
+pub mod url_http;
 
 pub use backend::{
     check_metadata, EventStream, MappingEvent, MappingStream, MetadataFetcher, MetadataPublisher,
@@ -51,6 +56,7 @@ pub use balance::{
     BalanceConfig, BalanceEnv, DirectoryBalance, FailureClass, Lease, Outcome, OutlierPolicy,
     PeakEwma, PickError, Strategy,
 };
+pub use call_retry::{CallRetry, CallRetryPolicy, CallStep, GiveUp};
 pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{
@@ -74,6 +80,7 @@ pub use lookup::{InstancesAnswer, LookupAction, LookupCache, LookupConfig, Looku
 pub use mapping::{MappingAction, MappingMachine, MappingToken};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
 pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
+pub use model_builder::ServiceInfoBuilder;
 pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
@@ -82,6 +89,7 @@ pub use registrar::{
     RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
 };
 pub use resolver::{ResolverAction, ResolverMachine, Token};
+pub use retry_budget::{RetryBudget, RetryBudgetConfig, RetryBudgetError};
 pub use snapshot::{AppSnapshot, ServedFromSnapshot, SnapshotError, SnapshotOrigin};
 pub use subscription::{
     Delivery, Feed, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,

@@ -118,7 +118,8 @@ pub struct ServiceInfo {
     pub version: Option<String>,
     /// Protocol the service is exported with (e.g. `tri`, `http`).
     pub protocol: String,
-    /// Port the service listens on.
+    /// Port the service listens on: consumers call `host:port` (see
+    /// [the ports](crate::model_builder#ports)).
     pub port: u16,
     /// URL path of the service.
     #[serde(default)]

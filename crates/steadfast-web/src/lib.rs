@@ -21,3 +21,10 @@ pub use provider::{
     ExportStopError, GracefulReport, GracefulShutdown, InFlightGate, ShutdownCause,
     ShutdownTrigger, CLOSING_HEADER,
 };
+pub use caller::{
+    is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, ReqwestPool,
+    DEFAULT_DEADLINE,
+};
+#[cfg(feature = "awc")]
+pub use factory::{AwcClient, AwcConfig, AwcFactory};
+pub use factory::{ReqwestConfig, ReqwestFactory};

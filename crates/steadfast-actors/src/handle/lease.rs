@@ -61,7 +61,7 @@ pub(super) fn install(
 
 /// Why a pick of `snapshot` found nothing.
 #[cold]
-fn no_endpoint(e: PickError, snapshot: &DirectorySnapshot) -> NoEndpoint {
+pub(super) fn no_endpoint(e: PickError, snapshot: &DirectorySnapshot) -> NoEndpoint {
     match e {
         PickError::AllEjected { endpoints } => {
             NoEndpoint::new(NoEndpointReason::AllEjected { endpoints })

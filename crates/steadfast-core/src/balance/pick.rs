@@ -296,3 +296,6 @@ fn draw_pair<'s>(
     };
     Some((a, b))
 }
+
+#[path = "pick_other.rs"]
+mod other;

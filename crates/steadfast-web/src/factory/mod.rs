@@ -1,1 +1,10 @@
-//! Client factories for the pool: reqwest, and awc behind the `awc` feature.
+//! Client factories for the pool: reqwest ([`ReqwestFactory`]), and awc
+//! ([`AwcFactory`]) behind the `awc` feature.
+
+mod reqwest_factory;
+pub use reqwest_factory::{ReqwestConfig, ReqwestFactory};
+
+#[cfg(feature = "awc")]
+mod awc_factory;
+#[cfg(feature = "awc")]
+pub use awc_factory::{AwcClient, AwcConfig, AwcFactory, AwcFactoryError};

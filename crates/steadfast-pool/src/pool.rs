@@ -1,0 +1,284 @@
+//! The pool handle: acquire, the owners' endpoint feed, stats.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use futures::FutureExt;
+use tokio::sync::{watch, Notify};
+
+use steadfast_core::pool::{
+    Acquire, ClientId, Close, CloseReason, OwnerId, PoolMachine, PoolPolicy,
+};
+
+use crate::pooled::{PooledClient, Release};
+use crate::{ClientFactory, PoolConfig, PoolError};
+
+/// What the machine holds per client: the client and the signal its calls
+/// watch for a forced close.
+pub(crate) struct Slot<C> {
+    pub(crate) client: C,
+    pub(crate) closed: Arc<watch::Sender<bool>>,
+}
+
+impl<C: Clone> Clone for Slot<C> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            closed: self.closed.clone(),
+        }
+    }
+}
+
+/// The state shared by the handles, the pooled clients and the reaper.
+pub(crate) struct Inner<F: ClientFactory> {
+    pub(crate) factory: F,
+    pub(crate) config: PoolConfig,
+    pub(crate) machine: Mutex<PoolMachine<Slot<F::Client>>>,
+    /// Wakes the reaper early (a new drain deadline).
+    pub(crate) wake: Notify,
+    /// The runtime the pool was made in (closes are spawned there, also
+    /// from a `Drop` outside any runtime).
+    pub(crate) runtime: tokio::runtime::Handle,
+}
+
+impl<F: ClientFactory> Inner<F> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, PoolMachine<Slot<F::Client>>> {
+        // A panic while holding the lock cannot leave the machine half
+        // updated in a way that matters more than stopping the pool would.
+        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Performs closes off the caller's path (a release runs in `Drop`).
+    pub(crate) fn spawn_closes(self: &Arc<Self>, closes: Vec<Close<Slot<F::Client>>>) {
+        if closes.is_empty() {
+            return;
+        }
+        let inner = self.clone();
+        self.runtime.spawn(async move {
+            for close in closes {
+                inner.perform_close(close).await;
+            }
+        });
+    }
+
+    /// Closes one client, bounded by the close timeout, panics contained;
+    /// a failure is logged and counted, never propagated.
+    pub(crate) async fn perform_close(&self, close: Close<Slot<F::Client>>) {
+        if close.reason == CloseReason::Forced {
+            close.client.closed.send_replace(true);
+        }
+        let ok = match self.close_bounded(close.client.client).await {
+            Ok(()) => true,
+            Err(why) => {
+                tracing::warn!(address = %close.address, reason = ?close.reason, error = %why, "pool: closing a client failed");
+                false
+            }
+        };
+        // Removal by identity: a duplicate's id was never installed, and an
+        // old client's id never names a client rebuilt under its address.
+        self.lock().close_finished(close.id, ok);
+    }
+
+    async fn close_bounded(&self, client: F::Client) -> Result<(), String> {
+        let closing =
+            std::panic::AssertUnwindSafe(async { self.factory.close(client).await }).catch_unwind();
+        match tokio::time::timeout(self.config.close_timeout, closing).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e.to_string()),
+            Ok(Err(panic)) => Err(format!(
+                "close panicked: {}",
+                steadfast_core::panic_message(&*panic)
+            )),
+            Err(_) => Err(format!(
+                "close timed out after {:?}",
+                self.config.close_timeout
+            )),
+        }
+    }
+}
+
+impl<F: ClientFactory> Release for Inner<F> {
+    fn release(self: Arc<Self>, id: ClientId) {
+        let close = self.lock().release(id, now());
+        if let Some(close) = close {
+            self.spawn_closes(vec![close]);
+        }
+    }
+}
+
+/// The clock the pool feeds its machine (tokio's, so paused time applies).
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Counters and gauges of a [`ClientPool`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Clients Active now.
+    pub active: usize,
+    /// Clients Draining now (endpoint dropped, calls in flight).
+    pub draining: usize,
+    /// Clients built.
+    pub built: u64,
+    /// Idle clients closed by the reaper.
+    pub reaped: u64,
+    /// Reaper candidates used again just before their close, and kept.
+    pub rescued: u64,
+    /// Acquires that found their address's client not Active and took a
+    /// fresh one.
+    pub refused_acquires: u64,
+    /// Draining clients closed once nothing was in flight.
+    pub drained: u64,
+    /// Draining clients force-closed at the drain timeout with calls in
+    /// flight.
+    pub forced_closes: u64,
+    /// Closes that failed or timed out (logged; the others went on).
+    pub close_failures: u64,
+}
+
+/// A pool of clients keyed by endpoint address ("host:port"), generic over
+/// the [`ClientFactory`] that builds them. Cheap to clone (an `Arc`
+/// inside); the reaper task ends when the last handle drops.
+pub struct ClientPool<F: ClientFactory> {
+    inner: Arc<Inner<F>>,
+    _reaper: Arc<crate::reaper::ReaperGuard>,
+}
+
+impl<F: ClientFactory> Clone for ClientPool<F> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            _reaper: self._reaper.clone(),
+        }
+    }
+}
+
+impl<F: ClientFactory> ClientPool<F> {
+    /// A pool over `factory`. Must be called inside a tokio runtime: it
+    /// spawns the reaper (idle scans every `scan_interval`, drain
+    /// deadlines) there.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn new(factory: F, config: PoolConfig) -> Self {
+        let policy = PoolPolicy {
+            idle_timeout: config.idle_timeout,
+            drain_timeout: config.drain_timeout,
+        };
+        let inner = Arc::new(Inner {
+            factory,
+            config,
+            machine: Mutex::new(PoolMachine::new(policy)),
+            wake: Notify::new(),
+            runtime: tokio::runtime::Handle::current(),
+        });
+        let reaper = crate::reaper::spawn(&inner);
+        Self {
+            inner,
+            _reaper: Arc::new(reaper),
+        }
+    }
+
+    /// The pool's configuration.
+    pub fn config(&self) -> PoolConfig {
+        self.inner.config
+    }
+
+    /// The factory.
+    pub fn factory(&self) -> &F {
+        &self.inner.factory
+    }
+
+    /// Takes `address`'s client for one call (building it on first use, or
+    /// when the current one is draining or closing: such an acquire is
+    /// refused and transparently gets a fresh client). The call counts in
+    /// flight until the returned hold drops.
+    pub fn acquire(&self, address: &str) -> Result<PooledClient<F::Client>, PoolError> {
+        let held = self.inner.lock().acquire(address, now());
+        let held = match held {
+            Acquire::Held(held) => held,
+            Acquire::Build => {
+                let client = self.build(address)?;
+                let slot = Slot {
+                    client,
+                    closed: Arc::new(watch::channel(false).0),
+                };
+                let (held, duplicate) = self.inner.lock().install(address, slot, now());
+                if let Some(duplicate) = duplicate {
+                    self.inner.spawn_closes(vec![duplicate]);
+                }
+                held
+            }
+        };
+        let release: Arc<dyn Release> = self.inner.clone();
+        Ok(PooledClient::new(
+            held.client.client,
+            held.id,
+            held.address,
+            held.client.closed.subscribe(),
+            release,
+        ))
+    }
+
+    fn build(&self, address: &str) -> Result<F::Client, PoolError> {
+        let factory = &self.inner.factory;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory.build(address))) {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(source)) => Err(PoolError::Build {
+                address: address.to_string(),
+                source: Box::new(source),
+            }),
+            Err(panic) => Err(PoolError::BuildPanicked {
+                address: address.to_string(),
+                message: steadfast_core::panic_message(&*panic),
+            }),
+        }
+    }
+
+    /// A fresh owner of endpoint sets: one per caller or directory that
+    /// feeds [`sync_endpoints`](Self::sync_endpoints).
+    pub fn new_owner(&self) -> OwnerId {
+        self.inner.lock().new_owner()
+    }
+
+    /// The addresses `owner` still uses. An address that no owner lists any
+    /// more drains: no new calls on its client, closed once its calls in
+    /// flight reach zero, force-closed after `drain_timeout`.
+    pub fn sync_endpoints(&self, owner: OwnerId, addresses: impl IntoIterator<Item = String>) {
+        let closes = self.inner.lock().sync_owner(owner, addresses, now());
+        self.inner.spawn_closes(closes);
+        // A drain may have set a new deadline.
+        self.inner.wake.notify_one();
+    }
+
+    /// `owner` is gone (= `sync_endpoints(owner, [])`).
+    pub fn drop_owner(&self, owner: OwnerId) {
+        self.sync_endpoints(owner, std::iter::empty());
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> PoolStats {
+        let machine = self.inner.lock();
+        let c = machine.counters();
+        PoolStats {
+            active: machine.active(),
+            draining: machine.draining(),
+            built: c.built,
+            reaped: c.reaped,
+            rescued: c.rescued,
+            refused_acquires: c.refused_acquires,
+            drained: c.drained,
+            forced_closes: c.forced_closes,
+            close_failures: c.close_failures,
+        }
+    }
+}
+
+impl<F: ClientFactory> std::fmt::Debug for ClientPool<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientPool")
+            .field("config", &self.inner.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

@@ -1,0 +1,183 @@
+//! What a call can fail with ([`CallError`]) and the classification of
+//! each failure: retryable or final, and which [`FailureClass`] the lease
+//! is told. Kept apart from the retry budget and the attempt schedule
+//! (`steadfast_core::call_retry`), which only see "retryable or not".
+
+use std::time::Duration;
+
+use reqwest::Method;
+use steadfast_core::{FailureClass, GiveUp, NoEndpoint};
+use steadfast_pool::{ClosedWhileInUse, PoolError};
+
+/// Why a call through a [`Caller`](super::Caller) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No endpoint could be had before the call's deadline (the first
+    /// attempt found the directory empty, closed, or every endpoint
+    /// ejected): the directory's reason. Final for this call.
+    #[error(transparent)]
+    NoEndpoint(#[from] NoEndpoint),
+    /// Connecting to the endpoint failed (refused, unreachable, connect
+    /// timeout): the request was never sent. Retryable; the lease is told
+    /// `ConnectionRefused` (ejects at once).
+    #[error("connect to {address} failed")]
+    Connect {
+        /// `host:port` of the endpoint.
+        address: String,
+        /// The transport's error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The provider answered 503 with `x-steadfast-closing: true`: it is
+    /// shutting down and refused the request before running it.
+    /// Retryable; the lease is told `Closing` (the endpoint is tombstoned).
+    #[error("{address} is closing")]
+    Closing {
+        /// `host:port` of the endpoint.
+        address: String,
+    },
+    /// The pool force-closed the endpoint's client while the call ran (the
+    /// endpoint left the directory and its drain timed out). Retryable; a
+    /// transport failure (`Server`) for the lease.
+    #[error(transparent)]
+    ClosedWhileInUse(#[from] ClosedWhileInUse),
+    /// The transport failed after the request may have been sent
+    /// (connection reset, incomplete answer, body error). Retryable only
+    /// when the method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS,
+    /// TRACE) or the Caller was told to retry every method; `Server` for
+    /// the lease.
+    #[error("request to {address} failed")]
+    Transport {
+        /// `host:port` of the endpoint.
+        address: String,
+        /// Whether a retry may repeat the request.
+        retryable: bool,
+        /// The transport's error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The call's deadline passed during an attempt (the lease is told
+    /// `Timeout`) or while waiting for another endpoint. Final.
+    #[error("call timed out after {0:?}")]
+    Timeout(Duration),
+    /// The request could not be built (an invalid URL, header or body
+    /// from the `build` closure). Final; nothing is reported to the lease.
+    #[error("invalid request")]
+    Request(#[source] reqwest::Error),
+    /// The pool could not give a client for the endpoint (its factory
+    /// failed). Retryable on another endpoint; nothing is reported to the
+    /// lease (a local failure says nothing of the provider).
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// Retries stopped (`why`) after `attempts` attempts; `last` is the
+    /// last attempt's failure.
+    #[error("call failed after {attempts} attempt(s), {why}")]
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+        /// Why no further retry ran.
+        why: GiveUp,
+        /// The last attempt's failure.
+        #[source]
+        last: Box<CallError>,
+    },
+}
+
+impl CallError {
+    /// Whether a new attempt on another endpoint may succeed: connect
+    /// failures, closing answers, clients closed while in use, pool
+    /// failures, and transport failures of idempotent requests. For
+    /// [`CallError::GaveUp`], whether its last failure is retryable (a later
+    /// call may succeed).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CallError::Connect { .. }
+            | CallError::Closing { .. }
+            | CallError::ClosedWhileInUse(_)
+            | CallError::Pool(_) => true,
+            CallError::Transport { retryable, .. } => *retryable,
+            CallError::NoEndpoint(_) | CallError::Timeout(_) | CallError::Request(_) => false,
+            CallError::GaveUp { last, .. } => last.is_retryable(),
+        }
+    }
+
+    /// What the lease of the failed attempt is told (`None`: nothing, the
+    /// lease is dropped without an outcome).
+    pub fn failure_class(&self) -> Option<FailureClass> {
+        match self {
+            CallError::Connect { .. } => Some(FailureClass::ConnectionRefused),
+            CallError::Closing { .. } => Some(FailureClass::Closing),
+            CallError::ClosedWhileInUse(_) | CallError::Transport { .. } => {
+                Some(FailureClass::Server)
+            }
+            CallError::Timeout(_) => Some(FailureClass::Timeout),
+            CallError::NoEndpoint(_)
+            | CallError::Request(_)
+            | CallError::Pool(_)
+            | CallError::GaveUp { .. } => None,
+        }
+    }
+
+    /// Classifies a transport error of an attempt on `address`.
+    pub(crate) fn of_transport(
+        address: &str,
+        source: reqwest::Error,
+        repeatable: bool,
+        elapsed: Duration,
+    ) -> Self {
+        let address = address.to_owned();
+        if source.is_builder() {
+            CallError::Request(source)
+        } else if source.is_connect() {
+            CallError::Connect { address, source }
+        } else if source.is_timeout() {
+            CallError::Timeout(elapsed)
+        } else {
+            CallError::Transport {
+                address,
+                retryable: repeatable,
+                source,
+            }
+        }
+    }
+}
+
+/// Whether a request with `method` may be sent twice without changing its
+/// effect (RFC 9110 idempotent methods).
+pub fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_safe_methods_are_idempotent() {
+        assert!(is_idempotent(&Method::GET) && is_idempotent(&Method::PUT));
+        assert!(!is_idempotent(&Method::POST) && !is_idempotent(&Method::PATCH));
+    }
+
+    #[test]
+    fn classes_follow_the_failure() {
+        let closing = CallError::Closing {
+            address: "h:1".into(),
+        };
+        assert!(closing.is_retryable());
+        assert_eq!(closing.failure_class(), Some(FailureClass::Closing));
+        let timeout = CallError::Timeout(Duration::from_secs(1));
+        assert!(!timeout.is_retryable());
+        assert_eq!(timeout.failure_class(), Some(FailureClass::Timeout));
+        let gave_up = CallError::GaveUp {
+            attempts: 2,
+            why: GiveUp::Budget,
+            last: Box::new(closing),
+        };
+        assert!(gave_up.is_retryable());
+        assert_eq!(gave_up.failure_class(), None);
+        assert!(gave_up.to_string().contains("retry budget"));
+    }
+}

@@ -1,0 +1,263 @@
+//! The Caller over real loopback sockets: actix-web providers, the embedded
+//! registry, the engine in the test's actix System. Real time (sockets
+//! cannot run on a paused clock), every wait bounded and short.
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest::Method;
+use steadfast_core::{GiveUp, RetryBudgetConfig};
+use steadfast_pool::{ClientPool, PoolConfig};
+use steadfast_web::caller::{CallError, Caller};
+use steadfast_web::factory::ReqwestFactory;
+use support::{dead_port, resetter, wait_endpoints, wait_until, Mode, Provider, World};
+
+#[actix_rt::test]
+async fn a_call_reaches_the_provider_at_the_url_built_from_the_endpoint() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let p = Provider::start(Mode::Serve);
+    world.register(p.port, "api/v1");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::new(dir);
+    let answer = caller.get("/greet/ann?loud=1").await.expect("answer");
+    assert_eq!(answer.attempts, 1);
+    assert_eq!(answer.endpoint.port(), p.port);
+    let body = answer.response.text().await.expect("body");
+    // Service path, then the call's path; the call's query, then the
+    // service's non-internal params, encoded (no `timestamp`, `interface`
+    // nor any `steadfast.*`).
+    assert_eq!(
+        body,
+        format!("{} /api/v1/greet/ann?loud=1&lang=en%20GB", p.port)
+    );
+    let s = caller.stats();
+    assert_eq!((s.calls, s.attempts, s.retries, s.failed), (1, 1, 0, 0));
+}
+
+#[actix_rt::test]
+async fn a_dead_endpoint_is_retried_on_another_one_and_ejected() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let live = Provider::start(Mode::Serve);
+    let dead = dead_port();
+    world.register(live.port, "");
+    world.register(dead, "");
+    wait_endpoints(&dir, 2).await;
+    let caller = Caller::new(dir);
+    for _ in 0..30 {
+        let answer = caller.get("x").await.expect("every call succeeds");
+        assert!(answer.attempts <= 2, "at most one retry per call");
+        assert_eq!(answer.endpoint.port(), live.port);
+    }
+    let s = caller.stats();
+    assert_eq!(s.failed, 0);
+    // The refused connection ejects the dead endpoint at once: at most the
+    // first call that picked it retried.
+    assert!(s.retries <= 1, "{s:?}");
+    assert_eq!(live.hits(), 30);
+}
+
+#[actix_rt::test]
+async fn a_retry_waits_for_another_endpoint_and_never_repeats_the_closing_one() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let closing = Provider::start(Mode::Closing);
+    world.register(closing.port, "");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::builder(dir.clone())
+        .deadline(Duration::from_secs(3))
+        .build();
+    let call = actix_rt::spawn({
+        let caller = caller.clone();
+        async move { caller.get("x").await }
+    });
+    // The first attempt gets the closing 503; only then does another
+    // endpoint appear, and the call goes there.
+    wait_until("the closing answer", || closing.hits() == 1).await;
+    let other = Provider::start(Mode::Serve);
+    world.register(other.port, "");
+    let answer = call.await.expect("joined").expect("answered by the other");
+    assert_eq!(answer.attempts, 2);
+    assert_eq!(answer.endpoint.port(), other.port);
+    assert_eq!(closing.hits(), 1, "the closing endpoint is never retried");
+}
+
+#[actix_rt::test]
+async fn with_no_other_endpoint_the_retry_gives_up_at_the_deadline() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let closing = Provider::start(Mode::Closing);
+    world.register(closing.port, "");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::builder(dir)
+        .deadline(Duration::from_millis(400))
+        .build();
+    let started = tokio::time::Instant::now();
+    let err = caller.get("x").await.expect_err("no other endpoint");
+    let took = started.elapsed();
+    assert!(
+        matches!(&err, CallError::GaveUp { attempts: 1, why: GiveUp::Deadline, last }
+            if matches!(**last, CallError::Closing { .. })),
+        "{err:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert_eq!(closing.hits(), 1);
+    assert_eq!(caller.stats().failed, 1);
+}
+
+#[actix_rt::test]
+async fn a_reset_is_retried_for_get_but_not_for_post() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let (port, connections) = resetter();
+    world.register(port, "");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::builder(dir.clone())
+        .deadline(Duration::from_secs(3))
+        .build();
+    // POST: the request may have run; no retry.
+    let err = caller
+        .send(Method::POST, "x", |r| r.body("once"))
+        .await
+        .expect_err("reset");
+    assert!(
+        matches!(
+            err,
+            CallError::Transport {
+                retryable: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable());
+    let after_post = connections.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(after_post, 1, "a POST is sent once");
+    // GET: idempotent, retried on another endpoint once one is there.
+    let call = actix_rt::spawn({
+        let caller = caller.clone();
+        async move { caller.get("x").await }
+    });
+    wait_until("the GET reaching the resetter", || {
+        connections.load(std::sync::atomic::Ordering::SeqCst) > after_post
+    })
+    .await;
+    let live = Provider::start(Mode::Serve);
+    world.register(live.port, "");
+    let answer = call.await.expect("joined").expect("retried elsewhere");
+    assert_eq!(answer.attempts, 2);
+    assert_eq!(answer.endpoint.port(), live.port);
+}
+
+#[actix_rt::test]
+async fn a_spent_budget_refuses_the_retry() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let live = Provider::start(Mode::Serve);
+    let dead = dead_port();
+    world.register(dead, "");
+    world.register(live.port, "");
+    wait_endpoints(&dir, 2).await;
+    let caller = Caller::builder(dir)
+        .budget(RetryBudgetConfig::none())
+        .build();
+    // Call until the dead endpoint is picked once (then it is ejected).
+    let mut refused = None;
+    for _ in 0..30 {
+        if let Err(e) = caller.get("x").await {
+            refused = Some(e);
+            break;
+        }
+    }
+    match refused {
+        // P2C may never have picked the dead one before it had stats;
+        // then nothing was refused and nothing failed.
+        None => assert_eq!(caller.stats().failed, 0),
+        Some(e) => {
+            assert!(
+                matches!(&e, CallError::GaveUp { attempts: 1, why: GiveUp::Budget, last }
+                    if matches!(**last, CallError::Connect { .. })),
+                "{e:?}"
+            );
+            let s = caller.stats();
+            assert_eq!((s.budget_refused, s.retries, s.failed), (1, 0, 1));
+        }
+    }
+}
+
+#[actix_rt::test]
+async fn no_endpoint_within_the_deadline_says_why() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let caller = Caller::builder(dir)
+        .deadline(Duration::from_millis(200))
+        .build();
+    let err = caller.get("x").await.expect_err("nothing registered");
+    assert!(matches!(err, CallError::NoEndpoint(_)), "{err:?}");
+    assert_eq!(caller.stats().attempts, 0);
+}
+
+#[actix_rt::test]
+async fn a_client_closed_while_in_use_is_retried_on_another_endpoint() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let slow = Provider::start(Mode::Slow);
+    world.register(slow.port, "");
+    wait_endpoints(&dir, 1).await;
+    let pool = ClientPool::new(
+        ReqwestFactory::default(),
+        PoolConfig {
+            drain_timeout: Duration::from_millis(100),
+            ..PoolConfig::default()
+        },
+    );
+    let caller = Caller::builder(dir.clone())
+        .pool(pool.clone())
+        .deadline(Duration::from_secs(5))
+        .build();
+    let call = actix_rt::spawn({
+        let caller = caller.clone();
+        async move { caller.get("x").await }
+    });
+    wait_until("the slow call in flight", || slow.hits() == 1).await;
+    // The endpoint leaves: its client drains, is force-closed after 100 ms
+    // while the call still runs, and the call goes to the new endpoint.
+    let live = Provider::start(Mode::Serve);
+    world.register(live.port, "");
+    world.unregister(slow.port);
+    let answer = call.await.expect("joined").expect("retried elsewhere");
+    assert_eq!(answer.attempts, 2);
+    assert_eq!(answer.endpoint.port(), live.port);
+    assert!(pool.stats().forced_closes >= 1, "{:?}", pool.stats());
+}
+
+#[actix_rt::test]
+async fn the_pool_follows_the_directory() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let (a, b) = (Provider::start(Mode::Serve), Provider::start(Mode::Serve));
+    world.register(a.port, "");
+    world.register(b.port, "");
+    wait_endpoints(&dir, 2).await;
+    let pool = ClientPool::new(ReqwestFactory::default(), PoolConfig::default());
+    let caller = Caller::builder(dir.clone()).pool(pool.clone()).build();
+    for _ in 0..20 {
+        caller.get("x").await.expect("answer");
+    }
+    world.unregister(a.port);
+    wait_endpoints(&dir, 1).await;
+    // The client of the endpoint that left drains and closes (nothing in
+    // flight): only b's stays active.
+    wait_until("a's client drained", || {
+        let s = pool.stats();
+        s.active <= 1 && s.draining == 0
+    })
+    .await;
+    drop(caller);
+    let _ = b.hits();
+}
