@@ -17,10 +17,6 @@ pub mod caller;
 pub mod factory;
 pub mod provider;
 
-pub use provider::{
-    ExportStopError, GracefulReport, GracefulShutdown, InFlightGate, ShutdownCause,
-    ShutdownTrigger, CLOSING_HEADER,
-};
 pub use caller::{
     is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, ReqwestPool,
     DEFAULT_DEADLINE,
@@ -28,3 +24,7 @@ pub use caller::{
 #[cfg(feature = "awc")]
 pub use factory::{AwcClient, AwcConfig, AwcFactory};
 pub use factory::{ReqwestConfig, ReqwestFactory};
+pub use provider::{
+    ExportStopError, GracefulReport, GracefulShutdown, InFlightGate, ShutdownCause,
+    ShutdownTrigger, CLOSING_HEADER,
+};
