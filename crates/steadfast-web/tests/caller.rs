@@ -158,36 +158,26 @@ async fn a_reset_is_retried_for_get_but_not_for_post() {
 async fn a_spent_budget_refuses_the_retry() {
     let world = World::start();
     let dir = world.subscribe().await;
-    let live = Provider::start(Mode::Serve);
-    let dead = dead_port();
-    world.register(dead, "");
-    world.register(live.port, "");
-    wait_endpoints(&dir, 2).await;
+    world.register(dead_port(), "");
+    wait_endpoints(&dir, 1).await;
     let caller = Caller::builder(dir)
         .budget(RetryBudgetConfig::none())
+        .deadline(Duration::from_secs(2))
         .build();
-    // Call until the dead endpoint is picked once (then it is ejected).
-    let mut refused = None;
-    for _ in 0..30 {
-        if let Err(e) = caller.get("x").await {
-            refused = Some(e);
-            break;
-        }
-    }
-    match refused {
-        // P2C may never have picked the dead one before it had stats;
-        // then nothing was refused and nothing failed.
-        None => assert_eq!(caller.stats().failed, 0),
-        Some(e) => {
-            assert!(
-                matches!(&e, CallError::GaveUp { attempts: 1, why: GiveUp::Budget, last }
-                    if matches!(**last, CallError::Connect { .. })),
-                "{e:?}"
-            );
-            let s = caller.stats();
-            assert_eq!((s.budget_refused, s.retries, s.failed), (1, 0, 1));
-        }
-    }
+    let started = tokio::time::Instant::now();
+    let err = caller.get("x").await.expect_err("refused");
+    assert!(
+        matches!(&err, CallError::GaveUp { attempts: 1, why: GiveUp::Budget, last }
+            if matches!(**last, CallError::Connect { .. })),
+        "{err:?}"
+    );
+    assert!(err.is_retryable(), "a later call may succeed");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "no wait for another endpoint"
+    );
+    let s = caller.stats();
+    assert_eq!((s.budget_refused, s.retries, s.failed), (1, 0, 1));
 }
 
 #[actix_rt::test]
@@ -244,20 +234,31 @@ async fn the_pool_follows_the_directory() {
     world.register(a.port, "");
     world.register(b.port, "");
     wait_endpoints(&dir, 2).await;
+    // Round-robin, so that both endpoints get a client.
+    dir.set_strategy(Some(steadfast_core::Strategy::RoundRobin));
     let pool = ClientPool::new(ReqwestFactory::default(), PoolConfig::default());
     let caller = Caller::builder(dir.clone()).pool(pool.clone()).build();
     for _ in 0..20 {
         caller.get("x").await.expect("answer");
     }
+    let before = pool.stats();
+    assert_eq!((before.active, before.built), (2, 2), "{before:?}");
     world.unregister(a.port);
     wait_endpoints(&dir, 1).await;
     // The client of the endpoint that left drains and closes (nothing in
     // flight): only b's stays active.
     wait_until("a's client drained", || {
         let s = pool.stats();
-        s.active <= 1 && s.draining == 0
+        s.active == 1 && s.draining == 0 && s.drained == 1
     })
     .await;
+    assert!(b.hits() > 0 && a.hits() > 0, "both were called");
+    // The last clone dropping ends the feed: the pool forgets the owner,
+    // so b's client drains too.
     drop(caller);
-    let _ = b.hits();
+    wait_until("b's client drained", || {
+        let s = pool.stats();
+        s.active == 0 && s.drained == 2
+    })
+    .await;
 }

@@ -1,56 +1,45 @@
-//! One attempt of a call on one leased endpoint: a pooled client, the URL,
+//! One reqwest attempt of a call on one leased endpoint: a pooled client, the URL,
 //! the request under the call's deadline, raced against the pool closing
 //! the client, and the answer classified (a closing answer is a failure).
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
-use steadfast_core::Lease;
+use steadfast_core::Endpoint;
 use steadfast_pool::{ClosedWhileInUse, PooledClient};
 use tokio::time::Instant;
 
 use super::error::CallError;
+use super::run::Attempted;
 use super::ReqwestPool;
 
 /// The header a closing provider's 503 carries (the provider side's
 /// `CLOSING_HEADER`, `x-steadfast-closing`).
 pub(crate) const CLOSING_HEADER_NAME: &str = "x-steadfast-closing";
 
-/// What one attempt gave.
-pub(crate) enum Attempted {
-    /// An answer to hand back (any status but a closing 503); `server_error`
-    /// when it is a 5xx (reported to the lease as a `Server` failure).
-    Answer {
-        /// The answer.
-        response: Response,
-        /// Whether the status is a 5xx.
-        server_error: bool,
-        /// The pooled client, held while the body is read.
-        hold: PooledClient<reqwest::Client>,
-    },
-    /// A failure, classified.
-    Failed(CallError),
-}
+/// What a reqwest attempt answers with: the response and the pooled
+/// client, held while the body is read.
+pub(crate) type Answered = (Response, PooledClient<reqwest::Client>);
 
 /// Runs one attempt of `method path` on `lease`'s endpoint by `deadline`.
 pub(crate) async fn attempt(
     pool: &ReqwestPool,
-    lease: &Lease,
+    endpoint: Endpoint,
     method: &Method,
     path: &str,
     build: &(impl Fn(RequestBuilder) -> RequestBuilder + ?Sized),
     repeatable: bool,
     deadline: Instant,
-) -> Attempted {
+) -> Attempted<Answered> {
     let started = Instant::now();
-    let address = lease.address();
+    let address = endpoint.address();
     let pooled = match pool.acquire(&address) {
         Ok(p) => p,
         Err(e) => return Attempted::Failed(CallError::Pool(e)),
     };
-    let url = lease.http_url_for(path);
+    let url = endpoint.http_url_for(path);
     let request = build(pooled.client().request(method.clone(), url));
     let request = match request.build() {
         Ok(r) => r,
-        Err(e) => return Attempted::Failed(CallError::Request(e)),
+        Err(e) => return Attempted::Failed(CallError::Request(Box::new(e))),
     };
     let sent = pooled.client().execute(request);
     let outcome = tokio::select! {
@@ -68,8 +57,7 @@ pub(crate) async fn attempt(
         }
         Ok(Ok(response)) => Attempted::Answer {
             server_error: response.status().is_server_error(),
-            response,
-            hold: pooled,
+            value: (response, pooled),
         },
     }
 }

@@ -9,6 +9,10 @@ use reqwest::Method;
 use steadfast_core::{FailureClass, GiveUp, NoEndpoint};
 use steadfast_pool::{ClosedWhileInUse, PoolError};
 
+/// A transport's error, boxed (reqwest's as is; awc's, which are not
+/// `Send`, as their message).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a call through a [`Caller`](super::Caller) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -26,7 +30,7 @@ pub enum CallError {
         address: String,
         /// The transport's error.
         #[source]
-        source: reqwest::Error,
+        source: BoxError,
     },
     /// The provider answered 503 with `x-steadfast-closing: true`: it is
     /// shutting down and refused the request before running it.
@@ -54,7 +58,7 @@ pub enum CallError {
         retryable: bool,
         /// The transport's error.
         #[source]
-        source: reqwest::Error,
+        source: BoxError,
     },
     /// The call's deadline passed during an attempt (the lease is told
     /// `Timeout`) or while waiting for another endpoint. Final.
@@ -63,7 +67,7 @@ pub enum CallError {
     /// The request could not be built (an invalid URL, header or body
     /// from the `build` closure). Final; nothing is reported to the lease.
     #[error("invalid request")]
-    Request(#[source] reqwest::Error),
+    Request(#[source] BoxError),
     /// The pool could not give a client for the endpoint (its factory
     /// failed). Retryable on another endpoint; nothing is reported to the
     /// lease (a local failure says nothing of the provider).
@@ -127,16 +131,19 @@ impl CallError {
     ) -> Self {
         let address = address.to_owned();
         if source.is_builder() {
-            CallError::Request(source)
+            CallError::Request(Box::new(source))
         } else if source.is_connect() {
-            CallError::Connect { address, source }
+            CallError::Connect {
+                address,
+                source: Box::new(source),
+            }
         } else if source.is_timeout() {
             CallError::Timeout(elapsed)
         } else {
             CallError::Transport {
                 address,
                 retryable: repeatable,
-                source,
+                source: Box::new(source),
             }
         }
     }
@@ -145,9 +152,15 @@ impl CallError {
 /// Whether a request with `method` may be sent twice without changing its
 /// effect (RFC 9110 idempotent methods).
 pub fn is_idempotent(method: &Method) -> bool {
+    is_idempotent_name(method.as_str())
+}
+
+/// [`is_idempotent`] by the method's name (for clients on another `http`
+/// crate version, such as awc).
+pub(crate) fn is_idempotent_name(method: &str) -> bool {
     matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+        method,
+        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
     )
 }
 

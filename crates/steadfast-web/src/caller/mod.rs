@@ -19,28 +19,29 @@
 //! success for the lease.
 
 mod attempt;
+#[cfg(feature = "awc")]
+mod awc;
 mod error;
 mod feed;
 mod pick;
+mod run;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use reqwest::{Method, RequestBuilder, Response};
 use steadfast_actors::Directory;
-use steadfast_core::{
-    CallRetry, CallRetryPolicy, CallStep, Endpoint, GiveUp, RetryBudget, RetryBudgetConfig,
-};
+use steadfast_core::{CallRetryPolicy, Endpoint, RetryBudget, RetryBudgetConfig};
 use steadfast_pool::{ClientPool, PoolConfig, PooledClient};
-use tokio::time::Instant;
 
-pub use error::{is_idempotent, CallError};
+#[cfg(feature = "awc")]
+pub use self::awc::{AwcAnswer, AwcCaller, AwcPool};
+pub use error::{is_idempotent, BoxError, CallError};
 
 use crate::factory::ReqwestFactory;
-use attempt::Attempted;
+use run::{CallCore, Shared};
 
 /// The pool a [`Caller`] takes its clients from.
 pub type ReqwestPool = ClientPool<ReqwestFactory>;
@@ -77,29 +78,9 @@ pub struct CallerStats {
     pub budget_refused: u64,
 }
 
-#[derive(Default)]
-struct Counters {
-    calls: AtomicU64,
-    attempts: AtomicU64,
-    retries: AtomicU64,
-    failed: AtomicU64,
-    budget_refused: AtomicU64,
-}
-
-/// The retry state shared by every call of a Caller.
-struct Shared {
-    budget: RetryBudget,
-    rng: StdRng,
-}
-
 struct Inner {
-    dir: Directory,
+    core: CallCore,
     pool: ReqwestPool,
-    deadline: Duration,
-    policy: CallRetryPolicy,
-    retry_any_method: bool,
-    shared: Mutex<Shared>,
-    counters: Counters,
     _feed: feed::FeedStop,
 }
 
@@ -116,8 +97,8 @@ pub struct Caller {
 impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caller")
-            .field("reference", self.inner.dir.reference())
-            .field("deadline", &self.inner.deadline)
+            .field("reference", self.inner.core.dir.reference())
+            .field("deadline", &self.inner.core.deadline)
             .field("stats", &self.stats())
             .finish()
     }
@@ -133,6 +114,8 @@ pub struct CallerBuilder {
     policy: CallRetryPolicy,
     retry_any_method: bool,
     seed: Option<u64>,
+    #[cfg(feature = "awc")]
+    awc_pool: Option<AwcPool>,
 }
 
 impl CallerBuilder {
@@ -181,31 +164,38 @@ impl CallerBuilder {
     }
 
     /// The Caller. Inside a tokio runtime.
-    pub fn build(self) -> Caller {
+    pub fn build(mut self) -> Caller {
         let pool = self
             .pool
+            .take()
             .unwrap_or_else(|| ClientPool::new(ReqwestFactory::default(), PoolConfig::default()));
-        let owner = pool.new_owner();
-        let feed = feed::start(&self.dir, &pool, owner);
+        let feed = feed::start(&self.dir, &pool, pool.new_owner());
+        Caller {
+            inner: Arc::new(Inner {
+                core: self.core(),
+                pool,
+                _feed: feed,
+            }),
+        }
+    }
+
+    /// The call loop's state from these settings.
+    fn core(self) -> CallCore {
         let rng = match self.seed {
             Some(s) => StdRng::seed_from_u64(s),
             None => StdRng::from_entropy(),
         };
-        Caller {
-            inner: Arc::new(Inner {
-                dir: self.dir,
-                pool,
-                deadline: self.deadline,
-                policy: self.policy,
-                retry_any_method: self.retry_any_method,
-                shared: Mutex::new(Shared {
-                    budget: RetryBudget::new(self.budget),
-                    rng,
-                }),
-                counters: Counters::default(),
-                _feed: feed,
-            }),
-        }
+        let shared = Shared {
+            budget: RetryBudget::new(self.budget),
+            rng,
+        };
+        CallCore::new(
+            self.dir,
+            self.deadline,
+            self.policy,
+            self.retry_any_method,
+            shared,
+        )
     }
 }
 
@@ -226,6 +216,8 @@ impl Caller {
             policy: CallRetryPolicy::default(),
             retry_any_method: false,
             seed: None,
+            #[cfg(feature = "awc")]
+            awc_pool: None,
         }
     }
 
@@ -244,138 +236,39 @@ impl Caller {
         build: impl Fn(RequestBuilder) -> RequestBuilder,
     ) -> Result<Answer, CallError> {
         let inner = &*self.inner;
-        let c = &inner.counters;
-        c.calls.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        let deadline = started.checked_add(inner.deadline).unwrap_or(started);
-        let mut retry = {
-            let mut s = self.lock();
-            CallRetry::start(&mut s.budget, started.into_std(), deadline.into_std())
-        };
-        let repeatable = inner.retry_any_method || is_idempotent(&method);
-        let mut tried: Vec<Endpoint> = Vec::new();
-        let mut last: Option<CallError> = None;
-        // Bounded: every turn begins an attempt, and the policy's
-        // `max_attempts` (or the deadline) ends the run.
-        loop {
-            let lease = match pick::pick(&inner.dir, &tried, deadline).await {
-                Ok(lease) => lease,
-                Err(no) => {
-                    c.failed.fetch_add(1, Ordering::Relaxed);
-                    return Err(match last {
-                        None => CallError::NoEndpoint(no),
-                        Some(last) => CallError::GaveUp {
-                            attempts: retry.attempts(),
-                            why: GiveUp::Deadline,
-                            last: Box::new(last),
-                        },
-                    });
-                }
-            };
-            let number = retry.begin_attempt();
-            c.attempts.fetch_add(1, Ordering::Relaxed);
-            let endpoint = lease.endpoint().clone();
-            let attempted = attempt::attempt(
+        let repeatable = inner.core.retry_any_method || is_idempotent(&method);
+        let run = inner.core.run(|lease, deadline| {
+            attempt::attempt(
                 &inner.pool,
-                &lease,
+                lease,
                 &method,
                 path,
                 &build,
                 repeatable,
                 deadline,
             )
-            .await;
-            let error = match attempted {
-                Attempted::Answer {
-                    response,
-                    server_error,
-                    hold,
-                } => {
-                    if server_error {
-                        lease.failure(steadfast_core::FailureClass::Server);
-                    } else {
-                        lease.success();
-                    }
-                    return Ok(Answer {
-                        response,
-                        attempts: number,
-                        endpoint,
-                        _hold: hold,
-                    });
-                }
-                Attempted::Failed(e) => e,
-            };
-            match error.failure_class() {
-                Some(class) => {
-                    lease.failure(class);
-                }
-                None => drop(lease),
-            }
-            tracing::debug!(endpoint = %endpoint.address(), attempt = number, error = %error, "call attempt failed");
-            tried.push(endpoint);
-            let step = {
-                let now = Instant::now().into_std();
-                let s = &mut *self.lock();
-                retry.on_failure(
-                    &inner.policy,
-                    error.is_retryable(),
-                    &mut s.budget,
-                    now,
-                    &mut s.rng,
-                )
-            };
-            match step {
-                CallStep::Retry { after } => {
-                    c.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(after).await;
-                    last = Some(error);
-                }
-                CallStep::GiveUp(why) => {
-                    c.failed.fetch_add(1, Ordering::Relaxed);
-                    if why == GiveUp::Budget {
-                        c.budget_refused.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if why == GiveUp::Final && number == 1 {
-                        return Err(error);
-                    }
-                    return Err(CallError::GaveUp {
-                        attempts: number,
-                        why,
-                        last: Box::new(error),
-                    });
-                }
-            }
-        }
+        });
+        let ((response, hold), attempts, endpoint) = run.await?;
+        Ok(Answer {
+            response,
+            attempts,
+            endpoint,
+            _hold: hold,
+        })
     }
 
     /// The counters (shared by every clone).
     pub fn stats(&self) -> CallerStats {
-        let c = &self.inner.counters;
-        CallerStats {
-            calls: c.calls.load(Ordering::Relaxed),
-            attempts: c.attempts.load(Ordering::Relaxed),
-            retries: c.retries.load(Ordering::Relaxed),
-            failed: c.failed.load(Ordering::Relaxed),
-            budget_refused: c.budget_refused.load(Ordering::Relaxed),
-        }
+        self.inner.core.stats()
     }
 
     /// The directory the Caller picks from.
     pub fn directory(&self) -> &Directory {
-        &self.inner.dir
+        &self.inner.core.dir
     }
 
     /// The pool the Caller takes its clients from.
     pub fn pool(&self) -> &ReqwestPool {
         &self.inner.pool
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        // The state stays consistent even if a holder panicked (no await
-        // or user code runs under the lock).
-        self.inner
-            .shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }

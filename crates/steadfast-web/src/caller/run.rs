@@ -1,0 +1,190 @@
+//! The call loop shared by the reqwest [`Caller`](super::Caller) and the
+//! awc `AwcCaller`: pick (another endpoint on a retry), run one attempt
+//! with the client's own code, report the outcome to the lease, and ask the
+//! sans-IO [`CallRetry`] whether to retry. Transport-agnostic: an attempt
+//! is a closure returning an [`Attempted`].
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use steadfast_actors::Directory;
+use steadfast_core::{
+    CallRetry, CallRetryPolicy, CallStep, Endpoint, FailureClass, GiveUp, RetryBudget,
+};
+use tokio::time::Instant;
+
+use super::error::CallError;
+use super::pick;
+use super::CallerStats;
+
+/// What one attempt gave.
+pub(crate) enum Attempted<R> {
+    /// An answer to hand back (any status but a closing 503); `server_error`
+    /// when it is a 5xx (reported to the lease as a `Server` failure).
+    Answer {
+        /// The answer (and what must live as long as it).
+        value: R,
+        /// Whether the status is a 5xx.
+        server_error: bool,
+    },
+    /// A failure, classified.
+    Failed(CallError),
+}
+
+/// The retry state shared by every call of a Caller.
+pub(crate) struct Shared {
+    pub(crate) budget: RetryBudget,
+    pub(crate) rng: StdRng,
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    attempts: AtomicU64,
+    retries: AtomicU64,
+    failed: AtomicU64,
+    budget_refused: AtomicU64,
+}
+
+/// Everything a call needs but the client: directory, deadline, retry
+/// policy, budget, counters.
+pub(crate) struct CallCore {
+    pub(crate) dir: Directory,
+    pub(crate) deadline: Duration,
+    pub(crate) policy: CallRetryPolicy,
+    pub(crate) retry_any_method: bool,
+    shared: Mutex<Shared>,
+    counters: Counters,
+}
+
+impl CallCore {
+    pub(crate) fn new(
+        dir: Directory,
+        deadline: Duration,
+        policy: CallRetryPolicy,
+        retry_any_method: bool,
+        shared: Shared,
+    ) -> Self {
+        Self {
+            dir,
+            deadline,
+            policy,
+            retry_any_method,
+            shared: Mutex::new(shared),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Runs one call: `attempt(endpoint, deadline)` per attempt, on the
+    /// endpoint leased for it. Returns the answer with the attempts made
+    /// and the endpoint that answered.
+    pub(crate) async fn run<R, F>(
+        &self,
+        attempt: impl Fn(Endpoint, Instant) -> F,
+    ) -> Result<(R, u32, Endpoint), CallError>
+    where
+        F: Future<Output = Attempted<R>>,
+    {
+        let c = &self.counters;
+        c.calls.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let deadline = started.checked_add(self.deadline).unwrap_or(started);
+        let mut retry = {
+            let mut s = self.lock();
+            CallRetry::start(&mut s.budget, started.into_std(), deadline.into_std())
+        };
+        let mut tried: Vec<Endpoint> = Vec::new();
+        let mut last: Option<CallError> = None;
+        // Bounded: every turn begins an attempt, and the policy's attempts
+        // or the deadline end the run.
+        loop {
+            let lease = match pick::pick(&self.dir, &tried, deadline).await {
+                Ok(lease) => lease,
+                Err(no) => {
+                    c.failed.fetch_add(1, Ordering::Relaxed);
+                    return Err(match last {
+                        None => CallError::NoEndpoint(no),
+                        Some(last) => CallError::GaveUp {
+                            attempts: retry.attempts(),
+                            why: GiveUp::Deadline,
+                            last: Box::new(last),
+                        },
+                    });
+                }
+            };
+            let number = retry.begin_attempt();
+            c.attempts.fetch_add(1, Ordering::Relaxed);
+            let endpoint = lease.endpoint().clone();
+            let error = match attempt(endpoint.clone(), deadline).await {
+                Attempted::Answer {
+                    value,
+                    server_error,
+                } => {
+                    if server_error {
+                        lease.failure(FailureClass::Server);
+                    } else {
+                        lease.success();
+                    }
+                    return Ok((value, number, endpoint));
+                }
+                Attempted::Failed(e) => e,
+            };
+            match error.failure_class() {
+                Some(class) => {
+                    lease.failure(class);
+                }
+                None => drop(lease),
+            }
+            tracing::debug!(endpoint = %endpoint.address(), attempt = number, error = %error, "call attempt failed");
+            tried.push(endpoint);
+            let step = {
+                let now = Instant::now().into_std();
+                let s = &mut *self.lock();
+                let retryable = error.is_retryable();
+                retry.on_failure(&self.policy, retryable, &mut s.budget, now, &mut s.rng)
+            };
+            match step {
+                CallStep::Retry { after } => {
+                    c.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(after).await;
+                    last = Some(error);
+                }
+                CallStep::GiveUp(why) => {
+                    c.failed.fetch_add(1, Ordering::Relaxed);
+                    if why == GiveUp::Budget {
+                        c.budget_refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if why == GiveUp::Final && number == 1 {
+                        return Err(error);
+                    }
+                    return Err(CallError::GaveUp {
+                        attempts: number,
+                        why,
+                        last: Box::new(error),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The counters.
+    pub(crate) fn stats(&self) -> CallerStats {
+        let c = &self.counters;
+        CallerStats {
+            calls: c.calls.load(Ordering::Relaxed),
+            attempts: c.attempts.load(Ordering::Relaxed),
+            retries: c.retries.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+            budget_refused: c.budget_refused.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // The state stays consistent even if a holder panicked (no await
+        // or user code runs under the lock).
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
