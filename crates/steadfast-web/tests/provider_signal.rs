@@ -58,8 +58,7 @@ async fn sigterm_runs_the_graceful_shutdown() {
             .step_timeout(Duration::from_secs(2))
             .run_on_signal(),
     );
-    // Let the task install its handlers, then signal ourselves.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The listeners are installed by `run_on_signal()` itself.
     let end = Instant::now() + Duration::from_secs(2);
     while registry.instances("greeter").is_empty() && Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -23,6 +23,7 @@
 //! closing.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -196,12 +197,17 @@ impl GracefulShutdown {
     }
 
     /// Waits for SIGTERM, ctrl-c or the trigger, then runs the sequence.
-    /// Spawn it as soon as the export exists: the signal handlers are
-    /// installed when it first runs. When a signal handler cannot be
-    /// installed, only the other causes start it.
-    pub async fn run_on_signal(mut self) -> GracefulReport {
-        let cause = wait_for_cause(&mut self.fired).await;
-        self.run(cause).await
+    /// The signal listeners are installed by this call (inside the tokio
+    /// runtime, e.g. the actix System), before the future is first polled,
+    /// so call it as soon as the export exists and spawn or await the
+    /// future. When a listener cannot be installed, only the other causes
+    /// start it.
+    pub fn run_on_signal(mut self) -> impl Future<Output = GracefulReport> {
+        let signals = Signals::install();
+        async move {
+            let cause = wait_for_cause(&mut self.fired, signals).await;
+            self.run(cause).await
+        }
     }
 
     /// Runs the sequence now (cause [`ShutdownCause::Trigger`]).
@@ -245,41 +251,80 @@ impl GracefulShutdown {
     }
 }
 
+/// The signal listeners, installed when created (so a signal sent right
+/// after `run_on_signal()` returned is not missed).
+struct Signals {
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Installs the SIGTERM and SIGINT listeners (unix; elsewhere ctrl-c is
+    /// listened to from the first poll). One that cannot be installed (e.g.
+    /// outside a tokio runtime) is logged and never fires.
+    fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let listen = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, signal = name, "cannot listen to the signal");
+                    None
+                }
+            };
+            Self {
+                terminate: listen(SignalKind::terminate(), "SIGTERM"),
+                interrupt: listen(SignalKind::interrupt(), "SIGINT"),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+}
+
+/// Resolves when `signal` arrives; never when it is not listened to.
+#[cfg(unix)]
+async fn arrival(signal: Option<&mut tokio::signal::unix::Signal>) {
+    if let Some(s) = signal {
+        if s.recv().await.is_some() {
+            return;
+        }
+    }
+    std::future::pending::<()>().await
+}
+
 /// The first of SIGTERM, ctrl-c and the trigger.
-async fn wait_for_cause(fired: &mut watch::Receiver<bool>) -> ShutdownCause {
+async fn wait_for_cause(fired: &mut watch::Receiver<bool>, signals: Signals) -> ShutdownCause {
     let trigger = async {
         // The sender lives in `self.trigger`, so this only ends on a fire.
         let _ = fired.wait_for(|f| *f).await;
     };
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        _ = trigger => ShutdownCause::Trigger,
-        _ = ctrl_c => ShutdownCause::CtrlC,
-        _ = terminate() => ShutdownCause::Terminate,
-    }
-}
-
-/// Resolves on SIGTERM; never when it cannot be listened to.
-#[cfg(unix)]
-async fn terminate() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen to SIGTERM");
-            std::future::pending::<()>().await
+    #[cfg(unix)]
+    {
+        let Signals {
+            mut terminate,
+            mut interrupt,
+        } = signals;
+        tokio::select! {
+            _ = trigger => ShutdownCause::Trigger,
+            _ = arrival(interrupt.as_mut()) => ShutdownCause::CtrlC,
+            _ = arrival(terminate.as_mut()) => ShutdownCause::Terminate,
         }
     }
-}
-
-/// No SIGTERM here: never resolves.
-#[cfg(not(unix))]
-async fn terminate() {
-    std::future::pending::<()>().await
+    #[cfg(not(unix))]
+    {
+        let Signals {} = signals;
+        let ctrl_c = async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await
+            }
+        };
+        tokio::select! {
+            _ = trigger => ShutdownCause::Trigger,
+            _ = ctrl_c => ShutdownCause::CtrlC,
+        }
+    }
 }
