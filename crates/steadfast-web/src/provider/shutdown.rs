@@ -9,7 +9,9 @@
 //!    `drain_timeout`; all exports at once, each bounded by
 //!    `drain_timeout + step_timeout`;
 //! 2. every actix-web server stops gracefully within `step_timeout`
-//!    (then forcibly, bounded again);
+//!    (then forcibly, bounded again; a server already stopping gracefully
+//!    ends within its own `shutdown_timeout` in the background, so set that
+//!    at most `step_timeout`);
 //! 3. the engine shuts down within `step_timeout`.
 //!
 //! The whole sequence takes at most `drain_timeout + 4 x step_timeout`
