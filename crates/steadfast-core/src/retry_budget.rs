@@ -97,7 +97,7 @@ impl RetryBudgetConfig {
     }
 }
 
-/// The budget: deposits and withdrawals in a window of [`BUCKETS`] buckets
+/// The budget: deposits and withdrawals in a window of 10 buckets
 /// of `ttl / 10` each, plus the reserve.
 #[derive(Clone, Debug)]
 pub struct RetryBudget {
