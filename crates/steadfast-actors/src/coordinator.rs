@@ -419,6 +419,9 @@ impl Coordinator {
         if spec.services.is_empty() {
             return Err(EngineError::NothingToExport(spec.app));
         }
+        if spec.in_flight.as_ref().is_some_and(InFlight::is_closing) {
+            return Err(EngineError::TrackerClosing(spec.app));
+        }
         let id = self.id();
         let seed = self.seed(id);
         let export_ms = SystemTime::now()
@@ -426,7 +429,8 @@ impl Coordinator {
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
         let (info, instance) = build_export(&spec, export_ms, &mut StdRng::seed_from_u64(seed));
-        let in_flight = InFlight::default();
+        // The tracker the provider's server already counts with, or a new one.
+        let in_flight = spec.in_flight.clone().unwrap_or_default();
         let parts = ExportParts {
             registry: self.registry_backend.clone(),
             publishers: self.publishers.clone(),

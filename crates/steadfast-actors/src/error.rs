@@ -29,6 +29,11 @@ pub enum EngineError {
     /// An export named no service.
     #[error("provider {0} exports no service")]
     NothingToExport(String),
+    /// An export was given an in-flight tracker that is already closing
+    /// (a graceful shutdown closed it for good): use a fresh
+    /// `InFlight::new()` per export.
+    #[error("provider {0}: its in-flight tracker is already closing")]
+    TrackerClosing(String),
     /// `start()` was called outside a running actix System.
     #[error("the engine must be started inside a running actix System")]
     NoSystem,

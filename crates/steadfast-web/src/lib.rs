@@ -24,3 +24,7 @@ pub use caller::{
 #[cfg(feature = "awc")]
 pub use factory::{AwcClient, AwcConfig, AwcFactory};
 pub use factory::{ReqwestConfig, ReqwestFactory};
+pub use provider::{
+    ExportStopError, GracefulReport, GracefulShutdown, InFlightGate, ShutdownCause,
+    ShutdownTrigger, CLOSING_HEADER,
+};

@@ -27,6 +27,12 @@ pub struct InFlightGuard {
 }
 
 impl InFlight {
+    /// A tracker with no request in flight, not closing. Hand it to the
+    /// provider's server and to [`crate::ExportSpec::in_flight`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Starts a request, or `None` once the export is closing (answer it
     /// with a retryable "closing" error so the caller picks another endpoint).
     pub fn enter(&self) -> Option<InFlightGuard> {

@@ -7,6 +7,8 @@ use rand::Rng;
 use steadfast_core::model::METADATA_PORT_KEY;
 use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
 
+use super::in_flight::InFlight;
+
 pub use steadfast_core::model::CLOSING_KEY;
 
 /// The services one provider instance exports.
@@ -26,6 +28,11 @@ pub struct ExportSpec {
     pub services: Vec<ServiceInfo>,
     /// Extra instance metadata.
     pub metadata: BTreeMap<String, String>,
+    /// The in-flight tracker the export drains on shutdown: `None` makes a
+    /// fresh one (reach it with `ExportHandle::in_flight`). Set it with
+    /// [`ExportSpec::in_flight`] to build the server (and its middleware)
+    /// before the export exists.
+    pub in_flight: Option<InFlight>,
 }
 
 impl ExportSpec {
@@ -39,7 +46,18 @@ impl ExportSpec {
             weight: 100,
             services: Vec::new(),
             metadata: BTreeMap::new(),
+            in_flight: None,
         }
+    }
+
+    /// Uses `in_flight` as this export's tracker: the tracker the provider's
+    /// server already counts requests with (e.g. through the actix-web
+    /// middleware), created before the export so no `OnceLock` is needed.
+    /// One tracker per export: a graceful shutdown closes it for good, and
+    /// exporting with a tracker that is already closing is refused.
+    pub fn in_flight(mut self, in_flight: InFlight) -> Self {
+        self.in_flight = Some(in_flight);
+        self
     }
 
     /// Adds an exported service.

@@ -1,1 +1,26 @@
-//! The provider side: the in-flight middleware and the graceful shutdown helper.
+//! Provider side of the actix-web integration.
+//!
+//! - [`InFlightGate`]: middleware over the export's `InFlight` tracker that
+//!   counts every request and, once closing, answers 503 + `Retry-After` +
+//!   [`CLOSING_HEADER`] (a retryable refusal for `Caller`: the request was
+//!   not processed).
+//! - [`GracefulShutdown`]: the stop sequence in the right order on SIGTERM /
+//!   ctrl-c or an explicit [`ShutdownTrigger`], every step bounded.
+//!
+//! The tracker is created first (`InFlight::new()`), shared by the gate and
+//! the export (`ExportSpec::in_flight`), so the server can be built before
+//! the export exists. Details: `docs/issue10-provider.md`.
+
+mod gate;
+mod shutdown;
+
+pub use gate::{GatedBody, InFlightGate, InFlightGateService, DEFAULT_RETRY_AFTER};
+pub use shutdown::{
+    ExportStopError, GracefulReport, GracefulShutdown, ShutdownCause, ShutdownTrigger,
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_STEP_TIMEOUT,
+};
+
+/// Header of the provider's closing answer (value `true`), next to
+/// `503 Service Unavailable` and `Retry-After`: the request was refused
+/// before processing, so it is safe to retry on another endpoint.
+pub const CLOSING_HEADER: &str = "x-steadfast-closing";
