@@ -25,6 +25,6 @@ pub use caller::{
 pub use factory::{AwcClient, AwcConfig, AwcFactory};
 pub use factory::{ReqwestConfig, ReqwestFactory};
 pub use provider::{
-    ExportStopError, GracefulReport, GracefulShutdown, InFlightGate, ShutdownCause,
-    ShutdownTrigger, CLOSING_HEADER,
+    is_closing_answer, ExportStopError, GracefulReport, GracefulShutdown, InFlightGate,
+    ShutdownCause, ShutdownTrigger, CLOSING_HEADER,
 };

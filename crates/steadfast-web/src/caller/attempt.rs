@@ -3,7 +3,7 @@
 //! per-attempt timeout), raced against the pool closing
 //! the client, and the answer classified (a closing answer is a failure).
 
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use reqwest::{Method, RequestBuilder, Response};
 use steadfast_core::Endpoint;
 use steadfast_pool::PooledClient;
 use tokio::time::Instant;
@@ -11,10 +11,6 @@ use tokio::time::Instant;
 use super::error::CallError;
 use super::run::{Attempted, Bound};
 use super::ReqwestPool;
-
-/// The header a closing provider's 503 carries (the provider side's
-/// `CLOSING_HEADER`, `x-steadfast-closing`).
-pub(crate) const CLOSING_HEADER_NAME: &str = "x-steadfast-closing";
 
 /// What a reqwest attempt answers with: the response and the pooled
 /// client, held while the body is read.
@@ -68,9 +64,11 @@ pub(crate) async fn attempt(
 
 /// A closing provider's answer: 503 with `x-steadfast-closing: true`.
 fn is_closing(response: &Response) -> bool {
-    response.status() == StatusCode::SERVICE_UNAVAILABLE
-        && response
+    crate::provider::is_closing_answer(
+        response.status().as_u16(),
+        response
             .headers()
-            .get(CLOSING_HEADER_NAME)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+            .get(crate::provider::CLOSING_HEADER)
+            .map(|v| v.as_bytes()),
+    )
 }

@@ -9,18 +9,18 @@
 use std::sync::Arc;
 
 use awc::error::{ConnectError, SendRequestError};
-use awc::http::{Method, StatusCode};
+use awc::http::Method;
 use awc::{ClientRequest, ClientResponse, SendClientRequest};
 use steadfast_actors::Directory;
 use steadfast_core::Endpoint;
 use steadfast_pool::{ClientPool, PoolConfig, PooledClient};
 use tokio::time::Instant;
 
-use super::attempt::CLOSING_HEADER_NAME;
 use super::error::{is_idempotent_name, CallError};
 use super::run::{Attempted, Bound, CallCore};
 use super::{feed, CallerBuilder, CallerStats};
 use crate::factory::{AwcClient, AwcFactory};
+use crate::provider::{is_closing_answer, CLOSING_HEADER};
 
 /// The pool an [`AwcCaller`] takes its clients from.
 pub type AwcPool = ClientPool<AwcFactory>;
@@ -199,11 +199,10 @@ async fn attempt(
             source: error(&e),
         }),
         Ok(Ok(response))
-            if response.status() == StatusCode::SERVICE_UNAVAILABLE
-                && response
-                    .headers()
-                    .get(CLOSING_HEADER_NAME)
-                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true")) =>
+            if is_closing_answer(
+                response.status().as_u16(),
+                response.headers().get(CLOSING_HEADER).map(|v| v.as_bytes()),
+            ) =>
         {
             Attempted::Failed(CallError::Closing { address })
         }

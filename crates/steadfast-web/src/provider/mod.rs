@@ -24,3 +24,25 @@ pub use shutdown::{
 /// `503 Service Unavailable` and `Retry-After`: the request was refused
 /// before processing, so it is safe to retry on another endpoint.
 pub const CLOSING_HEADER: &str = "x-steadfast-closing";
+
+/// Whether an answer with `status` and the [`CLOSING_HEADER`] value
+/// `closing` (when present) is a closing provider's refusal: 503 with the
+/// header set to `true` (any case). One rule for every HTTP client.
+pub fn is_closing_answer(status: u16, closing: Option<&[u8]>) -> bool {
+    status == 503 && closing.is_some_and(|v| v.eq_ignore_ascii_case(b"true"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_closing_answer;
+
+    #[test]
+    fn only_a_503_with_the_header_true_is_a_closing_answer() {
+        assert!(is_closing_answer(503, Some(b"true")));
+        assert!(is_closing_answer(503, Some(b"TRUE")));
+        assert!(!is_closing_answer(503, None), "a plain 503 is an overload");
+        assert!(!is_closing_answer(503, Some(b"false")));
+        assert!(!is_closing_answer(500, Some(b"true")));
+        assert!(!is_closing_answer(200, Some(b"true")));
+    }
+}
