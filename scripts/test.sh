@@ -18,13 +18,19 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+# the awc client factory and AwcCaller are behind a feature
+cargo clippy -p steadfast-web --all-targets --features awc -- -D warnings
 
 echo "== cargo test"
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+cargo test -p steadfast-web --all-targets --features awc
 
 echo "== demo: cargo run --example self_heal"
 cargo run --quiet --example self_heal
+
+echo "== story: cargo run --example call_through (etcd when on PATH: a SIGKILL and a graceful restart, 0 failed calls)"
+cargo run --quiet --example call_through
 
 echo "== demo against a real etcd"
 ETCD_DIR=$(mktemp -d /tmp/steadfast-demo-etcd.XXXXXX)

@@ -9,7 +9,7 @@
 //!
 //! The tracker is created first (`InFlight::new()`), shared by the gate and
 //! the export (`ExportSpec::in_flight`), so the server can be built before
-//! the export exists. Details: `docs/issue10-provider.md`.
+//! the export exists. Details: `docs/provider.md`.
 
 mod gate;
 mod shutdown;
