@@ -215,6 +215,9 @@ impl<F: ClientFactory> ClientPool<F> {
                 if let Some(duplicate) = duplicate {
                     self.inner.spawn_closes(vec![duplicate]);
                 }
+                // A client built for an address every owner dropped drains
+                // from the start: the reaper must learn its deadline.
+                self.inner.wake.notify_one();
                 held
             }
         };

@@ -1,6 +1,7 @@
 //! The reaper task: idle scans every `scan_interval` (each candidate
 //! re-checked just before its close, closes one by one, a failure never
-//! stops the round) and forced closes at drain deadlines.
+//! stops the round) and forced closes at drain deadlines (each its own
+//! task, so a hanging close delays no other).
 
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -50,9 +51,11 @@ async fn run<F: ClientFactory>(weak: Weak<Inner<F>>) {
             }
             None => notified.await,
         }
+        // Forced closes run side by side (each bounded by close_timeout),
+        // so one hanging close never delays another drain deadline.
         let forced = inner.lock().poll_deadlines(now());
         for close in forced {
-            let _ok = inner.perform_close(close).await;
+            inner.spawn_closes(vec![close]);
         }
         let at = now();
         if next_scan.is_some_and(|s| s <= at) {

@@ -127,6 +127,8 @@ struct Entry<C> {
     state: ClientState,
     in_flight: u64,
     last_use: Instant,
+    /// Its address was unlisted by every owner (it drains or drained).
+    unlisted: bool,
 }
 
 impl<C> Entry<C> {
@@ -170,19 +172,12 @@ impl<C: Clone> PoolMachine<C> {
     /// Takes `address`'s client for one call, if it is Active (the call
     /// counts in flight and stamps last use); otherwise [`Acquire::Build`].
     pub fn acquire(&mut self, address: &str, now: Instant) -> Acquire<C> {
-        let Some(id) = self.by_address.get(address).copied() else {
-            return Acquire::Build;
-        };
-        match self.entries.get_mut(&id) {
-            Some(entry) if entry.state == ClientState::Active => {
-                Acquire::Held(Self::hold(id, entry, now))
-            }
-            Some(_) => {
-                self.counters.refused_acquires = self.counters.refused_acquires.saturating_add(1);
-                Acquire::Build
-            }
-            None => Acquire::Build,
+        let acquired = self.acquire_quiet(address, now);
+        if matches!(acquired, Acquire::Build) && self.by_address.contains_key(address) {
+            // A client is there but not Active: the acquire was refused.
+            self.counters.refused_acquires = self.counters.refused_acquires.saturating_add(1);
         }
+        acquired
     }
 
     fn hold(id: ClientId, entry: &mut Entry<C>, now: Instant) -> Held<C> {
@@ -215,14 +210,32 @@ impl<C: Clone> PoolMachine<C> {
             };
             return (held, Some(duplicate));
         }
+        // The address's client was refused because it drains or closes and
+        // no owner lists the address any more: a call leased the endpoint
+        // just before it left. The new client serves that call and drains
+        // with it, rather than living on, unlisted, until the idle reaper.
+        let dropped = self
+            .by_address
+            .get(address)
+            .and_then(|id| self.entries.get(id))
+            .is_some_and(|e| e.unlisted)
+            && !self.owners.lists(address);
+        let state = if dropped {
+            ClientState::Draining {
+                deadline: now.checked_add(self.policy.drain_timeout),
+            }
+        } else {
+            ClientState::Active
+        };
         let id = self.fresh_id();
         let address: Arc<str> = Arc::from(address);
         let mut entry = Entry {
             address: address.clone(),
             client,
-            state: ClientState::Active,
+            state,
             in_flight: 0,
             last_use: now,
+            unlisted: dropped,
         };
         let held = Self::hold(id, &mut entry, now);
         self.entries.insert(id, entry);
@@ -336,6 +349,7 @@ impl<C: Clone> PoolMachine<C> {
         if entry.state != ClientState::Active {
             return None;
         }
+        entry.unlisted = true;
         if entry.in_flight == 0 {
             self.counters.drained = self.counters.drained.saturating_add(1);
             return Some(Self::closing(id, entry, CloseReason::Drained));

@@ -38,4 +38,9 @@ impl Owners {
         unlisted.sort();
         unlisted
     }
+
+    /// Whether some owner lists `address`.
+    pub(crate) fn lists(&self, address: &str) -> bool {
+        self.sets.values().any(|set| set.contains(address))
+    }
 }

@@ -293,3 +293,35 @@ fn concurrent_builds_keep_one_client_and_close_the_other() {
     assert_eq!(m.state(first.id), Some(ClientState::Active));
     assert_eq!(m.counters().built, 1);
 }
+
+#[test]
+fn a_client_built_for_an_endpoint_just_dropped_drains_with_its_call() {
+    let clock = Clock::new();
+    let mut m = machine(0, 30);
+    let owner = m.new_owner();
+    assert!(m
+        .sync_owner(owner, ["a:1".to_string()], clock.at(0))
+        .is_empty());
+    let a = take(&mut m, "a:1", "A", clock.at(0));
+    // The endpoint leaves while A's call runs: A drains.
+    assert!(m
+        .sync_owner(owner, ["b:1".to_string()], clock.at(1))
+        .is_empty());
+    // A call that leased the endpoint just before it left asks for a
+    // client: refused (A drains), so a fresh one is built, and since no
+    // owner lists the address it drains too, instead of living on unlisted
+    // (with reaping disabled, for ever).
+    let late = take(&mut m, "a:1", "A2", clock.at(2));
+    assert_ne!(late.id, a.id);
+    assert!(matches!(
+        m.state(late.id),
+        Some(ClientState::Draining { .. })
+    ));
+    let close = m
+        .release(late.id, clock.at(3))
+        .expect("closed with its call");
+    assert_eq!((close.client, close.reason), ("A2", CloseReason::Drained));
+    // While a listed address's fresh client stays Active.
+    let b = take(&mut m, "b:1", "B", clock.at(3));
+    assert_eq!(m.state(b.id), Some(ClientState::Active));
+}
