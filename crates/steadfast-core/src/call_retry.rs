@@ -29,10 +29,17 @@ use crate::retry_budget::RetryBudget;
 pub struct CallRetryPolicy {
     /// Attempts in all (first + retries) and the delay between them.
     pub recover: RecoverPolicy,
+    /// The longest a retry waits for ANOTHER endpoint to appear when every
+    /// endpoint left is one the call failed on (a replacement registering,
+    /// an ejection ending), within the call's deadline. Default 2 s: long
+    /// enough for a restarted provider to register, short enough that a
+    /// dead single endpoint fails its callers fast.
+    pub other_endpoint_wait: Duration,
 }
 
 impl Default for CallRetryPolicy {
-    /// 3 attempts, 10 ms doubling to 100 ms, +0-25 % jitter.
+    /// 3 attempts, 10 ms doubling to 100 ms, +0-25 % jitter; a retry
+    /// waits at most 2 s for another endpoint.
     fn default() -> Self {
         Self {
             recover: RecoverPolicy::new(BackoffPolicy {
@@ -42,6 +49,7 @@ impl Default for CallRetryPolicy {
                 jitter: 0.25,
             })
             .with_max_attempts(Some(3)),
+            other_endpoint_wait: Duration::from_secs(2),
         }
     }
 }
@@ -53,10 +61,13 @@ pub enum GiveUp {
     Final,
     /// Every attempt of the policy was used.
     Attempts,
-    /// The retry budget is spent (too many retries fleet-wide lately).
+    /// The retry budget is spent (too many retries by this Caller lately).
     Budget,
     /// The retry could not start before the call's deadline.
     Deadline,
+    /// No endpoint other than those the call failed on appeared within the
+    /// policy's `other_endpoint_wait` (or the directory closed).
+    NoOtherEndpoint,
 }
 
 impl std::fmt::Display for GiveUp {
@@ -66,6 +77,7 @@ impl std::fmt::Display for GiveUp {
             GiveUp::Attempts => "no attempt left",
             GiveUp::Budget => "the retry budget is spent",
             GiveUp::Deadline => "the call's deadline passed",
+            GiveUp::NoOtherEndpoint => "no other endpoint to retry on",
         })
     }
 }
@@ -117,6 +129,14 @@ impl CallRetry {
     /// The call's deadline.
     pub fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// Until when the pick of a retry starting at `now` may wait for
+    /// another endpoint: `other_endpoint_wait` from now, never past the
+    /// call's deadline.
+    pub fn other_endpoint_until(&self, policy: &CallRetryPolicy, now: Instant) -> Instant {
+        now.checked_add(policy.other_endpoint_wait)
+            .map_or(self.deadline, |t| t.min(self.deadline))
     }
 
     /// Time left at `now` (zero once past).
@@ -193,6 +213,23 @@ mod tests {
         );
         assert_eq!(c.attempts(), 3);
         assert_eq!(b.counts().1, 2, "two retries withdrawn");
+    }
+
+    #[test]
+    fn a_retry_waits_for_another_endpoint_at_most_the_policy_wait_within_the_deadline() {
+        let (p, mut b, _, t0) = setup();
+        let c = CallRetry::start(&mut b, t0, t0 + 10_000 * MS);
+        assert_eq!(c.other_endpoint_until(&p, t0), t0 + 2000 * MS);
+        assert_eq!(
+            c.other_endpoint_until(&p, t0 + 9000 * MS),
+            t0 + 10_000 * MS,
+            "never past the deadline"
+        );
+        let long = CallRetryPolicy {
+            other_endpoint_wait: Duration::MAX,
+            ..p
+        };
+        assert_eq!(c.other_endpoint_until(&long, t0), t0 + 10_000 * MS);
     }
 
     #[test]

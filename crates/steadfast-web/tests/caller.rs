@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use reqwest::Method;
-use steadfast_core::{GiveUp, RetryBudgetConfig};
+use steadfast_core::{CallRetryPolicy, GiveUp, RetryBudgetConfig};
 use steadfast_pool::{ClientPool, PoolConfig};
 use steadfast_web::caller::{CallError, Caller};
 use steadfast_web::factory::ReqwestFactory;
@@ -85,20 +85,22 @@ async fn a_retry_waits_for_another_endpoint_and_never_repeats_the_closing_one() 
 }
 
 #[actix_rt::test]
-async fn with_no_other_endpoint_the_retry_gives_up_at_the_deadline() {
+async fn with_no_other_endpoint_the_retry_waits_a_bounded_time_then_gives_up() {
     let world = World::start();
     let dir = world.subscribe().await;
     let closing = Provider::start(Mode::Closing);
     world.register(closing.port, "");
     wait_endpoints(&dir, 1).await;
-    let caller = Caller::builder(dir)
+    // The wait for another endpoint ends at the deadline when that comes
+    // first...
+    let caller = Caller::builder(dir.clone())
         .deadline(Duration::from_millis(400))
         .build();
     let started = tokio::time::Instant::now();
     let err = caller.get("x").await.expect_err("no other endpoint");
     let took = started.elapsed();
     assert!(
-        matches!(&err, CallError::GaveUp { attempts: 1, why: GiveUp::Deadline, last }
+        matches!(&err, CallError::GaveUp { attempts: 1, why: GiveUp::NoOtherEndpoint, last }
             if matches!(**last, CallError::Closing { .. })),
         "{err:?}"
     );
@@ -108,6 +110,37 @@ async fn with_no_other_endpoint_the_retry_gives_up_at_the_deadline() {
     );
     assert_eq!(closing.hits(), 1);
     assert_eq!(caller.stats().failed, 1);
+    assert_eq!(caller.stats().retries, 0, "no retry ran");
+    // ... and at the policy's `other_endpoint_wait` under a long deadline:
+    // a dead single endpoint fails its callers fast.
+    let world = World::start();
+    let dir = world.subscribe().await;
+    world.register(dead_port(), "");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::builder(dir)
+        .deadline(Duration::from_secs(10))
+        .retry_policy(CallRetryPolicy {
+            other_endpoint_wait: Duration::from_millis(300),
+            ..CallRetryPolicy::default()
+        })
+        .build();
+    let started = tokio::time::Instant::now();
+    let err = caller.get("x").await.expect_err("no other endpoint");
+    let took = started.elapsed();
+    assert!(
+        matches!(
+            &err,
+            CallError::GaveUp {
+                why: GiveUp::NoOtherEndpoint,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
 }
 
 #[actix_rt::test]
@@ -228,6 +261,61 @@ async fn a_client_closed_while_in_use_is_retried_on_another_endpoint() {
     assert_eq!(answer.attempts, 2);
     assert_eq!(answer.endpoint.port(), live.port);
     assert!(pool.stats().forced_closes >= 1, "{:?}", pool.stats());
+}
+
+#[actix_rt::test]
+async fn a_post_whose_client_is_closed_while_in_use_is_not_sent_again() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let slow = Provider::start(Mode::Slow);
+    world.register(slow.port, "");
+    wait_endpoints(&dir, 1).await;
+    let pool = ClientPool::new(
+        ReqwestFactory::default(),
+        PoolConfig {
+            drain_timeout: Duration::from_millis(100),
+            ..PoolConfig::default()
+        },
+    );
+    let caller = Caller::builder(dir.clone())
+        .pool(pool.clone())
+        .deadline(Duration::from_secs(5))
+        .build();
+    let call = actix_rt::spawn({
+        let caller = caller.clone();
+        async move { caller.send(Method::POST, "x", |r| r).await }
+    });
+    wait_until("the slow call in flight", || slow.hits() == 1).await;
+    let live = Provider::start(Mode::Serve);
+    world.register(live.port, "");
+    world.unregister(slow.port);
+    // The provider may have run the POST: cut at the forced close, it is
+    // not repeated on the new endpoint.
+    match call.await.expect("joined") {
+        Err(e @ CallError::ClosedWhileInUse { .. }) => assert!(!e.is_retryable()),
+        other => panic!("expected closed while in use, got {other:?}"),
+    }
+    assert_eq!(live.hits(), 0, "the POST was not sent again");
+    assert_eq!(caller.stats().retries, 0);
+}
+
+#[actix_rt::test]
+async fn reading_a_stalled_body_is_bounded_by_the_deadline() {
+    let world = World::start();
+    let dir = world.subscribe().await;
+    let stall = Provider::start(Mode::StallBody);
+    world.register(stall.port, "");
+    wait_endpoints(&dir, 1).await;
+    let caller = Caller::builder(dir.clone())
+        .deadline(Duration::from_millis(300))
+        .build();
+    let answer = caller.get("x").await.expect("headers arrive at once");
+    let started = std::time::Instant::now();
+    let body = answer.response.text().await;
+    let took = started.elapsed();
+    let err = body.expect_err("the body never ends");
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(took < Duration::from_secs(2), "bounded, took {took:?}");
 }
 
 #[actix_rt::test]

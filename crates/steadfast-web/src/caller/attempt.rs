@@ -33,7 +33,10 @@ pub(crate) async fn attempt(
         Err(e) => return Attempted::Failed(CallError::Pool(e)),
     };
     let url = endpoint.http_url_for(path);
-    let request = build(pooled.client().request(method.clone(), url));
+    // reqwest's per-request timeout runs until the body is read to its
+    // end, so reading the answer is bounded by the same instant.
+    let request = build(pooled.client().request(method.clone(), url))
+        .timeout(bound.at.saturating_duration_since(started));
     let request = match request.build() {
         Ok(r) => r,
         Err(e) => return Attempted::Failed(CallError::Request(Box::new(e))),
@@ -42,7 +45,10 @@ pub(crate) async fn attempt(
     let outcome = tokio::select! {
         r = tokio::time::timeout_at(bound.at, sent) => r,
         () = pooled.closed() => {
-            return Attempted::Failed(CallError::ClosedWhileInUse(pooled.closed_error()));
+            return Attempted::Failed(CallError::ClosedWhileInUse {
+                source: pooled.closed_error(),
+                retryable: repeatable,
+            });
         }
     };
     let elapsed = started.elapsed();

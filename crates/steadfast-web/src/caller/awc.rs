@@ -168,7 +168,10 @@ async fn attempt(
     let sent = send(request);
     let outcome = tokio::select! {
         r = tokio::time::timeout_at(bound.at, sent) => r,
-        () = pooled.closed() => return Attempted::Failed(CallError::ClosedWhileInUse(pooled.closed_error())),
+        () = pooled.closed() => return Attempted::Failed(CallError::ClosedWhileInUse {
+            source: pooled.closed_error(),
+            retryable: repeatable,
+        }),
     };
     let elapsed = started.elapsed();
     let error = |e: &dyn std::fmt::Display| Box::new(AwcError(e.to_string()));

@@ -41,10 +41,19 @@ pub enum CallError {
         address: String,
     },
     /// The pool force-closed the endpoint's client while the call ran (the
-    /// endpoint left the directory and its drain timed out). Retryable; a
-    /// transport failure (`Server`) for the lease.
-    #[error(transparent)]
-    ClosedWhileInUse(#[from] ClosedWhileInUse),
+    /// endpoint left the directory and its drain timed out). A transport
+    /// failure (`Server`) for the lease. The request may have been
+    /// processed, so, as for `Transport`, it is retried on another endpoint
+    /// only when it may be repeated (an idempotent method, or a Caller told
+    /// to retry every method).
+    #[error("{source}")]
+    ClosedWhileInUse {
+        /// The pool's error (names the endpoint).
+        #[source]
+        source: ClosedWhileInUse,
+        /// Whether a retry may repeat the request.
+        retryable: bool,
+    },
     /// The transport failed after the request may have been sent
     /// (connection reset, incomplete answer, body error). Retryable only
     /// when the method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS,
@@ -102,17 +111,15 @@ pub enum CallError {
 
 impl CallError {
     /// Whether a new attempt on another endpoint may succeed: connect
-    /// failures, closing answers, clients closed while in use, pool
-    /// failures, and transport failures of idempotent requests. For
+    /// failures, closing answers, pool failures, and, for requests that may
+    /// be repeated, transport failures and clients closed while in use. For
     /// [`CallError::GaveUp`], whether its last failure is retryable (a later
     /// call may succeed).
     pub fn is_retryable(&self) -> bool {
         match self {
-            CallError::Connect { .. }
-            | CallError::Closing { .. }
-            | CallError::ClosedWhileInUse(_)
-            | CallError::Pool(_) => true,
-            CallError::Transport { retryable, .. }
+            CallError::Connect { .. } | CallError::Closing { .. } | CallError::Pool(_) => true,
+            CallError::ClosedWhileInUse { retryable, .. }
+            | CallError::Transport { retryable, .. }
             | CallError::AttemptTimeout { retryable, .. } => *retryable,
             CallError::NoEndpoint(_) | CallError::Timeout(_) | CallError::Request(_) => false,
             CallError::GaveUp { last, .. } => last.is_retryable(),
@@ -125,7 +132,7 @@ impl CallError {
         match self {
             CallError::Connect { .. } => Some(FailureClass::ConnectionRefused),
             CallError::Closing { .. } => Some(FailureClass::Closing),
-            CallError::ClosedWhileInUse(_) | CallError::Transport { .. } => {
+            CallError::ClosedWhileInUse { .. } | CallError::Transport { .. } => {
                 Some(FailureClass::Server)
             }
             CallError::Timeout(_) | CallError::AttemptTimeout { .. } => Some(FailureClass::Timeout),

@@ -68,6 +68,9 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct Answer {
     /// The provider's answer (any status but a closing 503; check it).
+    /// Reading its body is bounded by the call's deadline (or the
+    /// attempt's timeout): a provider that stalls mid-body gives a timeout
+    /// error, never a hang.
     pub response: Response,
     /// Attempts made (1 = no retry).
     pub attempts: u32,

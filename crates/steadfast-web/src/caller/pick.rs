@@ -1,7 +1,8 @@
 //! Picking the endpoint of an attempt: the first with the directory's
 //! strategy (waiting without polling while it has none), a retry's on
 //! ANOTHER endpoint than those the call failed on, waiting for one to
-//! appear (a publish, or an ejection ending) until the call's deadline.
+//! appear (a publish, or an ejection ending) until the instant the retry
+//! policy gives (`CallRetry::other_endpoint_until`).
 
 use std::time::Duration;
 

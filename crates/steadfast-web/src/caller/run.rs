@@ -125,7 +125,12 @@ impl CallCore {
         let c = &self.counters;
         c.calls.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let deadline = started.checked_add(self.deadline).unwrap_or(started);
+        // A deadline past the clock's range (a "no deadline" config) is
+        // clamped to a year, not turned into an instant timeout.
+        let deadline = started
+            .checked_add(self.deadline)
+            .or_else(|| started.checked_add(Duration::from_secs(365 * 24 * 3600)))
+            .unwrap_or(started);
         let mut retry = {
             let mut s = self.lock();
             CallRetry::start(&mut s.budget, started.into_std(), deadline.into_std())
@@ -135,7 +140,14 @@ impl CallCore {
         // Bounded: every turn begins an attempt, and the policy's attempts
         // or the deadline end the run.
         loop {
-            let lease = match pick::pick(&self.dir, &tried, deadline).await {
+            let pick_until = if tried.is_empty() {
+                deadline
+            } else {
+                retry
+                    .other_endpoint_until(&self.policy, Instant::now().into_std())
+                    .into()
+            };
+            let lease = match pick::pick(&self.dir, &tried, pick_until).await {
                 Ok(lease) => lease,
                 Err(no) => {
                     c.failed.fetch_add(1, Ordering::Relaxed);
@@ -143,12 +155,17 @@ impl CallCore {
                         None => CallError::NoEndpoint(no),
                         Some(last) => CallError::GaveUp {
                             attempts: retry.attempts(),
-                            why: GiveUp::Deadline,
+                            why: GiveUp::NoOtherEndpoint,
                             last: Box::new(last),
                         },
                     });
                 }
             };
+            if !tried.is_empty() {
+                // Counted when the retry really starts (its pick found
+                // another endpoint), not when it was decided.
+                c.retries.fetch_add(1, Ordering::Relaxed);
+            }
             let number = retry.begin_attempt();
             c.attempts.fetch_add(1, Ordering::Relaxed);
             let endpoint = lease.endpoint().clone();
@@ -195,7 +212,6 @@ impl CallCore {
             };
             match step {
                 CallStep::Retry { after } => {
-                    c.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(after).await;
                     last = Some(error);
                 }

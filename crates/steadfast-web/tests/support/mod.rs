@@ -32,6 +32,9 @@ pub enum Mode {
     Closing = 1,
     /// Answers after 3 s.
     Slow = 2,
+    /// 200 with its headers and a first chunk at once, then a body that
+    /// never ends.
+    StallBody = 3,
 }
 
 /// One actix-web provider on 127.0.0.1.
@@ -64,6 +67,15 @@ impl Provider {
                         2 => {
                             tokio::time::sleep(Duration::from_secs(3)).await;
                             HttpResponse::Ok().body("slow")
+                        }
+                        3 => {
+                            let first = futures::stream::once(async {
+                                Ok::<_, std::io::Error>(web::Bytes::from_static(b"first"))
+                            });
+                            HttpResponse::Ok().streaming(futures::StreamExt::chain(
+                                first,
+                                futures::stream::pending(),
+                            ))
                         }
                         _ => HttpResponse::Ok().body(format!(
                             "{port} {}?{}",
