@@ -215,7 +215,9 @@ impl Fleet for ProcessFleet {
             return Err("kill -TERM failed".into());
         }
         // Bounded: drain 5 s + steps; then the process is killed.
-        let end = Instant::now() + Duration::from_secs(30);
+        let end = Instant::now()
+            .checked_add(Duration::from_secs(30))
+            .unwrap_or_else(Instant::now);
         loop {
             if let Some(status) = child.try_wait()? {
                 return if status.success() {

@@ -36,7 +36,10 @@ async fn a_killed_and_a_gracefully_restarted_provider_fail_no_call() {
 
     assert!(summary.calls >= 100, "real traffic ran: {summary:?}");
     assert_eq!(summary.failed, 0, "failures: {:?}", summary.failures);
-    assert!(summary.retried <= summary.calls);
+    assert!(
+        summary.retried >= 1,
+        "the kill was met by calls, and retried: {summary:?}"
+    );
     assert!(
         summary.max_attempts <= 2,
         "at most one retry per call: {summary:?}"
@@ -48,5 +51,8 @@ async fn a_killed_and_a_gracefully_restarted_provider_fail_no_call() {
         );
     }
     assert_eq!(stats.failed, 0);
-    assert!(stats.retries <= stats.calls);
+    assert!(
+        stats.retries >= summary.retried,
+        "the Caller counted every retry the calls saw: {stats:?}"
+    );
 }

@@ -38,7 +38,9 @@ pub fn free_port() -> std::io::Result<u16> {
 /// Binds `port`, retrying for at most 2 s (a killed process's listener may
 /// take a moment to go).
 async fn bind(port: u16) -> std::io::Result<TcpListener> {
-    let end = Instant::now() + Duration::from_secs(2);
+    let end = Instant::now()
+        .checked_add(Duration::from_secs(2))
+        .unwrap_or_else(Instant::now);
     loop {
         match TcpListener::bind(("127.0.0.1", port)) {
             Ok(l) => return Ok(l),
@@ -311,7 +313,9 @@ impl Traffic {
 
     /// Waits until every boot in `boots` answered a call, at most `limit`.
     pub async fn wait_served(&self, boots: &[&str], limit: Duration) -> Result<(), BoxError> {
-        let end = Instant::now() + limit;
+        let end = Instant::now()
+            .checked_add(limit)
+            .unwrap_or_else(Instant::now);
         while !boots.iter().all(|b| self.tally.served(b)) {
             if Instant::now() >= end {
                 return Err(format!(
