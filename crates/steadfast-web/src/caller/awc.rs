@@ -17,8 +17,8 @@ use steadfast_pool::{ClientPool, PoolConfig, PooledClient};
 use tokio::time::Instant;
 
 use super::error::{is_idempotent_name, CallError};
-use super::run::{Attempted, Bound, CallCore};
-use super::{feed, CallerBuilder, CallerStats};
+use super::run::{Attempted, Bound};
+use super::{CallerBuilder, CallerStats, Inner};
 use crate::factory::{AwcClient, AwcFactory};
 use crate::provider::{is_closing_answer, CLOSING_HEADER};
 
@@ -47,17 +47,11 @@ impl std::fmt::Debug for AwcAnswer {
     }
 }
 
-struct Inner {
-    core: CallCore,
-    pool: AwcPool,
-    _feed: feed::FeedStop,
-}
-
 /// The awc twin of [`Caller`](super::Caller): build it with
 /// [`CallerBuilder::build_awc`] or [`AwcCaller::new`].
 #[derive(Clone)]
 pub struct AwcCaller {
-    inner: Arc<Inner>,
+    inner: Arc<Inner<AwcFactory>>,
 }
 
 /// An awc error's message (awc's errors are not `Send`).
@@ -79,13 +73,8 @@ impl CallerBuilder {
             .awc_pool
             .take()
             .unwrap_or_else(|| ClientPool::new(AwcFactory::default(), PoolConfig::default()));
-        let feed = feed::start(&self.dir, &pool, pool.new_owner());
         AwcCaller {
-            inner: Arc::new(Inner {
-                core: self.core(),
-                pool,
-                _feed: feed,
-            }),
+            inner: self.start(pool),
         }
     }
 }

@@ -48,7 +48,7 @@ use rand::SeedableRng;
 use reqwest::{Method, RequestBuilder, Response};
 use steadfast_actors::Directory;
 use steadfast_core::{CallRetryPolicy, Endpoint, RetryBudget, RetryBudgetConfig};
-use steadfast_pool::{ClientPool, PoolConfig, PooledClient};
+use steadfast_pool::{ClientFactory, ClientPool, PoolConfig, PooledClient};
 
 #[cfg(feature = "awc")]
 pub use self::awc::{AwcAnswer, AwcCaller, AwcPool};
@@ -95,9 +95,11 @@ pub struct CallerStats {
     pub budget_refused: u64,
 }
 
-struct Inner {
-    core: CallCore,
-    pool: ReqwestPool,
+/// What every clone of a Caller (reqwest or awc) shares: the call loop's
+/// state, the pool, and the pool feed's stop signal.
+pub(crate) struct Inner<F: ClientFactory> {
+    pub(crate) core: CallCore,
+    pub(crate) pool: ClientPool<F>,
     _feed: feed::FeedStop,
 }
 
@@ -108,7 +110,7 @@ struct Inner {
 /// the last clone drops or the directory closes.
 #[derive(Clone)]
 pub struct Caller {
-    inner: Arc<Inner>,
+    inner: Arc<Inner<ReqwestFactory>>,
 }
 
 impl std::fmt::Debug for Caller {
@@ -199,14 +201,20 @@ impl CallerBuilder {
             .pool
             .take()
             .unwrap_or_else(|| ClientPool::new(ReqwestFactory::default(), PoolConfig::default()));
-        let feed = feed::start(&self.dir, &pool, pool.new_owner());
         Caller {
-            inner: Arc::new(Inner {
-                core: self.core(),
-                pool,
-                _feed: feed,
-            }),
+            inner: self.start(pool),
         }
+    }
+
+    /// The shared state of a Caller on `pool`: the call loop from these
+    /// settings, and the task feeding the pool the directory's addresses.
+    pub(crate) fn start<F: ClientFactory>(self, pool: ClientPool<F>) -> Arc<Inner<F>> {
+        let feed = feed::start(&self.dir, &pool, pool.new_owner());
+        Arc::new(Inner {
+            core: self.core(),
+            pool,
+            _feed: feed,
+        })
     }
 
     /// The call loop's state from these settings.
