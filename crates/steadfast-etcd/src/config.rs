@@ -17,6 +17,9 @@
 //! | `stale_after` | 3 s | a broken watch not resumed by then reports `Err` |
 //! | `keepalive_probe_interval` | 250 ms | probe cadence while registrations fail |
 //! | `reregister_spread` | 250 ms | registrations resume spread over this after etcd answers again |
+//! | `auth` | none | username / password; the token is sent on every call and renewed when refused |
+//! | `tls` | none | custom CA and optional client certificate for `https://` endpoints |
+//! | `proxy` | none | HTTP proxy for etcd calls; none means direct, `HTTP_PROXY` / `ALL_PROXY` ignored |
 //!
 //! Probing belongs to the client: all watches and keepers of one
 //! [`crate::EtcdClient`] share one prober, which takes its cadences,
@@ -27,6 +30,9 @@ use std::time::Duration;
 
 use steadfast_core::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 use thiserror::Error;
+
+pub use crate::auth::EtcdAuth;
+pub use crate::tls::EtcdTls;
 
 /// Configuration of [`crate::EtcdRegistry`] and [`crate::EtcdMetadataReport`].
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +123,17 @@ pub struct EtcdConfig {
     /// Most items queued for one watch subscriber; past it the queue
     /// collapses to a Reset of the app's current state. Default 256.
     pub watch_queue_capacity: usize,
+    /// Username and password: the client authenticates through the
+    /// gateway, sends the token on every call (watches and keepalives
+    /// included) and fetches a new one when etcd refuses it (expired,
+    /// revoked, lost by a restart). Default none (etcd without auth).
+    pub auth: Option<EtcdAuth>,
+    /// TLS for `https://` endpoints: a custom CA and an optional client
+    /// certificate. Default none (built-in web roots only).
+    pub tls: Option<EtcdTls>,
+    /// Proxy URL for every etcd call. Default none: the client connects
+    /// directly and ignores `HTTP_PROXY` / `HTTPS_PROXY` / `ALL_PROXY`.
+    pub proxy: Option<String>,
 }
 
 /// Why an [`EtcdConfig`] was refused by [`EtcdConfig::validate`].
@@ -138,6 +155,9 @@ pub enum EtcdConfigError {
     /// `probe_failures` is zero.
     #[error("etcd config: probe_failures must be at least 1")]
     NoProbeFailures,
+    /// `auth` has an empty user name.
+    #[error("etcd config: auth.username is empty")]
+    EmptyUser,
     /// The backoff policy is invalid.
     #[error("etcd config: invalid backoff")]
     Backoff(#[source] BackoffError),
@@ -178,7 +198,28 @@ impl EtcdConfig {
             range_batch_size: 128,
             range_batches_in_flight: 2,
             watch_queue_capacity: 256,
+            auth: None,
+            tls: None,
+            proxy: None,
         }
+    }
+
+    /// Authenticates as `username` with `password`.
+    pub fn with_auth(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth = Some(EtcdAuth::new(username, password));
+        self
+    }
+
+    /// Uses these TLS settings (custom CA, client certificate).
+    pub fn with_tls(mut self, tls: EtcdTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sends every etcd call through the proxy at `url`.
+    pub fn proxy(mut self, url: impl Into<String>) -> Self {
+        self.proxy = Some(url.into());
+        self
     }
 
     /// Sets the key prefix.
@@ -258,6 +299,9 @@ impl EtcdConfig {
         if self.probe_failures == 0 {
             return Err(EtcdConfigError::NoProbeFailures);
         }
+        if self.auth.as_ref().is_some_and(|a| a.username.is_empty()) {
+            return Err(EtcdConfigError::EmptyUser);
+        }
         self.backoff.validate().map_err(EtcdConfigError::Backoff)
     }
 }
@@ -306,6 +350,9 @@ mod tests {
         c.backoff.multiplier = f64::NAN;
         assert!(matches!(c.validate(), Err(EtcdConfigError::Backoff(_))));
         assert!(std::error::Error::source(&c.validate().unwrap_err()).is_some());
+        let c = ok.clone().with_auth("", "pw");
+        assert_eq!(c.validate(), Err(EtcdConfigError::EmptyUser));
+        assert_eq!(ok.clone().with_auth("u", "").validate(), Ok(()));
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub mod grpc {
     pub const OUT_OF_RANGE: i64 = 11;
     /// The member cannot serve now (no leader, shutting down, timed out).
     pub const UNAVAILABLE: i64 = 14;
+    /// The call's auth token is missing, expired or revoked.
+    pub const UNAUTHENTICATED: i64 = 16;
 }
 
 /// Why a call to the etcd JSON gateway failed.
@@ -68,12 +70,36 @@ pub enum GatewayError {
     /// The answer was not the JSON shape expected.
     #[error("unexpected etcd answer: {0}")]
     Decode(String),
+    /// etcd refused the credentials (wrong user or password), or still
+    /// refused a call right after a fresh token was fetched for it.
+    #[error("etcd authentication failed: {0}")]
+    Auth(String),
+    /// The TLS handshake with `endpoint` failed (server certificate not
+    /// signed by a trusted CA, client certificate refused, ...).
+    #[error("TLS with etcd at {endpoint} failed: {reason}")]
+    Tls {
+        /// The endpoint whose handshake failed.
+        endpoint: String,
+        /// The TLS error text, for logs only.
+        reason: String,
+    },
+    /// The TLS settings could not be used (unreadable or malformed CA,
+    /// certificate or key).
+    #[error("invalid etcd TLS settings: {0}")]
+    TlsConfig(String),
 }
 
 impl GatewayError {
     /// Whether etcd said the entity (lease, ...) does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, GatewayError::Status { code, .. } if *code == grpc::NOT_FOUND)
+    }
+
+    /// Whether etcd refused the call for its token (missing, expired,
+    /// revoked): a fresh token may make it pass.
+    pub fn is_auth_refusal(&self) -> bool {
+        matches!(self, GatewayError::Status { code, message, .. }
+            if crate::auth::is_auth_refusal(*code, message))
     }
 
     /// Whether the revision asked for was compacted or is in the future.
@@ -94,7 +120,10 @@ impl GatewayError {
             GatewayError::NoEndpoints
             | GatewayError::Config(_)
             | GatewayError::Client(_)
-            | GatewayError::Decode(_) => false,
+            | GatewayError::Decode(_)
+            | GatewayError::Auth(_)
+            | GatewayError::Tls { .. }
+            | GatewayError::TlsConfig(_) => false,
         }
     }
 
@@ -106,7 +135,10 @@ impl GatewayError {
         match self {
             e if e.is_unavailable() => ErrorClass::Transient,
             GatewayError::Status { status, .. } if *status >= 500 => ErrorClass::Transient,
-            GatewayError::Status { .. } | GatewayError::Decode(_) => ErrorClass::Persistent,
+            GatewayError::Status { .. }
+            | GatewayError::Decode(_)
+            | GatewayError::Auth(_)
+            | GatewayError::Tls { .. } => ErrorClass::Persistent,
             _ => ErrorClass::Final,
         }
     }

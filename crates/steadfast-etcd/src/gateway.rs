@@ -32,7 +32,7 @@ use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::framing::{parse_line, Line, LineFramer};
 use crate::prober::Prober;
-use crate::watch_body::{error_chain, watch_stream};
+use crate::watch_body::error_chain;
 pub use crate::watch_body::{WatchError, WatchStream};
 use crate::wire::{
     b64, prefix_range_end, DeleteRangeResponse, HeaderOnly, LeaseGrantResponse,
@@ -63,6 +63,8 @@ pub struct EtcdClient {
     probes: AtomicU64,
     /// The liveness prober every watch and keeper on this client shares.
     prober: OnceLock<Arc<Prober>>,
+    /// Credentials and the current token, when etcd has auth on.
+    auth: Option<TokenCache>,
 }
 
 /// How one attempt on one endpoint failed.
@@ -76,11 +78,28 @@ enum Attempt {
 impl EtcdClient {
     /// A client for `endpoints` (e.g. `http://127.0.0.1:2379`; a trailing
     /// `/` is dropped) with a per-request timeout for unary calls and a
-    /// timeout for opening watches.
+    /// timeout for opening watches. No auth, no custom TLS, no proxy
+    /// (`HTTP_PROXY` / `ALL_PROXY` are ignored); see
+    /// [`EtcdClient::from_config`] for those.
     pub fn new(
         endpoints: Vec<String>,
         request_timeout: Duration,
         watch_open_timeout: Duration,
+    ) -> Result<Self, GatewayError> {
+        Self::build(
+            endpoints,
+            request_timeout,
+            watch_open_timeout,
+            &Security::default(),
+        )
+    }
+
+    /// A client for `endpoints` with `security` (credentials, TLS, proxy).
+    fn build(
+        endpoints: Vec<String>,
+        request_timeout: Duration,
+        watch_open_timeout: Duration,
+        security: &Security,
     ) -> Result<Self, GatewayError> {
         let endpoints: Vec<String> = endpoints
             .into_iter()
@@ -90,16 +109,22 @@ impl EtcdClient {
         if endpoints.is_empty() {
             return Err(GatewayError::NoEndpoints);
         }
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .http1_only()
             .connect_timeout(request_timeout)
             .pool_idle_timeout(Duration::from_secs(30))
             // Shared watch streams hold their own connections; a few idle
             // ones serve the batched ranges, probes and keepalives.
             .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        let builder = crate::tls::apply_proxy(builder, security.proxy.as_deref())?;
+        let builder = match &security.tls {
+            Some(tls) => tls.apply(builder)?,
+            None => builder,
+        };
+        let http = builder
             .build()
-            .map_err(|e| GatewayError::Client(e.to_string()))?;
+            .map_err(|e| GatewayError::Client(error_chain(&e)))?;
         Ok(Self {
             endpoints,
             http,
@@ -110,6 +135,7 @@ impl EtcdClient {
             answered: watch::channel(0).0,
             probes: AtomicU64::new(0),
             prober: OnceLock::new(),
+            auth: security.auth.clone().map(TokenCache::new),
         })
     }
 
@@ -225,21 +251,26 @@ impl EtcdClient {
         Err(last)
     }
 
-    /// Sends `body` to `path` on `endpoint` and returns the response if its
-    /// status is a success; classifies every failure.
-    async fn send(
+    /// Sends `body` to `path` on `endpoint` with `token` (if any) and
+    /// returns the response if its status is a success; classifies every
+    /// failure.
+    async fn send_once(
         &self,
         endpoint: &str,
         path: &str,
         body: &[u8],
         timeout: Duration,
+        token: Option<&str>,
     ) -> Result<reqwest::Response, Attempt> {
-        let req = self
+        let mut req = self
             .http
             .post(format!("{endpoint}{path}"))
             .header(HASLEADER_HEADER, "true")
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_vec());
+        if let Some(token) = token {
+            req = req.header(reqwest::header::AUTHORIZATION, token);
+        }
         let resp = match tokio::time::timeout(timeout, req.send()).await {
             Err(_) => {
                 return Err(Attempt::Rotate(GatewayError::Timeout {
@@ -248,10 +279,13 @@ impl EtcdClient {
                 }))
             }
             Ok(Err(e)) => {
-                return Err(Attempt::Rotate(GatewayError::Unreachable {
-                    endpoint: endpoint.to_string(),
-                    reason: error_chain(&e),
-                }))
+                let reason = error_chain(&e);
+                let endpoint = endpoint.to_string();
+                return Err(Attempt::Rotate(if crate::tls::is_tls_failure(&reason) {
+                    GatewayError::Tls { endpoint, reason }
+                } else {
+                    GatewayError::Unreachable { endpoint, reason }
+                }));
             }
             Ok(Ok(resp)) => resp,
         };
@@ -483,15 +517,17 @@ impl EtcdClient {
         }
         let body = json!({ "create_request": create }).to_string().into_bytes();
         let timeout = self.watch_open_timeout;
-        let (resp, index) = self
-            .rotating_at(|endpoint, _| {
-                let body = &body;
-                async move { self.send(&endpoint, "/v3/watch", body, timeout).await }
-            })
-            .await?;
-        Ok((watch_stream(resp.bytes_stream()), index))
+        self.rotating_at(|endpoint, _| {
+            let body = &body;
+            async move { self.open_stream(&endpoint, body, timeout).await }
+        })
+        .await
     }
 }
+
+#[path = "gateway_auth.rs"]
+mod secure;
+pub(crate) use secure::{Security, TokenCache};
 
 #[path = "gateway_multi.rs"]
 mod multi;

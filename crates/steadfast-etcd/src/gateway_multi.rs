@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use super::{Attempt, EtcdClient};
 use crate::error::GatewayError;
-use crate::watch_body::{watch_stream, WatchStream};
+use crate::watch_body::WatchStream;
 use crate::wire::{b64, prefix_range_end, RangeResponse, TxnResponse};
 
 /// Most operations etcd accepts in one txn by default (`--max-txn-ops`).
@@ -116,16 +116,13 @@ impl EtcdClient {
             body.push(b'\n');
         }
         let timeout = self.watch_open_timeout;
-        let (resp, index) = self
-            .rotating_at(|endpoint, _| {
-                let body = &body;
-                async move {
-                    let r: Result<_, Attempt> =
-                        self.send(&endpoint, "/v3/watch", body, timeout).await;
-                    r
-                }
-            })
-            .await?;
-        Ok((watch_stream(resp.bytes_stream()), index))
+        self.rotating_at(|endpoint, _| {
+            let body = &body;
+            async move {
+                let r: Result<_, Attempt> = self.open_stream(&endpoint, body, timeout).await;
+                r
+            }
+        })
+        .await
     }
 }

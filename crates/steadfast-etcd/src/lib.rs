@@ -65,6 +65,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod epoch;
 pub mod error;
@@ -82,6 +83,7 @@ pub mod prober_machine;
 pub mod records;
 pub mod registry;
 pub mod stats;
+pub mod tls;
 pub mod watch_body;
 pub mod watch_machine;
 pub mod watch_step;
@@ -94,7 +96,9 @@ pub mod harness;
 #[cfg(test)]
 mod fuzz_tests;
 
+pub use auth::EtcdAuth;
 pub use config::{EtcdConfig, EtcdConfigError};
+pub use tls::{EtcdTls, PemSource};
 pub use epoch::Epochs;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;

@@ -53,11 +53,7 @@ impl EtcdMetadataReport {
     /// lease TTL).
     pub fn new(config: &EtcdConfig) -> Result<Self, GatewayError> {
         config.validate()?;
-        let client = EtcdClient::new(
-            config.endpoints.clone(),
-            config.request_timeout,
-            config.watch_open_timeout,
-        )?;
+        let client = EtcdClient::from_config(config)?;
         let ctx = keeper_ctx(Arc::new(client), config, Arc::default());
         Ok(Self::with_ctx(ctx, &config.prefix))
     }

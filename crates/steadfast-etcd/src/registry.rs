@@ -108,11 +108,7 @@ impl EtcdRegistry {
     /// A registry for `config` (validated). Does no IO.
     pub fn new(config: EtcdConfig) -> Result<Self, GatewayError> {
         config.validate()?;
-        let client = EtcdClient::new(
-            config.endpoints.clone(),
-            config.request_timeout,
-            config.watch_open_timeout,
-        )?;
+        let client = EtcdClient::from_config(&config)?;
         Self::with_client(Arc::new(client), config)
     }
 

@@ -41,6 +41,11 @@ pub(crate) struct Spec {
     pub initial_cluster: String,
     pub token: String,
     pub extra_args: Vec<String>,
+    /// `http` or `https` (then `extra_args` carries the certificate flags).
+    pub client_scheme: &'static str,
+    /// Where `/health` is polled when not on the client URL (a plain
+    /// `--listen-metrics-urls` next to a TLS client URL).
+    pub health_url: Option<String>,
 }
 
 impl Spec {
@@ -71,7 +76,10 @@ impl Member {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.spec.client_port)
+        format!(
+            "{}://127.0.0.1:{}",
+            self.spec.client_scheme, self.spec.client_port
+        )
     }
 
     pub fn client_addr(&self) -> SocketAddr {
@@ -146,10 +154,14 @@ impl Member {
             health: String,
         }
         let http = reqwest::Client::builder()
+            .no_proxy()
             .timeout(Duration::from_secs(1))
             .build()
             .map_err(io::Error::other)?;
-        let url = format!("{}/health", self.endpoint());
+        let url = match &self.spec.health_url {
+            Some(u) => u.clone(),
+            None => format!("{}/health", self.endpoint()),
+        };
         let start = Instant::now();
         loop {
             if !self.is_running() {

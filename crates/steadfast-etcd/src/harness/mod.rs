@@ -10,6 +10,7 @@
 
 mod member;
 pub mod metrics;
+pub mod secure;
 
 use std::io;
 use std::net::SocketAddr;
@@ -79,6 +80,8 @@ impl EtcdServer {
                 peer_port: ports[1],
                 token: unique("tok"),
                 extra_args: owned(args),
+                client_scheme: "http",
+                health_url: None,
             };
             let mut m = Member::new(spec, temp_root("etcd"))?;
             m.spawn()?;
@@ -191,6 +194,8 @@ impl EtcdCluster {
                     initial_cluster: initial_cluster.clone(),
                     token: token.clone(),
                     extra_args: owned(args),
+                    client_scheme: "http",
+                    health_url: None,
                 };
                 let mut m = Member::new(spec, root.join(format!("m{i}")))?;
                 m.spawn()?;
