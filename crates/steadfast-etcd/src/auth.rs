@@ -20,6 +20,7 @@
 //! | watch, bad token | HTTP 200, first message `created` + `canceled`, `cancel_reason: "rpc error: code = Unauthenticated desc = etcdserver: invalid auth token"` |
 //! | watch already open when its token expires | keeps delivering (checked at creation only) |
 //! | lease keepalive, bad token | served (etcd 3.4 does not check it) |
+//! | authenticate, auth off | HTTP 412, gRPC 9, `etcdserver: authentication is not enabled`: calls go without a token |
 //!
 //! A simple token lives `--auth-token-ttl` (300 s) after its last use and
 //! is lost when etcd restarts; changing a user's password revokes its
@@ -33,6 +34,8 @@ use crate::error::grpc;
 pub const NO_USER: &str = "user name is empty";
 /// etcd's message when the token is expired, revoked or unknown.
 pub const INVALID_TOKEN: &str = "invalid auth token";
+/// etcd's message when `authenticate` is called while auth is off.
+pub const AUTH_NOT_ENABLED: &str = "authentication is not enabled";
 /// etcd's message when the auth store changed between the token check and
 /// the apply (the call may be re-sent with a fresh token).
 pub const OLD_AUTH_REVISION: &str = "revision of auth store is old";
@@ -73,6 +76,12 @@ pub fn is_auth_refusal(code: i64, message: &str) -> bool {
     code == grpc::UNAUTHENTICATED
         || (code == grpc::INVALID_ARGUMENT
             && (message.contains(NO_USER) || message.contains(OLD_AUTH_REVISION)))
+}
+
+/// Whether an `authenticate` answer says auth is off on that etcd: the
+/// client then sends no token (and authenticates once etcd starts asking).
+pub fn is_auth_disabled(code: i64, message: &str) -> bool {
+    code == grpc::FAILED_PRECONDITION && message.contains(AUTH_NOT_ENABLED)
 }
 
 /// Whether a watch's `cancel_reason` says it was refused for its token
@@ -144,7 +153,10 @@ mod tests {
     fn refusals_are_read_from_codes_and_etcds_texts() {
         assert!(is_auth_refusal(16, "etcdserver: invalid auth token"));
         assert!(is_auth_refusal(3, "etcdserver: user name is empty"));
-        assert!(is_auth_refusal(3, "etcdserver: revision of auth store is old"));
+        assert!(is_auth_refusal(
+            3,
+            "etcdserver: revision of auth store is old"
+        ));
         // A wrong password is not a token problem: re-authenticating
         // would not help.
         assert!(!is_auth_refusal(
@@ -159,8 +171,18 @@ mod tests {
         assert!(is_auth_cancel(
             "rpc error: code = InvalidArgument desc = etcdserver: user name is empty"
         ));
-        assert!(!is_auth_cancel("mvcc: required revision has been compacted"));
+        assert!(!is_auth_cancel(
+            "mvcc: required revision has been compacted"
+        ));
         assert!(!is_auth_cancel(""));
+        assert!(is_auth_disabled(
+            9,
+            "etcdserver: authentication is not enabled"
+        ));
+        assert!(!is_auth_disabled(
+            3,
+            "etcdserver: authentication is not enabled"
+        ));
     }
 
     #[test]

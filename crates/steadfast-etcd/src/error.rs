@@ -16,6 +16,8 @@ pub mod grpc {
     pub const INVALID_ARGUMENT: i64 = 3;
     /// The lease (or other entity) does not exist.
     pub const NOT_FOUND: i64 = 5;
+    /// The operation needs a state the server is not in (e.g. auth off).
+    pub const FAILED_PRECONDITION: i64 = 9;
     /// The revision was compacted or is in the future.
     pub const OUT_OF_RANGE: i64 = 11;
     /// The member cannot serve now (no leader, shutting down, timed out).

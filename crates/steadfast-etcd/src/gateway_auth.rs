@@ -71,6 +71,11 @@ impl TokenCache {
     }
 }
 
+/// The header value for `token` (an empty token: auth is off, send none).
+fn bearer(token: &str) -> Option<&str> {
+    Some(token).filter(|t| !t.is_empty())
+}
+
 impl EtcdClient {
     /// A client for `config`: its endpoints, deadlines, credentials, TLS
     /// settings (CA and client PEM files are read now) and proxy. Does no
@@ -117,8 +122,12 @@ impl EtcdClient {
                 return Ok((t, g));
             }
             let token = self.authenticate(&auth.creds, endpoint, timeout).await?;
-            auth.authentications.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%endpoint, user = %auth.creds.username, "etcd token fetched");
+            if token.is_empty() {
+                tracing::debug!(%endpoint, "etcd has auth off; sending no token");
+            } else {
+                auth.authentications.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%endpoint, user = %auth.creds.username, "etcd token fetched");
+            }
             let g = auth.install(token.clone());
             Ok((token, g))
         };
@@ -131,8 +140,9 @@ impl EtcdClient {
         }
     }
 
-    /// `POST /v3/auth/authenticate` on `endpoint`: the new token. Wrong
-    /// credentials are [`GatewayError::Auth`].
+    /// `POST /v3/auth/authenticate` on `endpoint`: the new token, or an
+    /// empty one ("send none") when etcd has auth off. Wrong credentials
+    /// are [`GatewayError::Auth`].
     async fn authenticate(
         &self,
         creds: &EtcdAuth,
@@ -143,18 +153,24 @@ impl EtcdClient {
             .to_string()
             .into_bytes();
         let read = async {
-            let resp = self
+            match self
                 .send_once(endpoint, "/v3/auth/authenticate", &body, timeout, None)
                 .await
-                .map_err(|a| match a {
-                    Attempt::Fail(GatewayError::Status { message, .. }) => {
-                        Attempt::Fail(GatewayError::Auth(message))
+            {
+                Ok(resp) => resp
+                    .bytes()
+                    .await
+                    .map(Some)
+                    .map_err(|e| Attempt::Rotate(GatewayError::Body(e.to_string()))),
+                Err(Attempt::Fail(GatewayError::Status { code, message, .. })) => {
+                    if crate::auth::is_auth_disabled(code, &message) {
+                        Ok(None)
+                    } else {
+                        Err(Attempt::Fail(GatewayError::Auth(message)))
                     }
-                    other => other,
-                })?;
-            resp.bytes()
-                .await
-                .map_err(|e| Attempt::Rotate(GatewayError::Body(e.to_string())))
+                }
+                Err(other) => Err(other),
+            }
         };
         let bytes = match tokio::time::timeout(timeout, read).await {
             Ok(r) => r?,
@@ -165,12 +181,14 @@ impl EtcdClient {
                 }))
             }
         };
+        let Some(bytes) = bytes else {
+            return Ok(String::new());
+        };
         let r: AuthenticateResponse = serde_json::from_slice(&bytes)
             .map_err(|e| Attempt::Fail(GatewayError::Decode(e.to_string())))?;
         if r.token.is_empty() {
-            // etcd with auth off answers without a token: send none.
             return Err(Attempt::Fail(GatewayError::Auth(
-                "etcd returned no token (is auth enabled?)".into(),
+                "etcd answered authenticate without a token".into(),
             )));
         }
         Ok(r.token)
@@ -195,14 +213,14 @@ impl EtcdClient {
         };
         let (token, g) = self.token(auth, endpoint, refused, timeout).await?;
         match self
-            .send_once(endpoint, path, body, timeout, Some(&token))
+            .send_once(endpoint, path, body, timeout, bearer(&token))
             .await
         {
             Err(Attempt::Fail(e)) if e.is_auth_refusal() && refused.is_none() => {
                 tracing::debug!(%endpoint, error = %e, "etcd refused the token; fetching a new one");
                 let (token, g) = self.token(auth, endpoint, Some(g), timeout).await?;
                 match self
-                    .send_once(endpoint, path, body, timeout, Some(&token))
+                    .send_once(endpoint, path, body, timeout, bearer(&token))
                     .await
                 {
                     Err(Attempt::Fail(e)) if e.is_auth_refusal() => {

@@ -98,7 +98,6 @@ mod fuzz_tests;
 
 pub use auth::EtcdAuth;
 pub use config::{EtcdConfig, EtcdConfigError};
-pub use tls::{EtcdTls, PemSource};
 pub use epoch::Epochs;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
@@ -108,6 +107,7 @@ pub use registry::{EtcdRegistry, EventStream};
 pub use stats::{EtcdStats, StatsSnapshot};
 /// Moved to core; re-exported here for convenience.
 pub use steadfast_core::FallbackFetcher;
+pub use tls::{EtcdTls, PemSource};
 pub use watch_body::{watch_stream, WatchError, WatchStream};
 pub use watch_machine::{
     Interruption, Next, Phase, ProbeNeed, Resume, Step, WatchMachine, WatchTiming,

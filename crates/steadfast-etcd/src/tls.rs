@@ -92,7 +92,9 @@ impl EtcdTls {
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| GatewayError::TlsConfig(format!("bad CA PEM: {e}")))?;
             if certs.is_empty() {
-                return Err(GatewayError::TlsConfig("CA PEM holds no certificate".into()));
+                return Err(GatewayError::TlsConfig(
+                    "CA PEM holds no certificate".into(),
+                ));
             }
             for c in certs {
                 builder = builder.add_root_certificate(c);
@@ -179,12 +181,18 @@ mod tests {
             ca: Some(PemSource::File("/nonexistent/ca.pem".into())),
             ..EtcdTls::default()
         };
-        assert!(matches!(missing.apply(b()), Err(GatewayError::TlsConfig(_))));
+        assert!(matches!(
+            missing.apply(b()),
+            Err(GatewayError::TlsConfig(_))
+        ));
         assert!(matches!(
             apply_proxy(b(), Some("::not a url::")),
             Err(GatewayError::Client(_))
         ));
-        let shown = format!("{:?}", EtcdTls::default().with_client_identity_pem("C", "KEY"));
+        let shown = format!(
+            "{:?}",
+            EtcdTls::default().with_client_identity_pem("C", "KEY")
+        );
         assert!(!shown.contains("KEY"));
     }
 }

@@ -55,11 +55,28 @@ async fn with_auth_register_watch_and_list_work_and_without_it_nothing_does() {
 }
 
 #[tokio::test]
+async fn credentials_do_no_harm_on_an_etcd_without_auth() {
+    bounded(async {
+        let etcd = steadfast_etcd::harness::EtcdServer::start().await.unwrap();
+        let c = config(vec![etcd.endpoint()]).with_auth("svc", "pw");
+        let raw = EtcdClient::from_config(&c).unwrap();
+        raw.put(b"/noauth/k", b"v", 0).await.unwrap();
+        assert_eq!(raw.get(b"/noauth/k").await.unwrap().kvs.len(), 1);
+        assert_eq!(raw.authentications(), 0, "no token exists to fetch");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_revoked_token_is_renewed_and_the_watch_loses_nothing() {
     bounded(async {
         let mut etcd = AuthEtcd::start(&[]).await.unwrap();
         let reg = EtcdRegistry::new(authed(&etcd)).unwrap();
-        let (a, b, c) = (inst("web", "10.0.0.1"), inst("web", "10.0.0.2"), inst("web", "10.0.0.3"));
+        let (a, b, c) = (
+            inst("web", "10.0.0.1"),
+            inst("web", "10.0.0.2"),
+            inst("web", "10.0.0.3"),
+        );
         let mut w = watch(&reg, "web").await;
         reg.register(a.clone()).await.unwrap();
         wait_snapshot(&mut w, WAIT, "a", |s| s.len() == 1).await;
@@ -80,7 +97,10 @@ async fn a_revoked_token_is_renewed_and_the_watch_loses_nothing() {
         assert_eq!(ids(&s), ids_of(&[&a, &b, &c]));
         let after = reg.stats();
         assert!(reg.client().authentications() >= 3);
-        assert_eq!(after.resyncs, before.resyncs, "resumed, not re-read: {after:?}");
+        assert_eq!(
+            after.resyncs, before.resyncs,
+            "resumed, not re-read: {after:?}"
+        );
         assert_eq!(listed(&reg, "web").await.len(), 3);
     })
     .await;
@@ -93,14 +113,23 @@ async fn a_watch_refused_for_its_token_reopens_from_its_revision() {
         let raw = EtcdClient::from_config(&authed(&etcd)).unwrap();
         let prefix = unique_prefix();
         let k1 = format!("{prefix}/k1");
-        let rev = raw.put(k1.as_bytes(), b"v1", 0).await.unwrap().header.revision;
+        let rev = raw
+            .put(k1.as_bytes(), b"v1", 0)
+            .await
+            .unwrap()
+            .header
+            .revision;
         etcd.revoke_tokens().await.unwrap();
         // etcd would answer this watch `created` + `canceled` (token
         // revoked); the client renews the token and re-opens it.
         let mut s = raw.watch(prefix.as_bytes(), rev, false).await.unwrap();
         let created = s.next().await.unwrap().unwrap();
         assert!(created.created && !created.canceled, "{created:?}");
-        let replay = tokio::time::timeout(WAIT, s.next()).await.unwrap().unwrap().unwrap();
+        let replay = tokio::time::timeout(WAIT, s.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert_eq!(replay.events.len(), 1);
         assert_eq!(replay.events[0].kv.key, k1.as_bytes());
         assert_eq!(raw.authentications(), 2);
@@ -155,9 +184,8 @@ async fn tls_with_the_custom_ca_and_a_client_certificate_works() {
 async fn a_wrong_or_missing_ca_or_no_client_certificate_fails_typed() {
     bounded(async {
         let etcd = TlsEtcd::start().await.unwrap();
-        let identity = |t: EtcdTls| {
-            t.with_client_identity_pem(&etcd.client_cert_pem, &etcd.client_key_pem)
-        };
+        let identity =
+            |t: EtcdTls| t.with_client_identity_pem(&etcd.client_cert_pem, &etcd.client_key_pem);
         // The web roots alone do not know the test CA (the symptom).
         let none = EtcdClient::from_config(&tls_config(&etcd, None)).unwrap();
         match none.get(b"/k").await {

@@ -40,7 +40,14 @@ async fn proxy_variables_are_ignored_unless_a_proxy_is_configured() {
         // etcd first: the harness' health check must not see the variables.
         let etcd = EtcdServer::start().await.unwrap();
         let (proxy, seen) = fake_proxy().await;
-        for var in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+        for var in [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
             std::env::set_var(var, &proxy);
         }
         std::env::remove_var("NO_PROXY");
@@ -50,7 +57,10 @@ async fn proxy_variables_are_ignored_unless_a_proxy_is_configured() {
         plain.put(b"/proxy/k", b"v", 0).await.unwrap();
         let configured = EtcdClient::from_config(&config(vec![etcd.endpoint()])).unwrap();
         configured.get(b"/proxy/k").await.unwrap();
-        assert!(seen.lock().unwrap().is_empty(), "went through the proxy: {seen:?}");
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "went through the proxy: {seen:?}"
+        );
 
         // Asked for: every call goes to the proxy (which hangs up here).
         let via = config(vec![etcd.endpoint()]).proxy(&proxy);

@@ -45,16 +45,54 @@ impl AuthEtcd {
         let (user, password) = ("svc".to_string(), "svc-secret".to_string());
         let e = server.endpoint();
         let admin = Admin::new(&e)?;
-        admin.call("/v3/auth/user/add", json!({"name": "root", "password": ROOT_PASSWORD}), None).await?;
-        admin.call("/v3/auth/role/add", json!({"name": "root"}), None).await?;
-        admin.call("/v3/auth/user/grant", json!({"user": "root", "role": "root"}), None).await?;
-        admin.call("/v3/auth/user/add", json!({"name": user, "password": password}), None).await?;
-        admin.call("/v3/auth/role/add", json!({"name": ROLE}), None).await?;
+        admin
+            .call(
+                "/v3/auth/user/add",
+                json!({"name": "root", "password": ROOT_PASSWORD}),
+                None,
+            )
+            .await?;
+        admin
+            .call("/v3/auth/role/add", json!({"name": "root"}), None)
+            .await?;
+        admin
+            .call(
+                "/v3/auth/user/grant",
+                json!({"user": "root", "role": "root"}),
+                None,
+            )
+            .await?;
+        admin
+            .call(
+                "/v3/auth/user/add",
+                json!({"name": user, "password": password}),
+                None,
+            )
+            .await?;
+        admin
+            .call("/v3/auth/role/add", json!({"name": ROLE}), None)
+            .await?;
         let all = json!({"permType": "READWRITE", "key": "AA==", "range_end": "AA=="});
-        admin.call("/v3/auth/role/grant", json!({"name": ROLE, "perm": all}), None).await?;
-        admin.call("/v3/auth/user/grant", json!({"user": user, "role": ROLE}), None).await?;
+        admin
+            .call(
+                "/v3/auth/role/grant",
+                json!({"name": ROLE, "perm": all}),
+                None,
+            )
+            .await?;
+        admin
+            .call(
+                "/v3/auth/user/grant",
+                json!({"user": user, "role": ROLE}),
+                None,
+            )
+            .await?;
         admin.call("/v3/auth/enable", json!({}), None).await?;
-        Ok(Self { server, user, password })
+        Ok(Self {
+            server,
+            user,
+            password,
+        })
     }
 
     /// The client URL.
@@ -67,11 +105,17 @@ impl AuthEtcd {
     pub async fn revoke_tokens(&self) -> io::Result<()> {
         let admin = Admin::new(&self.endpoint())?;
         let root = admin
-            .call("/v3/auth/authenticate", json!({"name": "root", "password": ROOT_PASSWORD}), None)
+            .call(
+                "/v3/auth/authenticate",
+                json!({"name": "root", "password": ROOT_PASSWORD}),
+                None,
+            )
             .await?;
         let token = root["token"].as_str().unwrap_or_default().to_string();
         let body = json!({"name": self.user, "password": self.password});
-        admin.call("/v3/auth/user/changepw", body, Some(&token)).await?;
+        admin
+            .call("/v3/auth/user/changepw", body, Some(&token))
+            .await?;
         Ok(())
     }
 }
@@ -89,11 +133,17 @@ impl Admin {
             .timeout(ADMIN_TIMEOUT)
             .build()
             .map_err(io::Error::other)?;
-        Ok(Self { http, endpoint: endpoint.to_string() })
+        Ok(Self {
+            http,
+            endpoint: endpoint.to_string(),
+        })
     }
 
     async fn call(&self, path: &str, body: Value, token: Option<&str>) -> io::Result<Value> {
-        let mut req = self.http.post(format!("{}{path}", self.endpoint)).json(&body);
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.endpoint))
+            .json(&body);
         if let Some(t) = token {
             req = req.header(reqwest::header::AUTHORIZATION, t);
         }
@@ -142,7 +192,10 @@ impl Ca {
         let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
         let mut p = CertificateParams::new(sans).map_err(rc)?;
         p.distinguished_name.push(DnType::CommonName, cn);
-        p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        p.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         p.extended_key_usages = usage;
         let key = KeyPair::generate().map_err(rc)?;
         let cert = p.signed_by(&key, &self.cert, &self.key).map_err(rc)?;
@@ -197,11 +250,15 @@ impl TlsEtcd {
             let ports = free_ports(3)?;
             let name = "s0".to_string();
             let args = owned(&[
-                "--cert-file", &cert_file,
-                "--key-file", &key_file,
-                "--trusted-ca-file", &ca_file,
+                "--cert-file",
+                &cert_file,
+                "--key-file",
+                &key_file,
+                "--trusted-ca-file",
+                &ca_file,
                 "--client-cert-auth",
-                "--listen-metrics-urls", &format!("http://127.0.0.1:{}", ports[2]),
+                "--listen-metrics-urls",
+                &format!("http://127.0.0.1:{}", ports[2]),
             ]);
             let spec = Spec {
                 initial_cluster: format!("{name}=http://127.0.0.1:{}", ports[1]),
