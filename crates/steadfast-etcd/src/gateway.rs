@@ -9,6 +9,11 @@
 //! endpoints per call; the endpoint that answered becomes the first one
 //! tried next time, and [`EtcdClient::demote`] moves past one found dead.
 //!
+//! With credentials ([`EtcdClient::from_config`]) every request carries
+//! the current auth token, renewed when etcd refuses it (`gateway_auth`);
+//! the client never uses `HTTP_PROXY` / `ALL_PROXY` unless a proxy is
+//! configured.
+//!
 //! Every request carries `Grpc-Metadata-hasleader: true`: a member without
 //! a leader then refuses unary calls at once ("no leader", gRPC 14, which
 //! rotates) and ends watch streams instead of holding them silently.
@@ -92,51 +97,6 @@ impl EtcdClient {
             watch_open_timeout,
             &Security::default(),
         )
-    }
-
-    /// A client for `endpoints` with `security` (credentials, TLS, proxy).
-    fn build(
-        endpoints: Vec<String>,
-        request_timeout: Duration,
-        watch_open_timeout: Duration,
-        security: &Security,
-    ) -> Result<Self, GatewayError> {
-        let endpoints: Vec<String> = endpoints
-            .into_iter()
-            .map(|e| e.trim_end_matches('/').to_string())
-            .filter(|e| !e.is_empty())
-            .collect();
-        if endpoints.is_empty() {
-            return Err(GatewayError::NoEndpoints);
-        }
-        let builder = reqwest::Client::builder()
-            .http1_only()
-            .connect_timeout(request_timeout)
-            .pool_idle_timeout(Duration::from_secs(30))
-            // Shared watch streams hold their own connections; a few idle
-            // ones serve the batched ranges, probes and keepalives.
-            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
-            .tcp_nodelay(true);
-        let builder = crate::tls::apply_proxy(builder, security.proxy.as_deref())?;
-        let builder = match &security.tls {
-            Some(tls) => tls.apply(builder)?,
-            None => builder,
-        };
-        let http = builder
-            .build()
-            .map_err(|e| GatewayError::Client(error_chain(&e)))?;
-        Ok(Self {
-            endpoints,
-            http,
-            current: AtomicUsize::new(0),
-            request_timeout,
-            watch_open_timeout,
-            failing: AtomicBool::new(false),
-            answered: watch::channel(0).0,
-            probes: AtomicU64::new(0),
-            prober: OnceLock::new(),
-            auth: security.auth.clone().map(TokenCache::new),
-        })
     }
 
     /// The configured endpoints.

@@ -16,19 +16,20 @@
 //! the watch driver sees a normal open from the revision it asked for and
 //! keeps its state (no resync).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use serde_json::json;
+use tokio::sync::watch;
 
-use super::{Attempt, EtcdClient};
+use super::{Attempt, EtcdClient, MAX_IDLE_CONNECTIONS};
 use crate::auth::{AuthenticateResponse, EtcdAuth, TokenDecision, TokenState};
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
 use crate::tls::EtcdTls;
-use crate::watch_body::{watch_stream, WatchStream};
+use crate::watch_body::{error_chain, watch_stream, WatchStream};
 
 /// Credentials, TLS and proxy settings a client is built with.
 #[derive(Clone, Debug, Default)]
@@ -92,6 +93,51 @@ impl EtcdClient {
             config.watch_open_timeout,
             &security,
         )
+    }
+
+    /// A client for `endpoints` with `security` (credentials, TLS, proxy).
+    pub(super) fn build(
+        endpoints: Vec<String>,
+        request_timeout: Duration,
+        watch_open_timeout: Duration,
+        security: &Security,
+    ) -> Result<Self, GatewayError> {
+        let endpoints: Vec<String> = endpoints
+            .into_iter()
+            .map(|e| e.trim_end_matches('/').to_string())
+            .filter(|e| !e.is_empty())
+            .collect();
+        if endpoints.is_empty() {
+            return Err(GatewayError::NoEndpoints);
+        }
+        let builder = reqwest::Client::builder()
+            .http1_only()
+            .connect_timeout(request_timeout)
+            .pool_idle_timeout(Duration::from_secs(30))
+            // Shared watch streams hold their own connections; a few idle
+            // ones serve the batched ranges, probes and keepalives.
+            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+            .tcp_nodelay(true);
+        let builder = crate::tls::apply_proxy(builder, security.proxy.as_deref())?;
+        let builder = match &security.tls {
+            Some(tls) => tls.apply(builder)?,
+            None => builder,
+        };
+        let http = builder
+            .build()
+            .map_err(|e| GatewayError::Client(error_chain(&e)))?;
+        Ok(Self {
+            endpoints,
+            http,
+            current: AtomicUsize::new(0),
+            request_timeout,
+            watch_open_timeout,
+            failing: AtomicBool::new(false),
+            answered: watch::channel(0).0,
+            probes: AtomicU64::new(0),
+            prober: OnceLock::new(),
+            auth: security.auth.clone().map(TokenCache::new),
+        })
     }
 
     /// How many tokens this client fetched (`/v3/auth/authenticate`

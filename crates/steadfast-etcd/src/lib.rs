@@ -32,7 +32,13 @@
 //!   report first);
 //! * [`mapping`]: interface -> app mappings, one persistent key per app
 //!   under `<prefix>/mapping/<interface>/`, and their watch sessions;
-//! * `harness` (feature `harness`): real etcd processes for tests.
+//! * [`auth`] and [`tls`]: a secured etcd: username / password (a token
+//!   on every call, renewed once when etcd refuses it, watches re-opened
+//!   from their revision), TLS with a custom CA and a client certificate,
+//!   and no proxy unless [`EtcdConfig::proxy`] names one;
+//! * `harness` (feature `harness`): real etcd processes for tests
+//!   (`harness::secure`: one with auth on, one serving TLS with
+//!   certificates made by `rcgen` at start).
 //!
 //! One watch stream per engine: every app watched through one
 //! [`EtcdRegistry`] is driven by one hub task (`hub`) over at most two
