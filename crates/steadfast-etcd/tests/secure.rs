@@ -145,7 +145,8 @@ async fn an_expired_token_is_renewed() {
         let raw = EtcdClient::from_config(&authed(&etcd)).unwrap();
         raw.put(b"/exp/k", b"v1", 0).await.unwrap();
         assert_eq!(raw.authentications(), 1);
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // etcd drops expired simple tokens on a 1 s tick: wait past both.
+        tokio::time::sleep(Duration::from_millis(3500)).await;
         raw.put(b"/exp/k", b"v2", 0).await.unwrap();
         assert_eq!(raw.authentications(), 2);
         let got = raw.get(b"/exp/k").await.unwrap();
