@@ -298,3 +298,32 @@ async fn a_shut_down_engine_answers_inspect_at_once() {
     );
     assert!(started.elapsed() <= steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT);
 }
+
+#[actix_rt::test]
+async fn inspect_is_bounded_when_the_coordinator_does_not_answer() {
+    let f = start().await;
+    // Repeated contained panics quarantine the coordinator (its mailbox
+    // waits 100 ms doubling): after seven, it answers nothing for 3.2 s.
+    let reference = Reference::new("demo.Ready", "tri", [READY_APP]);
+    for _ in 0..7 {
+        f.engine
+            .drill_panic(steadfast_actors::RestartTarget::Coordinator)
+            .await
+            .expect("drill armed");
+        let r = f.engine.subscribe(reference.clone()).await;
+        assert_eq!(r.err(), Some(EngineError::Panicked));
+    }
+    let started = tokio::time::Instant::now();
+    let r = f.engine.inspect().await;
+    assert_eq!(r.err(), Some(EngineError::Timeout));
+    let took = started.elapsed();
+    assert!(
+        took >= steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT
+            && took
+                < steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT + Duration::from_millis(100),
+        "{took:?}"
+    );
+    // Once the quarantine is over the engine answers again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(f.engine.inspect().await.is_ok());
+}
