@@ -38,7 +38,8 @@ enum Command {
 /// Arguments of `steadfast inspect`.
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
-    /// `etcd://host:port[,host:port...]` (`etcds://` for TLS) or `memory`.
+    /// `etcd://host:port[,host:port...]` (`etcds://`: https with the
+    /// built-in roots) or `memory`.
     #[arg(long, env = "STEADFAST_REGISTRY")]
     pub registry: String,
     /// Key prefix of the registry's records in etcd.

@@ -71,7 +71,7 @@ fn print(report: &EngineReport, args: &InspectArgs, label: &str) -> Result<(), S
         };
         println!("{}", json.map_err(|e| e.to_string())?);
     } else {
-        println!("{}", text::render(report, label));
+        println!("{}", text::render(report, label).trim_end());
     }
     Ok(())
 }
