@@ -300,6 +300,42 @@ async fn a_shut_down_engine_answers_inspect_at_once() {
 }
 
 #[actix_rt::test]
+async fn a_directory_that_does_not_answer_is_named_missing_and_the_rest_reported() {
+    let f = start().await;
+    // Seven contained panics of the directory's update handler quarantine
+    // it (100 ms doubling): after the seventh its mailbox waits 3.2 s.
+    let target = Reference::new("demo.Ready", "tri", [READY_APP]);
+    for n in 0..7u16 {
+        f.engine
+            .drill_panic(steadfast_actors::RestartTarget::Directory(target.clone()))
+            .await
+            .expect("drill armed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let extra = instance_for(&f.ready_meta, format!("127.0.1.{n}"), 8100 + n);
+        f.registry.put(extra);
+        let want = u64::from(n) + 1;
+        eventually("the directory panicked", || {
+            f.engine.stats().handler_panics >= want
+        })
+        .await;
+    }
+    let started = tokio::time::Instant::now();
+    let report = f.engine.inspect().await.expect("inspect answers");
+    let took = started.elapsed();
+    assert_eq!(report.missing, vec!["directory:demo.Ready:tri".to_string()]);
+    assert!(
+        took >= steadfast_actors::inspect::INSPECT_PART_TIMEOUT
+            && took < steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT,
+        "{took:?}"
+    );
+    // Its endpoints come from the published snapshot all the same, and
+    // every other part answered.
+    assert!(!reference(&report, "demo.Ready").endpoints.is_empty());
+    assert_eq!(reference(&report, "demo.Stuck").state, "empty:unresolved");
+    assert_eq!(report.apps.len(), 2);
+}
+
+#[actix_rt::test]
 async fn inspect_is_bounded_when_the_coordinator_does_not_answer() {
     let f = start().await;
     // Repeated contained panics quarantine the coordinator (its mailbox
