@@ -84,3 +84,8 @@ pub mod pool {
 pub mod web {
     pub use steadfast_web::*;
 }
+
+/// What the engine sees: the serializable report of [`Engine::inspect`]
+/// (references, apps with revisions, registry watches, registrations).
+pub use steadfast_actors::inspect;
+pub use steadfast_actors::EngineReport;

@@ -375,4 +375,5 @@ impl Handler<Shutdown> for ResolverActor {
 
 crate::contain::contained_actor!(ResolverActor, "resolver");
 
+mod inspect;
 mod snapshot;
