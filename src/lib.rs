@@ -28,6 +28,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Engine counters (`Engine::stats`); `StatsSnapshot` is its deprecated former name.
+pub use steadfast_actors::EngineStatsSnapshot;
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
@@ -83,4 +85,10 @@ pub mod pool {
 #[cfg(feature = "http")]
 pub mod web {
     pub use steadfast_web::*;
+}
+
+/// Prometheus metrics and logging setup (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub mod metrics {
+    pub use steadfast_metrics::*;
 }

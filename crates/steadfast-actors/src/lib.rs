@@ -46,4 +46,6 @@ pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownRepo
 pub use handle::{Deadline, Directory};
 pub use live_config::{CallerConfig, LiveConfig};
 pub use snapshot_config::SnapshotConfig;
+pub use stats::EngineStatsSnapshot;
+#[allow(deprecated)]
 pub use stats::StatsSnapshot;
