@@ -86,6 +86,7 @@ pub(crate) struct StopExport {
     pub drain: Duration,
 }
 
+mod inspect;
 mod mapping;
 mod registrations;
 mod subscriptions;

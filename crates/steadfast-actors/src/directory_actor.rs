@@ -302,6 +302,7 @@ impl Handler<Shutdown> for DirectoryActor {
     }
 }
 
+mod inspect;
 pub(crate) mod mapped;
 pub(crate) mod probe;
 

@@ -44,4 +44,7 @@ pub enum EngineError {
     /// `start()` refused the configuration.
     #[error("invalid engine configuration")]
     InvalidConfig(#[from] ConfigError),
+    /// The engine did not answer within the call's bound.
+    #[error("the engine did not answer in time")]
+    Timeout,
 }

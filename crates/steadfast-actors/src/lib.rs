@@ -24,6 +24,7 @@ pub mod error;
 pub mod export;
 mod graveyard;
 pub mod handle;
+pub mod inspect;
 pub mod live_config;
 pub mod lookup_actor;
 mod mapping_actor;
@@ -44,6 +45,10 @@ pub use engine::{Engine, EngineBuilder};
 pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport};
 pub use handle::{Deadline, Directory};
+pub use inspect::{
+    AppReport, EndpointReport, EngineReport, InstanceReport, ReferenceReport, RegistrationReport,
+    RegistryReport, RevisionReport, WatchReport,
+};
 pub use live_config::{CallerConfig, LiveConfig};
 pub use snapshot_config::SnapshotConfig;
 pub use stats::EngineStatsSnapshot;

@@ -377,4 +377,5 @@ impl Handler<Shutdown> for ResolverActor {
 
 crate::contain::contained_actor!(ResolverActor, "resolver");
 
+mod inspect;
 mod snapshot;

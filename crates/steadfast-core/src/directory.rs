@@ -412,6 +412,7 @@ pub use no_endpoint::{NoEndpoint, NoEndpointReason};
 mod apps;
 #[path = "directory/closing.rs"]
 mod closing;
+mod inspect;
 #[path = "directory/tombstones.rs"]
 mod tombstones;
 pub use tombstones::TombstoneCounts;

@@ -118,6 +118,12 @@ impl Tombstones {
         self.by_id.len()
     }
 
+    /// Every tombstone: its instance id and the URL it holds back, if any
+    /// (`directory/inspect.rs`).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&str, Option<&Endpoint>)> + '_ {
+        self.by_id.iter().map(|(id, t)| (&**id, t.vetoed.as_ref()))
+    }
+
     /// Number of tombstones holding back a URL the registry lists.
     pub(crate) fn vetoed(&self) -> usize {
         self.vetoed

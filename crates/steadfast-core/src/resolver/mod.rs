@@ -25,6 +25,7 @@
 
 mod delivery;
 mod feed;
+mod inspect;
 mod publish;
 mod schedule;
 mod seed;
@@ -50,6 +51,8 @@ use crate::update::{DirectoryUpdate, HeldInstances, UrlChange};
 use publish::KeyState;
 use schedule::Parked;
 use table::Table;
+
+pub use inspect::{AppInspection, InstanceInspection, RevisionInspection, RevisionPhase};
 
 /// Identifies one fetch or one timer; results carrying an old token are dropped.
 pub type Token = u64;

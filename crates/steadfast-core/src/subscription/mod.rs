@@ -61,6 +61,7 @@ mod config;
 mod hold;
 #[cfg(test)]
 mod hold_tests;
+mod inspect;
 mod live;
 #[cfg(test)]
 mod outage_tests;
@@ -84,6 +85,7 @@ use crate::resolver::Token;
 pub use actions::{Delivery, Feed, SubscriptionAction, TimerKind, To};
 pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
 pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
+pub use inspect::WatchInspection;
 pub use live::LiveState;
 use state::AppSub;
 
@@ -111,6 +113,8 @@ pub struct SubscriptionMachine {
     resume_resync: bool,
     /// Window a session loss spreads the re-subscriptions over.
     session_spread: Duration,
+    /// When the latest event of a current watch arrived (`inspect.rs`).
+    last_event: Option<Instant>,
 }
 
 /// What an input does to one app, with the machine's shared parts.
@@ -185,6 +189,7 @@ impl SubscriptionMachine {
             closed: false,
             resume_resync: true,
             session_spread: crate::registrar::DEFAULT_SESSION_SPREAD,
+            last_event: None,
         }
     }
 
@@ -387,6 +392,9 @@ impl SubscriptionMachine {
         item: Result<RegistryEvent, RegistryError>,
         now: Instant,
     ) -> Vec<SubscriptionAction> {
+        if item.is_ok() && self.is_current_watch(app, token) {
+            self.last_event = Some(now);
+        }
         self.with_app(app, now, |sub, ctx| {
             sub.on_stream_item(token, item, now, ctx)
         })

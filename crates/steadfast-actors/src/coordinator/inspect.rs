@@ -1,0 +1,47 @@
+//! The coordinator's side of [`Engine::inspect`](crate::Engine::inspect):
+//! it renders every reference from its directory's published snapshot
+//! (lock-free) and hands the addresses of the directories, resolvers,
+//! registry actor and registrar to the bounded fan-out
+//! (`inspect/collect.rs`). The handler itself awaits nothing.
+
+use actix::prelude::*;
+
+use super::Coordinator;
+use crate::error::EngineError;
+use crate::inspect::collect::{gather, InspectEngine, Parts};
+use crate::inspect::render;
+use crate::inspect::EngineReport;
+use crate::timer;
+
+impl Handler<InspectEngine> for Coordinator {
+    type Result = ResponseFuture<Result<EngineReport, EngineError>>;
+    fn handle(&mut self, _: InspectEngine, _: &mut Self::Context) -> Self::Result {
+        if self.shut_down {
+            return Box::pin(async { Err(EngineError::ShutDown) });
+        }
+        let now = timer::now();
+        let ewma = self.live.balance().peak_ewma;
+        let references = self
+            .directories
+            .iter()
+            .filter_map(|(reference, d)| {
+                let snapshot = d.handle.snapshot().ok()?;
+                let report = render::reference(reference, &snapshot, now, &ewma);
+                Some((report, d.counted.addr.clone()))
+            })
+            .collect();
+        let resolvers = self
+            .resolvers
+            .iter()
+            .map(|(app, c)| (app.clone(), c.addr.clone()))
+            .collect();
+        let parts = Parts {
+            references,
+            resolvers,
+            registry: self.registry.clone(),
+            registrar: self.registrar.clone(),
+            now,
+        };
+        Box::pin(async move { Ok(gather(parts).await) })
+    }
+}
