@@ -14,6 +14,7 @@ pub(crate) async fn gather(sources: &Sources) -> Gathered {
     let timeout = sources.inspect_timeout.unwrap_or(DEFAULT_INSPECT_TIMEOUT);
     if let Some(engine) = &sources.engine {
         crate::engine_families::engine_counters(&mut g, engine);
+        crate::inspect_families::inspect_gauges(&mut g, engine, timeout).await;
         registrations(&mut g, engine, timeout).await;
     }
     #[cfg(feature = "etcd")]

@@ -34,6 +34,7 @@ mod collect;
 mod counted;
 mod engine_families;
 mod gather;
+mod inspect_families;
 mod logging;
 mod probe;
 mod scope;
