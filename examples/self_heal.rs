@@ -223,6 +223,20 @@ async fn main() -> ExitCode {
     };
     at(&format!("consumer: {}", describe(&status)));
     let first_recovery = Instant::now().saturating_duration_since(healed_at);
+    let metrics = print_metrics.then(|| {
+        let m = steadfast_metrics::Metrics::new()
+            .engine(&engine)
+            .directory(&dir);
+        match &etcd {
+            Some(etcd) => m.etcd(etcd),
+            None => m,
+        }
+    });
+    if let Some(m) = &metrics {
+        // A first read while the directory is ready: the select probe
+        // times its picks (the last read comes after the provider left).
+        m.encode().await;
+    }
 
     let ok = closing_story(&registry, &metadata_service, &dir, instance_v2, t0, &at).await;
     let s = engine.stats();
@@ -234,16 +248,9 @@ async fn main() -> ExitCode {
         s.tombstones_cleared_by_removal,
         s.tombstones_cleared_by_restart
     );
-    let exposition = if print_metrics {
-        let mut metrics = steadfast_metrics::Metrics::new()
-            .engine(&engine)
-            .directory(&dir);
-        if let Some(etcd) = &etcd {
-            metrics = metrics.etcd(etcd);
-        }
-        Some(metrics.encode().await)
-    } else {
-        None
+    let exposition = match &metrics {
+        Some(m) => Some(m.encode().await),
+        None => None,
     };
     engine.shutdown().await;
     let code = match ok {

@@ -30,10 +30,12 @@
 
 /// Engine counters (`Engine::stats`); `StatsSnapshot` is its deprecated former name.
 pub use steadfast_actors::EngineStatsSnapshot;
+#[allow(deprecated)]
+pub use steadfast_actors::StatsSnapshot;
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
-    ShutdownReport, SnapshotConfig, StatsSnapshot,
+    ShutdownReport, SnapshotConfig,
 };
 /// Balancing: strategies, leases and outcome feedback, outlier ejection.
 pub use steadfast_core::balance::{

@@ -1,6 +1,8 @@
 //! [`init_logging`]: the `tracing-subscriber` the examples and the CLI
 //! install, filtered by `RUST_LOG`.
 
+use std::io::IsTerminal as _;
+
 use tracing_subscriber::EnvFilter;
 
 /// The filter used when `RUST_LOG` is unset or invalid: warnings and errors
@@ -17,6 +19,7 @@ pub fn init_logging() -> bool {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init()
         .is_ok()
 }

@@ -49,8 +49,12 @@ impl SelectProbe {
                 let start = Instant::now();
                 let picked = dir.select();
                 let took = start.elapsed();
-                if picked.is_ok() {
-                    h.observe(took.as_secs_f64());
+                match picked {
+                    Ok(_) => h.observe(took.as_secs_f64()),
+                    Err(e) => {
+                        tracing::debug!(reference = %dir.reference().subscribe_key(), error = %e, "select probe found no endpoint");
+                        break;
+                    }
                 }
             }
         }
