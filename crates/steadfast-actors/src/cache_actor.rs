@@ -226,6 +226,7 @@ impl Flight {
                             .instrument(span.clone());
                         calls.push(call.map(move |r| {
                             span.record("outcome", r.as_ref().map_or_else(|e| e.label(), |_| "ok"));
+                            tracing::trace!(parent: &span, "metadata fetch attempt ended");
                             (candidate, r)
                         }));
                     }
