@@ -1,6 +1,8 @@
 //! The exposition of a running engine: counters that follow what happened,
 //! Prometheus naming, bounded labels, the /metrics scope and the probe.
 
+#![cfg(feature = "http")]
+
 use std::time::Duration;
 
 use steadfast_actors::Engine;
