@@ -13,6 +13,13 @@ if ! command -v etcd >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
 fi
 
+# headless Chromium for the status page test (crates/steadfast-web/tests/status_page_chromium.rs).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -94,3 +94,8 @@ pub mod web {
 pub mod metrics {
     pub use steadfast_metrics::*;
 }
+
+/// What the engine sees: the serializable report of [`Engine::inspect`]
+/// (references, apps with revisions, registry watches, registrations).
+pub use steadfast_actors::inspect;
+pub use steadfast_actors::EngineReport;

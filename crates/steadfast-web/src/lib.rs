@@ -9,12 +9,15 @@
 //! - Provider side: [`provider`], a middleware that counts requests in
 //!   flight and answers 503 + `Retry-After` once closing, and the graceful
 //!   shutdown sequence run on SIGTERM / ctrl-c.
+//! - Operators: [`inspect`], a scope serving the engine's inspection
+//!   report as JSON and a self-refreshing HTML status page.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod caller;
 pub mod factory;
+pub mod inspect;
 pub mod provider;
 
 pub use caller::{
@@ -24,6 +27,7 @@ pub use caller::{
 #[cfg(feature = "awc")]
 pub use factory::{AwcClient, AwcConfig, AwcFactory};
 pub use factory::{ReqwestConfig, ReqwestFactory};
+pub use inspect::{inspect_scope, render_status, InspectScope};
 pub use provider::{
     is_closing_answer, ExportStopError, GracefulReport, GracefulShutdown, InFlightGate,
     ShutdownCause, ShutdownTrigger, CLOSING_HEADER,

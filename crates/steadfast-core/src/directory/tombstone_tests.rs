@@ -338,3 +338,18 @@ fn each_tombstone_keeps_the_ttl_it_was_written_with_and_expires_in_order() {
     assert_eq!(order, vec![10, 20, 30]);
     assert_eq!(ports(&d), vec![1, 2, 3]);
 }
+
+#[test]
+fn tombstoned_names_the_closed_id_then_the_vetoed_address() {
+    let (mut d, t0) = closed_by_registry(A);
+    // Nothing listed under the id: the tombstone names the id.
+    assert_eq!(d.tombstoned(), vec!["127.0.0.1:1".to_string()]);
+    // A stale re-add of the closed boot is held back: its address.
+    d.apply_at(patch(3, vec![url(1, A)], &[], vec![]), t0, TTL);
+    let vetoed = d.tombstoned();
+    assert_eq!(vetoed.len(), 1);
+    assert!(vetoed[0].starts_with("127.0.0.1:"), "{vetoed:?}");
+    // Expired: nothing tombstoned any more.
+    d.on_timeout(t0 + TTL + Duration::from_secs(1));
+    assert!(d.tombstoned().is_empty());
+}

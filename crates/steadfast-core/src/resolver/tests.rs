@@ -6,6 +6,7 @@ mod closing;
 mod demand;
 mod harness;
 mod incremental;
+mod inspect;
 mod memory;
 mod prop;
 mod stale;

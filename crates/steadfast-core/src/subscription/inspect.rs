@@ -36,3 +36,28 @@ impl SubscriptionMachine {
         self.last_event
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::subscription::{SubscriptionConfig, SubscriptionMachine};
+
+    #[test]
+    fn watches_are_listed_per_app_and_no_event_means_none() {
+        let t0 = Instant::now();
+        let mut m = SubscriptionMachine::new(SubscriptionConfig::default(), 1);
+        assert!(m.inspect_watches().is_empty());
+        let _ = m.subscribe("b", 1, t0);
+        let _ = m.subscribe("a", 2, t0 + Duration::from_secs(1));
+        let w = m.inspect_watches();
+        assert_eq!(
+            w.iter().map(|w| w.app.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert!(w
+            .iter()
+            .all(|w| w.stale_since.is_none() && w.subscribe_failure.is_none()));
+        assert_eq!(m.last_event_at(), None);
+    }
+}
