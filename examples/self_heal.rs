@@ -269,7 +269,7 @@ async fn main() -> ExitCode {
         }
     };
     if let Some(text) = exposition {
-        println!("\n{text}");
+        print!("\n{text}");
     }
     code
 }
