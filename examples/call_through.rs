@@ -33,6 +33,8 @@ const TIMING: Timing = Timing {
 
 #[actix_rt::main]
 async fn main() {
+    // Logs on stderr, filtered by RUST_LOG (default: warnings).
+    steadfast_metrics::init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("provider") {
         if let Err(e) = provider_process(&args[1..]).await {

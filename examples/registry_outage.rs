@@ -131,6 +131,8 @@ fn fail(step: &str) -> ExitCode {
 
 #[actix_rt::main]
 async fn main() -> ExitCode {
+    // Logs on stderr, filtered by RUST_LOG (default: warnings).
+    steadfast_metrics::init_logging();
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())

@@ -16,7 +16,10 @@
 //! metadata service healed`; exits non-zero if a step did not happen.
 //!
 //! Run: `cargo run --example self_heal` (embedded registry), or against a
-//! real etcd: `cargo run --example self_heal -- --registry etcd://127.0.0.1:2379`
+//! real etcd: `cargo run --example self_heal -- --registry etcd://127.0.0.1:2379`.
+//! `--print-metrics` ends the run by printing the Prometheus exposition
+//! (`steadfast_metrics::Metrics::encode`); `RUST_LOG=steadfast_actors=debug`
+//! (or `info`, `warn`, ...) turns the engine's logs on (stderr).
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -101,11 +104,22 @@ fn describe(status: &DirectoryStatus) -> String {
     status.to_string()
 }
 
-/// The registry named by `--registry` (default: embedded).
-fn registry_from_args() -> Result<(Arc<dyn Registry>, String), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// The registry named by `--registry` (default: embedded), the etcd one
+/// for its metrics, and whether `--print-metrics` was given.
+type Args = (Arc<dyn Registry>, Option<EtcdRegistry>, String, bool);
+
+fn registry_from_args() -> Result<Args, String> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let before = args.len();
+    args.retain(|a| a != "--print-metrics");
+    let print_metrics = args.len() != before;
     match args.as_slice() {
-        [] => Ok((Arc::new(MemoryRegistry::new()), "embedded registry".into())),
+        [] => Ok((
+            Arc::new(MemoryRegistry::new()),
+            None,
+            "embedded registry".into(),
+            print_metrics,
+        )),
         [flag, url] if flag == "--registry" => {
             let Some(hostport) = url.strip_prefix("etcd://") else {
                 return Err(format!("unsupported registry {url}; use etcd://host:port"));
@@ -115,17 +129,26 @@ fn registry_from_args() -> Result<(Arc<dyn Registry>, String), String> {
             let prefix = format!("/steadfast-demo/{}", std::process::id());
             let config = EtcdConfig::new(endpoints).with_prefix(prefix);
             let registry = EtcdRegistry::new(config).map_err(|e| e.to_string())?;
-            Ok((Arc::new(registry), format!("etcd at {hostport}")))
+            Ok((
+                Arc::new(registry.clone()),
+                Some(registry),
+                format!("etcd at {hostport}"),
+                print_metrics,
+            ))
         }
-        _ => Err("usage: self_heal [--registry etcd://host:port[,host:port...]]".into()),
+        _ => Err(
+            "usage: self_heal [--registry etcd://host:port[,host:port...]] [--print-metrics]"
+                .into(),
+        ),
     }
 }
 
 #[actix_rt::main]
 async fn main() -> ExitCode {
+    steadfast_metrics::init_logging();
     let t0 = Instant::now();
     let at = |what: &str| println!("[{:>6} ms] {what}", t0.elapsed().as_millis());
-    let (registry, registry_name) = match registry_from_args() {
+    let (registry, etcd, registry_name, print_metrics) = match registry_from_args() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -200,6 +223,20 @@ async fn main() -> ExitCode {
     };
     at(&format!("consumer: {}", describe(&status)));
     let first_recovery = Instant::now().saturating_duration_since(healed_at);
+    let metrics = print_metrics.then(|| {
+        let m = steadfast_metrics::Metrics::new()
+            .engine(&engine)
+            .directory(&dir);
+        match &etcd {
+            Some(etcd) => m.etcd(etcd),
+            None => m,
+        }
+    });
+    if let Some(m) = &metrics {
+        // A first read while the directory is ready: the select probe
+        // times its picks (the last read comes after the provider left).
+        m.encode().await;
+    }
 
     let ok = closing_story(&registry, &metadata_service, &dir, instance_v2, t0, &at).await;
     let s = engine.stats();
@@ -211,8 +248,12 @@ async fn main() -> ExitCode {
         s.tombstones_cleared_by_removal,
         s.tombstones_cleared_by_restart
     );
+    let exposition = match &metrics {
+        Some(m) => Some(m.encode().await),
+        None => None,
+    };
     engine.shutdown().await;
-    match ok {
+    let code = match ok {
         Ok(healed) => {
             println!(
                 "recovered in {} ms after the metadata service healed (restart after the \
@@ -226,7 +267,11 @@ async fn main() -> ExitCode {
             println!("closing story failed: {e}");
             ExitCode::FAILURE
         }
+    };
+    if let Some(text) = exposition {
+        print!("\n{text}");
     }
+    code
 }
 
 /// `record` as its provider announces closing on graceful shutdown.

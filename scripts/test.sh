@@ -35,6 +35,8 @@ cargo test -p steadfast-web --all-targets --features awc
 
 echo "== demo: cargo run --example self_heal"
 cargo run --quiet --example self_heal
+echo "== demo: self_heal --print-metrics ends with the Prometheus exposition"
+cargo run --quiet --example self_heal -- --print-metrics | tail -n 1 | grep -qx '# EOF'
 
 echo "== story: cargo run --example call_through (etcd when on PATH: a SIGKILL and a graceful restart, 0 failed calls)"
 cargo run --quiet --example call_through

@@ -28,10 +28,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Engine counters (`Engine::stats`); `StatsSnapshot` is its deprecated former name.
+pub use steadfast_actors::EngineStatsSnapshot;
+#[allow(deprecated)]
+pub use steadfast_actors::StatsSnapshot;
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
-    ShutdownReport, SnapshotConfig, StatsSnapshot,
+    ShutdownReport, SnapshotConfig,
 };
 /// Balancing: strategies, leases and outcome feedback, outlier ejection.
 pub use steadfast_core::balance::{
@@ -83,6 +87,12 @@ pub mod pool {
 #[cfg(feature = "http")]
 pub mod web {
     pub use steadfast_web::*;
+}
+
+/// Prometheus metrics and logging setup (feature `metrics`).
+#[cfg(feature = "metrics")]
+pub mod metrics {
+    pub use steadfast_metrics::*;
 }
 
 /// What the engine sees: the serializable report of [`Engine::inspect`]

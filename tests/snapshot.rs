@@ -89,7 +89,7 @@ fn served(v: &DirectoryView) -> Option<&ServedFromSnapshot> {
 }
 
 /// Waits (virtual time, bounded) until `pred` holds on the engine's stats.
-async fn until(fx: &Fixture, what: &str, pred: impl Fn(&steadfast::StatsSnapshot) -> bool) {
+async fn until(fx: &Fixture, what: &str, pred: impl Fn(&steadfast::EngineStatsSnapshot) -> bool) {
     for _ in 0..1000 {
         if pred(&fx.engine.stats()) {
             return;

@@ -21,6 +21,7 @@ use steadfast_core::{
     check_metadata, fetch_contained, panic_message, CacheKey, FetchAction, FetchError, FetchMemory,
     FetchPlan, FetchPolicy, Lookup, MetadataCache, MetadataFetcher, MetadataInfo, ServiceInstance,
 };
+use tracing::Instrument as _;
 
 use crate::contain::Contain;
 use crate::messages::{AbandonMetadata, FetchMetadata, MetadataFetched, Shutdown};
@@ -93,7 +94,10 @@ impl CacheActor {
             candidates,
             stats: self.stats.clone(),
         };
-        let fut = AssertUnwindSafe(flight.run(self.policy, order, retry))
+        // One span per revision resolution (flight); its fetch attempts are
+        // child spans.
+        let span = tracing::info_span!("resolve", app = %key.0, revision = %key.1, retry);
+        let fut = AssertUnwindSafe(flight.run(self.policy, order, retry).instrument(span))
             .catch_unwind()
             .map(|r| r.unwrap_or_else(|p| Outcome::failed(panicked(p))));
         let k = key.clone();
@@ -212,8 +216,19 @@ impl Flight {
                         if hedged {
                             EngineStats::bump(&self.stats.fetch_hedged);
                         }
-                        let call = fetch_contained(self.fetcher.as_ref(), instance, &self.revision);
-                        calls.push(call.map(move |r| (candidate, r)));
+                        let span = tracing::debug_span!(
+                            "fetch",
+                            candidate = %instance.id,
+                            hedged,
+                            outcome = tracing::field::Empty
+                        );
+                        let call = fetch_contained(self.fetcher.as_ref(), instance, &self.revision)
+                            .instrument(span.clone());
+                        calls.push(call.map(move |r| {
+                            span.record("outcome", r.as_ref().map_or_else(|e| e.label(), |_| "ok"));
+                            tracing::trace!(parent: &span, "metadata fetch attempt ended");
+                            (candidate, r)
+                        }));
                     }
                     FetchAction::WakeAt(at) => wake = at,
                     FetchAction::TimedOut(c) => {
@@ -226,6 +241,9 @@ impl Flight {
                         }
                     }
                     FetchAction::Resolved(c) => {
+                        if retry {
+                            tracing::info!(app = %self.app, revision = %self.revision, "metadata resolved after failures");
+                        }
                         out.answered = Some(c);
                         out.result = answer.take().map(Arc::new).ok_or(FetchError::NoCandidates);
                         return out;
@@ -233,6 +251,13 @@ impl Flight {
                     FetchAction::Failed(e) => {
                         if expired {
                             EngineStats::bump(&self.stats.fetch_deadlines);
+                        }
+                        // Warn once per state change: the first failed
+                        // flight of a revision; its retries log at debug.
+                        if retry {
+                            tracing::debug!(app = %self.app, revision = %self.revision, error = %e, kind = e.label(), "metadata still unresolved; retrying");
+                        } else {
+                            tracing::warn!(app = %self.app, revision = %self.revision, error = %e, kind = e.label(), "metadata unresolved; retrying with backoff");
                         }
                         out.result = Err(e);
                         return out;
@@ -270,12 +295,13 @@ impl Flight {
         out
     }
 
-    /// Counts and logs the failure of candidate `c` as it happens.
+    /// Counts and logs (at debug: the flight's end warns once per state
+    /// change) the failure of candidate `c` as it happens.
     fn failure(&self, c: usize, e: &FetchError, out: &mut Outcome) {
         self.stats.record_fetch_failure(e);
         out.failed.push(c);
         let instance = self.candidates.get(c).map_or("?", |i| i.id.as_str());
-        tracing::warn!(app = %self.app, revision = %self.revision, instance, error = %e, kind = e.label(), "metadata fetch failed");
+        tracing::debug!(app = %self.app, revision = %self.revision, instance, error = %e, kind = e.label(), "metadata fetch failed");
     }
 }
 
@@ -326,7 +352,10 @@ impl Handler<FetchMetadata> for CacheActor {
                 reply: msg.reply,
             };
             match act.cache.request(msg.key.clone(), waiter) {
-                Lookup::Hit(info, w) => reply(&w, &msg.key, Ok(info)),
+                Lookup::Hit(info, w) => {
+                    EngineStats::bump(&act.stats.metadata_cache_hits);
+                    reply(&w, &msg.key, Ok(info));
+                }
                 Lookup::Joined => {}
                 Lookup::Start(id) => {
                     act.flights.insert(

@@ -25,7 +25,7 @@ use crate::live_config::{CallerConfig, LiveConfig};
 use crate::lookup_actor::{Instances, LookupActor};
 use crate::messages::Shutdown;
 use crate::registry_actor::RegistryActor;
-use crate::stats::{EngineStats, StatsSnapshot};
+use crate::stats::{EngineStats, EngineStatsSnapshot};
 
 /// A running discovery engine. Cheap to clone; every clone drives the same
 /// actors.
@@ -161,7 +161,7 @@ impl Engine {
     }
 
     /// Current counters.
-    pub fn stats(&self) -> StatsSnapshot {
+    pub fn stats(&self) -> EngineStatsSnapshot {
         self.stats.snapshot()
     }
 

@@ -132,4 +132,14 @@ impl Directory {
     pub fn is_open(&self) -> bool {
         !self.shared.published.is_closed() && self.addr.upgrade().is_some()
     }
+
+    /// A handle for observers (metrics probes, status pages): it reads and
+    /// picks like this one but keeps neither the reference subscribed nor
+    /// the engine running.
+    pub fn observer(&self) -> Directory {
+        Self {
+            hold: None,
+            ..self.clone()
+        }
+    }
 }

@@ -51,4 +51,6 @@ pub use inspect::{
 };
 pub use live_config::{CallerConfig, LiveConfig};
 pub use snapshot_config::SnapshotConfig;
+pub use stats::EngineStatsSnapshot;
+#[allow(deprecated)]
 pub use stats::StatsSnapshot;

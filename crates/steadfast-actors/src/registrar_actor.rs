@@ -207,8 +207,20 @@ impl RegistrarActor {
                     if retry.is_some_and(|d| !d.is_zero()) {
                         EngineStats::bump(&self.stats.registrar_retries);
                     }
-                    tracing::warn!(app = %key.app, id = %key.id, %failure, ?retry,
-                        "registry {} failed", if registering { "register" } else { "unregister" });
+                    // Warn once per state change (the first failure, or
+                    // giving up); the retries in between log at debug.
+                    let op = if registering {
+                        "register"
+                    } else {
+                        "unregister"
+                    };
+                    if failure.attempts <= 1 || retry.is_none() {
+                        tracing::warn!(app = %key.app, id = %key.id, %failure, ?retry,
+                            "registry {op} failed");
+                    } else {
+                        tracing::debug!(app = %key.app, id = %key.id, %failure, ?retry,
+                            "registry {op} still failing");
+                    }
                     if retry.is_none() {
                         // Given up (a final error): it will not settle.
                         for (_, tx) in self.waiters.remove(&key).unwrap_or_default() {

@@ -97,12 +97,20 @@ impl RegistryActor {
         self
     }
 
-    /// Counts a registry error (panics apart) and logs it.
+    /// Counts a registry error (panics apart) and logs it: at warn when
+    /// the app was healthy until now (once per state change), at debug
+    /// while it keeps failing.
     fn count_error(&self, app: &str, what: &str, err: &RegistryError) {
         if matches!(err, RegistryError::Panicked(_)) {
             EngineStats::bump(&self.stats.registry_panics);
         }
-        tracing::warn!(app, error = %err, "registry {what} failed");
+        let failing = self.machine.stale_since(app).is_some()
+            || self.machine.subscribe_failure(app).is_some();
+        if failing {
+            tracing::debug!(app, error = %err, "registry {what} still failing");
+        } else {
+            tracing::warn!(app, error = %err, "registry {what} failed");
+        }
     }
 
     /// Spawns the registry `call` under `token` (cancellable through
@@ -406,6 +414,8 @@ impl Handler<UnwatchApp> for RegistryActor {
 
 impl StreamHandler<WatchItem> for RegistryActor {
     fn handle(&mut self, msg: WatchItem, ctx: &mut Self::Context) {
+        let _watch =
+            tracing::debug_span!("registry_watch", app = %msg.app, token = msg.token).entered();
         self.contained(ctx, |act, ctx| {
             if !act.machine.is_current_watch(&msg.app, msg.token) {
                 return;

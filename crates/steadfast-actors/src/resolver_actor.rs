@@ -99,6 +99,7 @@ impl ResolverActor {
     fn perform(&mut self, actions: Vec<ResolverAction>, ctx: &mut Context<Self>) {
         self.containment.drill_point();
         let app = self.machine.app().to_string();
+        let _app = tracing::info_span!("app", app = %app).entered();
         for action in actions {
             match action {
                 ResolverAction::Fetch {
@@ -146,6 +147,7 @@ impl ResolverActor {
                     token,
                     delay,
                 } => {
+                    tracing::debug!(%revision, ?delay, "metadata retry armed");
                     let h = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
                         act.timers.remove(&token);
                         let actions = act.machine.on_retry_due(&revision, token);

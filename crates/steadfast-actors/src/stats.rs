@@ -66,11 +66,13 @@ pub struct EngineStats {
     pub(crate) registrar_retries: AtomicU64,
     pub(crate) session_losses: AtomicU64,
     pub(crate) unregister_failures: AtomicU64,
+    pub(crate) metadata_cache_hits: AtomicU64,
 }
 
-/// A point-in-time copy of [`EngineStats`].
+/// A point-in-time copy of [`EngineStats`] (named apart from the etcd
+/// backend's `EtcdStatsSnapshot`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
+pub struct EngineStatsSnapshot {
     /// Actors currently alive (registry, cache, resolvers, directories, engine).
     pub actors_alive: i64,
     /// Resolver actors alive.
@@ -202,14 +204,21 @@ pub struct StatsSnapshot {
     pub session_losses: u64,
     /// Failed unregister calls (each retried by the registrar).
     pub unregister_failures: u64,
+    /// Metadata requests of resolvers answered from the shared cache (no
+    /// fetcher call).
+    pub metadata_cache_hits: u64,
 }
+
+/// The former name of [`EngineStatsSnapshot`].
+#[deprecated(note = "renamed EngineStatsSnapshot (the etcd backend has its own EtcdStatsSnapshot)")]
+pub type StatsSnapshot = EngineStatsSnapshot;
 
 impl EngineStats {
     /// Copies every counter.
-    pub fn snapshot(&self) -> StatsSnapshot {
+    pub fn snapshot(&self) -> EngineStatsSnapshot {
         let i = |a: &AtomicI64| a.load(Ordering::SeqCst);
         let u = |a: &AtomicU64| a.load(Ordering::SeqCst);
-        StatsSnapshot {
+        EngineStatsSnapshot {
             actors_alive: i(&self.actors_alive),
             resolvers_alive: i(&self.resolvers_alive),
             directories_alive: i(&self.directories_alive),
@@ -264,6 +273,7 @@ impl EngineStats {
             registrar_retries: u(&self.registrar_retries),
             session_losses: u(&self.session_losses),
             unregister_failures: u(&self.unregister_failures),
+            metadata_cache_hits: u(&self.metadata_cache_hits),
         }
     }
 

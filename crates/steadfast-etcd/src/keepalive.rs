@@ -314,6 +314,13 @@ async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
             action = machine.on_reregistered(result, now());
         }
         if action == KeeperAction::ReportDown {
+            // Warn once per state change (the first failure since the last
+            // success); its retries log at debug.
+            if machine.failures() <= 1 {
+                tracing::warn!(key = %lossy(&slot.key), "etcd keepalive failing; probing etcd until it answers");
+            } else {
+                tracing::debug!(key = %lossy(&slot.key), failures = machine.failures(), "etcd keepalive still failing");
+            }
             EtcdStats::bump(&ctx.stats.keepalive_failures);
             ctx.prober.want(Want::Answer(ctx.answer_cadence));
         }
@@ -326,7 +333,8 @@ async fn round(client: &EtcdClient, key: &[u8], lease: i64) -> RoundOutcome {
         Ok(Some(_)) => {}
         Ok(None) => return RoundOutcome::LeaseGone,
         Err(e) => {
-            tracing::warn!(key = %lossy(key), error = %e, "etcd keepalive failed");
+            // Per round: debug; the keeper's report of the state change warns.
+            tracing::debug!(key = %lossy(key), error = %e, "etcd keepalive failed");
             return RoundOutcome::Failed(e.class());
         }
     }

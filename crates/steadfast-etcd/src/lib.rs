@@ -110,7 +110,9 @@ pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
 pub use registry::{EtcdRegistry, EventStream};
-pub use stats::{EtcdStats, StatsSnapshot};
+#[allow(deprecated)]
+pub use stats::StatsSnapshot;
+pub use stats::{EtcdStats, EtcdStatsSnapshot};
 /// Moved to core; re-exported here for convenience.
 pub use steadfast_core::FallbackFetcher;
 pub use tls::{EtcdTls, PemSource};

@@ -31,7 +31,7 @@ use crate::gateway::EtcdClient;
 use crate::keepalive::{KeeperCtx, Registrations, Removal};
 use crate::records::{check_segment, KeyLayout};
 use crate::registry::keeper_ctx;
-use crate::stats::StatsSnapshot;
+use crate::stats::EtcdStatsSnapshot;
 
 /// MetadataInfo stored in etcd, keyed by app and revision, each publication
 /// kept alive under a lease. Cheap to clone; clones share the publications,
@@ -96,7 +96,7 @@ impl EtcdMetadataReport {
 
     /// The counters of this report's keepers (shared with the registry it
     /// came from, if any).
-    pub fn stats(&self) -> StatsSnapshot {
+    pub fn stats(&self) -> EtcdStatsSnapshot {
         let mut s = self.inner.ctx.stats.snapshot();
         if let Some(p) = self.inner.ctx.client.prober_if_any() {
             p.add_stats(&mut s);

@@ -32,7 +32,7 @@ use crate::gateway::EtcdClient;
 pub use crate::prober_machine::Want;
 use crate::prober_machine::{ProbeTarget, ProberMachine, ProberPolicy, SubId, Verdicts};
 use crate::records::KeyLayout;
-use crate::stats::{EtcdStats, StatsSnapshot};
+use crate::stats::{EtcdStats, EtcdStatsSnapshot};
 use crate::wire::ResponseHeader;
 
 fn now() -> Instant {
@@ -95,7 +95,7 @@ impl Prober {
 
     /// Adds the prober's counters (probes sent, failed waits for an
     /// answer) to `s`.
-    pub(crate) fn add_stats(&self, s: &mut StatsSnapshot) {
+    pub(crate) fn add_stats(&self, s: &mut EtcdStatsSnapshot) {
         let mine = self.stats.snapshot();
         s.probes_sent = s.probes_sent.saturating_add(mine.probes_sent);
         s.health_probe_failures = s

@@ -40,7 +40,7 @@ use crate::keeper_machine::KeeperPolicy;
 use crate::metadata::EtcdMetadataReport;
 use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
-use crate::stats::{EtcdStats, StatsSnapshot};
+use crate::stats::{EtcdStats, EtcdStatsSnapshot};
 pub use steadfast_core::EventStream;
 
 /// An etcd-backed service registry. Cheap to clone; clones share the client,
@@ -153,7 +153,7 @@ impl EtcdRegistry {
 
     /// The counters of every watch and keepalive of this registry (and of
     /// its metadata report), with those of the client's shared prober.
-    pub fn stats(&self) -> StatsSnapshot {
+    pub fn stats(&self) -> EtcdStatsSnapshot {
         let mut s = self.inner.stats.snapshot();
         if let Some(p) = self.inner.client.prober_if_any() {
             p.add_stats(&mut s);

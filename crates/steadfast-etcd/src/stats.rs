@@ -45,9 +45,10 @@ pub struct EtcdStats {
     pub range_batches: AtomicU64,
 }
 
-/// A copy of the counters at one moment.
+/// A copy of the counters at one moment (named apart from the engine's
+/// `EngineStatsSnapshot`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
+pub struct EtcdStatsSnapshot {
     /// See [`EtcdStats::invalid_records`].
     pub invalid_records: u64,
     /// See [`EtcdStats::resyncs`].
@@ -76,6 +77,10 @@ pub struct StatsSnapshot {
     pub range_batches: u64,
 }
 
+/// The former name of [`EtcdStatsSnapshot`].
+#[deprecated(note = "renamed EtcdStatsSnapshot (the engine has its own EngineStatsSnapshot)")]
+pub type StatsSnapshot = EtcdStatsSnapshot;
+
 impl EtcdStats {
     /// Adds one to `counter`.
     pub fn bump(counter: &AtomicU64) {
@@ -88,9 +93,9 @@ impl EtcdStats {
     }
 
     /// Reads every counter.
-    pub fn snapshot(&self) -> StatsSnapshot {
+    pub fn snapshot(&self) -> EtcdStatsSnapshot {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        StatsSnapshot {
+        EtcdStatsSnapshot {
             invalid_records: r(&self.invalid_records),
             resyncs: r(&self.resyncs),
             resumes: r(&self.resumes),

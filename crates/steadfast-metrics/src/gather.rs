@@ -1,0 +1,188 @@
+//! Reads every source of a `Metrics` at one encode, each wait bounded.
+
+use std::time::Duration;
+
+use steadfast_actors::Engine;
+use steadfast_core::RegistrationState;
+
+use crate::collect::{Gathered, Value};
+use crate::{Sources, DEFAULT_INSPECT_TIMEOUT};
+
+/// Everything the sources say now.
+pub(crate) async fn gather(sources: &Sources) -> Gathered {
+    let mut g = Gathered::default();
+    let timeout = sources.inspect_timeout.unwrap_or(DEFAULT_INSPECT_TIMEOUT);
+    if let Some(engine) = &sources.engine {
+        crate::engine_families::engine_counters(&mut g, engine);
+        crate::inspect_families::inspect_gauges(&mut g, engine, timeout).await;
+        registrations(&mut g, engine, timeout).await;
+    }
+    #[cfg(feature = "etcd")]
+    for registry in &sources.etcd {
+        etcd_counters(&mut g, &registry.stats());
+    }
+    #[cfg(feature = "http")]
+    for source in &sources.fetchers {
+        fetch_source(&mut g, source.source(), &source.fetch_metrics());
+    }
+    for pool in &sources.pools {
+        pool_stats(&mut g, &pool());
+    }
+    g
+}
+
+/// `steadfast_registrations{state}`: what the failback registrar holds.
+async fn registrations(g: &mut Gathered, engine: &Engine, timeout: Duration) {
+    let Ok(Ok(list)) = tokio::time::timeout(timeout, engine.registrations()).await else {
+        return;
+    };
+    let (mut registered, mut pending, mut gave_up) = (0i64, 0i64, 0i64);
+    for (_, state) in &list {
+        match state {
+            RegistrationState::Registered => registered += 1,
+            RegistrationState::Pending { .. } => pending += 1,
+            RegistrationState::GaveUp { .. } => gave_up += 1,
+        }
+    }
+    for (state, n) in [
+        ("registered", registered),
+        ("pending", pending),
+        ("gave_up", gave_up),
+    ] {
+        g.add(
+            "registrations",
+            "Registrations the failback registrar keeps, by state (pending: waiting to land)",
+            vec![("state", state.into())],
+            Value::Int(n),
+        );
+    }
+}
+
+#[cfg(feature = "etcd")]
+fn etcd_counters(g: &mut Gathered, s: &steadfast_etcd::EtcdStatsSnapshot) {
+    let counters: [(&'static str, &'static str, u64); 13] = [
+        (
+            "etcd_invalid_records",
+            "Records skipped: not valid provider records",
+            s.invalid_records,
+        ),
+        (
+            "etcd_resyncs",
+            "Full range resyncs (compaction, cancel, cluster change, wiped data)",
+            s.resyncs,
+        ),
+        (
+            "etcd_watch_resumes",
+            "Watch interruptions, each followed by a resume",
+            s.resumes,
+        ),
+        (
+            "etcd_rereads",
+            "Full re-reads of an app on resuming after an outage",
+            s.rereads,
+        ),
+        (
+            "etcd_missed_notifications",
+            "Differences a re-read or resync found against the watched state",
+            s.missed_notifications,
+        ),
+        (
+            "etcd_liveness_failures",
+            "Watch endpoints declared dead by the liveness probe",
+            s.liveness_failures,
+        ),
+        (
+            "etcd_unavailable_reports",
+            "Unavailable items yielded to the engine",
+            s.unavailable_reports,
+        ),
+        (
+            "etcd_reregistrations",
+            "Registrations redone by a keepalive task",
+            s.reregistrations,
+        ),
+        (
+            "etcd_keepalive_failures",
+            "Keepalive rounds that failed to reach etcd",
+            s.keepalive_failures,
+        ),
+        (
+            "etcd_health_probe_failures",
+            "Failed probes for etcd answering again",
+            s.health_probe_failures,
+        ),
+        (
+            "etcd_probes",
+            "Probes sent by the shared prober",
+            s.probes_sent,
+        ),
+        (
+            "etcd_stream_opens",
+            "Shared watch streams opened",
+            s.stream_opens,
+        ),
+        ("etcd_range_batches", "Range batches sent", s.range_batches),
+    ];
+    for (name, help, v) in counters {
+        g.counter(name, help, v);
+    }
+}
+
+#[cfg(feature = "http")]
+fn fetch_source(g: &mut Gathered, source: &str, m: &steadfast_http::FetchMetricsSnapshot) {
+    let outcomes = std::iter::once("success").chain(steadfast_core::FetchError::LABELS);
+    for outcome in outcomes {
+        g.add(
+            "metadata_source_fetches",
+            "Metadata answers by source (report, rpc, cache) and outcome (success or error kind)",
+            vec![
+                ("source", source.to_string()),
+                ("outcome", outcome.to_string()),
+            ],
+            Value::Count(m.by_label(outcome).unwrap_or(0)),
+        );
+    }
+}
+
+fn pool_stats(g: &mut Gathered, s: &steadfast_pool::PoolStats) {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    for (state, n) in [("active", s.active), ("draining", s.draining)] {
+        g.add(
+            "pool_clients",
+            "Pooled clients by state (draining: endpoint dropped, calls in flight)",
+            vec![("state", state.into())],
+            Value::Int(count(n)),
+        );
+    }
+    let counters: [(&'static str, &'static str, u64); 6] = [
+        ("pool_clients_built", "Pooled clients built", s.built),
+        (
+            "pool_clients_reaped",
+            "Idle pooled clients closed by the reaper",
+            s.reaped,
+        ),
+        (
+            "pool_clients_drained",
+            "Draining clients closed once idle",
+            s.drained,
+        ),
+        (
+            "pool_forced_closes",
+            "Draining clients force-closed at the drain timeout",
+            s.forced_closes,
+        ),
+        (
+            "pool_refused_acquires",
+            "Acquires that found their client not active",
+            s.refused_acquires,
+        ),
+        (
+            "pool_close_failures",
+            "Client closes that failed or timed out",
+            s.close_failures,
+        ),
+    ];
+    for (name, help, v) in counters {
+        g.counter(name, help, v);
+    }
+}
