@@ -59,3 +59,8 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 cargo run --quiet --example self_heal -- --registry "etcd://127.0.0.1:$ETCD_PORT"
+
+echo "== slim facade: no default features (no etcd client, no actix-web / reqwest in the build)"
+cargo build --no-default-features
+cargo clippy -p steadfast --all-targets --no-default-features -- -D warnings
+cargo test --no-default-features -p steadfast

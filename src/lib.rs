@@ -55,17 +55,28 @@ pub use steadfast_core::{CallRetryPolicy, GiveUp, RetryBudgetConfig, ServiceInfo
 pub use steadfast_core::{InstancesAnswer, LookupConfig, LookupError};
 pub use steadfast_memory::MemoryRegistry;
 
+pub mod env;
+pub use env::{from_env, FromEnvError, RegistryChoice, SteadfastConfig};
+/// An engine built with neither a fetcher nor the `http` feature fetches
+/// through this (every fetch fails saying why).
+pub use steadfast_actors::defaults::NoFetcher;
+pub use steadfast_actors::env::{EnvError, EnvVars, ENGINE_VARS};
+
 /// The model and sans-IO state machines, for users who drive them directly.
 pub mod core {
     pub use steadfast_core::*;
 }
 
-/// The HTTP MetadataService: provider scope and server, consumer fetcher.
+/// The HTTP MetadataService: provider scope and server, consumer fetcher
+/// (feature `http`, on by default).
+#[cfg(feature = "http")]
 pub mod http {
     pub use steadfast_http::*;
 }
 
-/// The etcd registry backend and remote metadata report.
+/// The etcd registry backend and remote metadata report (feature `etcd`,
+/// on by default).
+#[cfg(feature = "etcd")]
 pub mod etcd {
     pub use steadfast_etcd::*;
 }

@@ -10,7 +10,13 @@ use steadfast_core::{
 use thiserror::Error;
 
 /// Tunables of one engine.
-#[derive(Clone, Debug)]
+///
+/// Deserializes (serde) from any format with every field optional: a
+/// missing field takes its default, an unknown one is refused, durations
+/// are humantime strings (`"5s"`, `"250ms"`, `"5m"`). The values are
+/// checked by [`EngineConfig::validate`] (at `start()`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
     /// Retry schedule of unresolved metadata revisions (per revision).
     pub backoff: BackoffPolicy,
@@ -24,17 +30,21 @@ pub struct EngineConfig {
     /// Deadline of one whole metadata fetch of a revision (default 5 s):
     /// every candidate instance it tries, hedged ones included, answers by
     /// then or counts as a timeout, and the fetch reports its failure then.
+    #[serde(with = "humantime_serde")]
     pub fetch_timeout: Duration,
     /// Deadline of every registry or publisher call the engine makes: the
     /// subscription's watch open and list, and each call of an export
     /// (register, closing announcement, unregister, publish, withdraw).
     /// Default 5 s.
+    #[serde(with = "humantime_serde")]
     pub registry_call_timeout: Duration,
     /// Longest `Engine::shutdown` waits for exports to announce closing and
     /// unregister before it stops every actor anyway. Default 15 s.
+    #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
     /// A fetch with no answer after this long starts its remaining
     /// candidates in parallel (default 250 ms).
+    #[serde(with = "humantime_serde")]
     pub fetch_hedge_delay: Duration,
     /// Candidate instances the first fetch of a revision may try (default 16).
     pub fetch_fanout: usize,
@@ -46,13 +56,16 @@ pub struct EngineConfig {
     /// often, so the watch is re-opened as soon as the registry answers
     /// instead of after the grown `registry_backoff` (default 1 s, jittered
     /// like the backoff; `None`: no probe).
+    #[serde(with = "humantime_serde")]
     pub registry_probe_interval: Option<Duration>,
     /// Full re-read of every subscribed app, applying what the watch missed
     /// (default 5 min, jittered ±20 %; zero: only on resume after an outage).
+    #[serde(with = "humantime_serde")]
     pub reconcile_interval: Duration,
     /// How long instances removed in a mass expiry right after a registry
     /// recovery are still served while their providers re-register
     /// (default 3 s; zero: never held).
+    #[serde(with = "humantime_serde")]
     pub mass_removal_grace: Duration,
     /// Caller-side settings (tombstones, probes, handle lifetimes); the
     /// engine's copy can be replaced at run time with
@@ -68,6 +81,7 @@ pub struct EngineConfig {
     /// Window over which a registry session loss spreads the
     /// re-registrations and re-subscriptions, each at a uniform random
     /// delay within it (default 5 s; zero: all at once).
+    #[serde(with = "humantime_serde")]
     pub session_spread: Duration,
 }
 
@@ -349,6 +363,10 @@ pub(crate) fn check_duration(field: &'static str, value: Duration) -> Result<(),
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "config_serde_tests.rs"]
+mod serde_tests;
 
 #[cfg(test)]
 mod tests {

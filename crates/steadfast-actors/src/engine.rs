@@ -9,8 +9,6 @@ use steadfast_core::{
     BackoffPolicy, InstancesAnswer, LookupConfig, LookupError, MetadataFetcher, MetadataPublisher,
     Reference, RegistrationKey, RegistrationState, Registry, RegistryError, ServiceInstance,
 };
-use steadfast_http::HttpMetadataFetcher;
-use steadfast_memory::MemoryRegistry;
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
@@ -230,7 +228,9 @@ pub struct EngineBuilder {
 }
 
 impl EngineBuilder {
-    /// The registry backend (default: a fresh embedded [`MemoryRegistry`]).
+    /// The registry backend (default with the `memory` feature, which the
+    /// `steadfast` facade turns on: a fresh embedded `MemoryRegistry`;
+    /// without it `start()` fails with [`EngineError::NoRegistry`]).
     pub fn registry(mut self, registry: impl Registry) -> Self {
         self.registry = Some(Arc::new(registry));
         self
@@ -242,8 +242,10 @@ impl EngineBuilder {
         self
     }
 
-    /// The metadata fetcher (default: HTTP to each instance's MetadataService
-    /// with 5 s timeouts and a 1 MiB body cap).
+    /// The metadata fetcher (default with the `http` feature, which the
+    /// `steadfast` facade's `http` feature turns on: HTTP to each instance's
+    /// MetadataService with 5 s timeouts and a 1 MiB body cap; without it
+    /// [`NoFetcher`](crate::defaults::NoFetcher)).
     pub fn fetcher(mut self, fetcher: impl MetadataFetcher) -> Self {
         self.fetcher = Some(Arc::new(fetcher));
         self
@@ -436,15 +438,12 @@ impl EngineBuilder {
         self.config.validate()?;
         let fetcher: Arc<dyn MetadataFetcher> = match self.fetcher {
             Some(f) => f,
-            None => Arc::new(
-                HttpMetadataFetcher::builder()
-                    .build()
-                    .map_err(|e| EngineError::FetcherSetup(e.to_string()))?,
-            ),
+            None => crate::defaults::fetcher()?,
         };
-        let registry = self
-            .registry
-            .unwrap_or_else(|| Arc::new(MemoryRegistry::new()));
+        let registry = match self.registry {
+            Some(r) => r,
+            None => crate::defaults::registry()?,
+        };
         let stats = Arc::new(EngineStats::default());
         let config = self.config;
         let (reg, st, subscription, seed) = (

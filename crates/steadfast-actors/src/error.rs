@@ -41,6 +41,12 @@ pub enum EngineError {
     /// contained and the actor restarts under supervision. Retry the call.
     #[error("an engine actor panicked handling the call; it restarts, retry")]
     Panicked,
+    /// `start()` was given no registry and this build has no default one
+    /// (the `memory` feature of `steadfast-actors` is off).
+    #[error(
+        "no registry configured (give EngineBuilder::registry, or enable the `memory` feature)"
+    )]
+    NoRegistry,
     /// `start()` refused the configuration.
     #[error("invalid engine configuration")]
     InvalidConfig(#[from] ConfigError),

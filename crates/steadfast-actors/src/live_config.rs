@@ -13,16 +13,20 @@ use steadfast_core::balance::{BalanceConfig, OutlierPolicy, PeakEwma, Strategy};
 
 /// Caller-side tunables: closing tombstones, demand-driven probes, handle
 /// lifetimes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CallerConfig {
     /// How long a closing tombstone vetoes re-adds of the endpoint's
     /// incarnation (read when the tombstone is written). Default 30 s.
+    #[serde(with = "humantime_serde")]
     pub tombstone_ttl: Duration,
     /// Fewest time between two demand-driven re-resolves a directory asks
     /// of its resolvers, whatever the number of waiting callers. Default 1 s.
+    #[serde(with = "humantime_serde")]
     pub min_probe_interval: Duration,
     /// How long a reference whose last handle was dropped stays subscribed
     /// (`None`: until `unsubscribe` or shutdown). Default 30 s.
+    #[serde(with = "humantime_serde")]
     pub unsubscribe_linger: Option<Duration>,
     /// How directories pick endpoints unless one overrides it
     /// ([`Directory::set_strategy`](crate::Directory::set_strategy)).

@@ -19,13 +19,15 @@ pub const DEFAULT_IO_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Disk snapshot settings. Without a `dir` (the default) nothing is written
 /// or read.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SnapshotConfig {
     /// Directory of the snapshot files, one per subscribed app (created
     /// when missing). `None`: no snapshots.
     pub dir: Option<PathBuf>,
     /// Oldest snapshot served at a cold start (default 24 h); an older one
     /// is refused and counted.
+    #[serde(with = "humantime_serde")]
     pub max_age: Duration,
     /// Largest snapshot file written or read (default 64 MiB); a state
     /// that encodes larger is not written, a larger file is refused.
@@ -33,9 +35,11 @@ pub struct SnapshotConfig {
     /// Shortest time between two writes of one app's snapshot (default
     /// 10 s): the first good state is written at once, a burst of changes
     /// after it once when the interval has passed.
+    #[serde(with = "humantime_serde")]
     pub write_interval: Duration,
     /// Deadline of each file read or write, run off the actors' thread
     /// (default 5 s).
+    #[serde(with = "humantime_serde")]
     pub io_deadline: Duration,
 }
 

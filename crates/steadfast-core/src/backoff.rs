@@ -16,11 +16,17 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(24 * 3600);
 
 /// Backoff policy: `initial * multiplier^n`, capped at `max`, plus a random
 /// `0..=jitter` fraction of that.
-#[derive(Clone, Copy, Debug, PartialEq)]
+///
+/// Deserializes from e.g. `{ initial = "1s", max = "30s", multiplier = 2.0,
+/// jitter = 0.25 }`; missing fields take their defaults.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BackoffPolicy {
     /// Delay before the first retry.
+    #[serde(with = "humantime_serde")]
     pub initial: Duration,
     /// Upper bound of the base delay.
+    #[serde(with = "humantime_serde")]
     pub max: Duration,
     /// Growth factor per attempt.
     pub multiplier: f64,

@@ -35,7 +35,13 @@ pub use crate::auth::EtcdAuth;
 pub use crate::tls::EtcdTls;
 
 /// Configuration of [`crate::EtcdRegistry`] and [`crate::EtcdMetadataReport`].
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Deserializes (serde) with every field optional (the defaults of
+/// [`EtcdConfig::default`], endpoint `http://127.0.0.1:2379`); unknown
+/// fields are refused; durations are humantime strings (`"3s"`,
+/// `"250ms"`). Checked by [`EtcdConfig::validate`] when a client is built.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EtcdConfig {
     /// Client URLs of the cluster members (`http://host:port`), tried in
     /// order; a failing one rotates to the next.
@@ -46,17 +52,21 @@ pub struct EtcdConfig {
     /// TTL of the lease each registration (and each published metadata
     /// revision) is attached to; refreshed every TTL/3. etcd rounds it up to
     /// whole seconds and at least 2 s. Default 10 s.
+    #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
     /// Deadline of every unary call (range, put, lease, ...), per endpoint
     /// tried. Default 3 s.
+    #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     /// Deadline for a watch to be accepted (its response headers arrive
     /// with the first message). The stream itself has no deadline; the
     /// liveness probe watches over it. Default 5 s.
+    #[serde(with = "humantime_serde")]
     pub watch_open_timeout: Duration,
     /// Deadline of one whole register or unregister (waiting for another
     /// operation on the same key included); past it the call fails with
     /// `RegistryError::Timeout`. Default 10 s.
+    #[serde(with = "humantime_serde")]
     pub operation_timeout: Duration,
     /// Delays between attempts to resume a broken watch (resyncs and
     /// streams that end right after their creation included) and between
@@ -73,13 +83,16 @@ pub struct EtcdConfig {
     /// With `progress_notify`, declare a watch dead when it delivered
     /// nothing for this long (set it above the server's notify interval).
     /// Default none.
+    #[serde(with = "humantime_serde")]
     pub watch_idle_timeout: Option<Duration>,
     /// While watches are open on an endpoint, the client's shared prober
     /// probes it this often (+ jitter, once for all of them) with a
     /// linearizable one-key read carrying `hasleader`, so a frozen or
     /// leaderless member is noticed. `None` turns the probe off. Default 2 s.
+    #[serde(with = "humantime_serde")]
     pub liveness_probe_interval: Option<Duration>,
     /// Deadline of one probe. Default 1 s.
+    #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
     /// Consecutive failed probes after which an endpoint counts as dead:
     /// every watch on it reports `Err`, drops its stream and moves on (to
@@ -90,25 +103,31 @@ pub struct EtcdConfig {
     /// prober checks etcd this often (+ jitter) so that the watch resumes
     /// as soon as etcd answers, however long the backoff has grown.
     /// Default 1 s.
+    #[serde(with = "humantime_serde")]
     pub recover_probe_interval: Duration,
     /// A watch that broke and has not resumed within this reports `Err` (the
     /// engine marks the app stale and keeps reading). A liveness failure
     /// reports at once. Default 3 s.
+    #[serde(with = "humantime_serde")]
     pub stale_after: Duration,
     /// While keepalive rounds fail, the client's shared prober checks etcd
     /// this often (+ jitter); its first success lets every failing
     /// registration retry at once. Default 250 ms.
+    #[serde(with = "humantime_serde")]
     pub keepalive_probe_interval: Duration,
     /// When etcd answers again, failing registrations retry at a random
     /// point within this window, so a fleet of them does not land at once.
     /// Default 250 ms.
+    #[serde(with = "humantime_serde")]
     pub reregister_spread: Duration,
     /// Watch requests of apps are coalesced: a shared watch stream is
     /// opened once no app asked for a watch for this long. Default 10 ms.
+    #[serde(with = "humantime_serde")]
     pub watch_rebuild_debounce: Duration,
     /// Longest an app's watch request waits for its shared stream to be
     /// opened (a burst of subscribes, ranges still in flight). Default
     /// 100 ms.
+    #[serde(with = "humantime_serde")]
     pub watch_rebuild_max_delay: Duration,
     /// Most apps on the side stream (new and resyncing apps since the main
     /// stream was opened) before they all move into a new main stream.
@@ -161,6 +180,16 @@ pub enum EtcdConfigError {
     /// The backoff policy is invalid.
     #[error("etcd config: invalid backoff")]
     Backoff(#[source] BackoffError),
+}
+
+/// etcd's default client URL, the endpoint of [`EtcdConfig::default`].
+pub const DEFAULT_ETCD_ENDPOINT: &str = "http://127.0.0.1:2379";
+
+impl Default for EtcdConfig {
+    /// The defaults for one local etcd, [`DEFAULT_ETCD_ENDPOINT`].
+    fn default() -> Self {
+        Self::new([DEFAULT_ETCD_ENDPOINT])
+    }
 }
 
 impl EtcdConfig {

@@ -76,8 +76,8 @@ pub mod config;
 pub mod epoch;
 pub mod error;
 mod feed;
-pub mod framing;
-pub mod gateway;
+pub(crate) mod framing;
+pub(crate) mod gateway;
 mod hub;
 mod keepalive;
 pub mod keeper_machine;
@@ -91,9 +91,12 @@ pub mod registry;
 pub mod stats;
 pub mod tls;
 pub mod watch_body;
-pub mod watch_machine;
+pub(crate) mod watch_machine;
 pub mod watch_step;
 pub mod watch_timing;
+/// The gateway's JSON shapes and base64 helpers: not a stable API (used
+/// by this crate's benchmarks and fault tests).
+#[doc(hidden)]
 pub mod wire;
 
 #[cfg(any(test, feature = "harness"))]

@@ -85,8 +85,18 @@ impl HttpFetcherBuilder {
         self
     }
 
-    /// Checks the settings and builds the fetcher with its HTTP client.
-    pub fn build(self) -> Result<HttpMetadataFetcher, HttpFetcherError> {
+    /// The settings as plain data ([`crate::HttpFetcherConfig`]).
+    pub fn to_config(&self) -> crate::HttpFetcherConfig {
+        crate::HttpFetcherConfig {
+            connect_timeout: self.connect_timeout,
+            timeout: self.timeout,
+            max_body_bytes: self.max_body_bytes,
+            base_path: self.base_path.clone(),
+        }
+    }
+
+    /// Checks every value; returns the base path's segments.
+    pub(crate) fn check(&self) -> Result<Vec<String>, HttpFetcherError> {
         if self.connect_timeout.is_zero() {
             return Err(HttpFetcherError::ZeroTimeout("connect_timeout"));
         }
@@ -96,8 +106,13 @@ impl HttpFetcherBuilder {
         if self.max_body_bytes == 0 {
             return Err(HttpFetcherError::ZeroBodyLimit);
         }
-        let base_segments = base_segments(&self.base_path)
-            .ok_or_else(|| HttpFetcherError::InvalidBasePath(self.base_path.clone()))?;
+        base_segments(&self.base_path)
+            .ok_or_else(|| HttpFetcherError::InvalidBasePath(self.base_path.clone()))
+    }
+
+    /// Checks the settings and builds the fetcher with its HTTP client.
+    pub fn build(self) -> Result<HttpMetadataFetcher, HttpFetcherError> {
+        let base_segments = self.check()?;
         let client = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
             .timeout(self.timeout)

@@ -17,11 +17,13 @@
 
 mod endpoint;
 pub mod fetcher;
+pub mod fetcher_config;
 pub mod metrics;
 pub mod server;
 pub mod store;
 
 pub use fetcher::{HttpFetcherBuilder, HttpFetcherError, HttpMetadataFetcher};
+pub use fetcher_config::HttpFetcherConfig;
 pub use metrics::{FetchMetrics, FetchMetricsSnapshot};
 pub use server::{metadata_scope, MetadataServer, DEFAULT_BASE_PATH};
 pub use store::MetadataStore;

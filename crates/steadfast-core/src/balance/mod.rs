@@ -48,7 +48,13 @@ pub use pick::PickError;
 pub use stats::{EndpointStats, StatsView};
 
 /// How a directory picks an endpoint.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+///
+/// Deserializes from `"round_robin"`, `"weighted_random"`,
+/// `"least_in_flight"` or `"peak_ewma"`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// In turn, over the slots of the directory (weight 0 skipped; other
     /// weights ignored).
@@ -94,16 +100,20 @@ impl Strategy {
 }
 
 /// Peak-EWMA latency settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PeakEwma {
     /// The estimate of an endpoint with no outcome yet. Default 30 ms.
+    #[serde(with = "humantime_serde")]
     pub default_rtt: Duration,
     /// Decay time constant: the estimate falls by `1/e` per `decay` without
     /// new samples, and a sample's weight is `1 - exp(-elapsed / decay)`.
     /// Default 10 s.
+    #[serde(with = "humantime_serde")]
     pub decay: Duration,
     /// Latency a failure counts as at least, so that fast failures do not
     /// draw traffic. Default 250 ms.
+    #[serde(with = "humantime_serde")]
     pub failure_penalty: Duration,
 }
 

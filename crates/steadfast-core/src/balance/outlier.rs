@@ -17,13 +17,15 @@ use super::FailureClass;
 
 /// A failure-rate trigger: eject when, over `window`, at least
 /// `min_requests` outcomes were reported and at least `percent` % failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct FailureRate {
     /// Failure share that ejects, in percent (1..=100). Default 50.
     pub percent: u8,
     /// Fewest outcomes in the window before the rate counts. Default 20.
     pub min_requests: u32,
     /// Length of the window (counted in 4 buckets). Default 10 s.
+    #[serde(with = "humantime_serde")]
     pub window: Duration,
 }
 
@@ -38,16 +40,19 @@ impl Default for FailureRate {
 }
 
 /// When reported failures eject an endpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OutlierPolicy {
     /// Failures in a row that eject (0: off). Default 5.
     pub consecutive_failures: u32,
     /// The failure-rate trigger (`None`: off). Default `Some(FailureRate::default())`.
     pub failure_rate: Option<FailureRate>,
     /// First ejection time, doubled at each ejection in a row. Default 30 s.
+    #[serde(with = "humantime_serde")]
     pub base_ejection_time: Duration,
     /// Longest ejection time; an endpoint readmitted for longer than this
     /// starts its doubling over. Default 300 s.
+    #[serde(with = "humantime_serde")]
     pub max_ejection_time: Duration,
     /// Most of a directory's endpoints ejected at once, in percent
     /// (0..=100): ejections past it are refused, and picks ignore ejection

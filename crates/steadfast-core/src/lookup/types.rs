@@ -27,10 +27,12 @@ pub const DEFAULT_LOOKUP_CAPACITY: usize = 1024;
 pub const MAX_LOOKUP_TTL_JITTER: f64 = 0.5;
 
 /// Tunables of the lookup cache.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LookupConfig {
     /// A registry answer is served as [`Freshness::Fresh`] this long
     /// (default 60 s), jittered per entry by `ttl_jitter`.
+    #[serde(with = "humantime_serde")]
     pub ttl: Duration,
     /// Fraction of `ttl` each entry's TTL is spread by, drawn uniformly in
     /// `ttl * [1 - j, 1 + j]` from the seeded generator (default 0.1, at
@@ -41,15 +43,18 @@ pub struct LookupConfig {
     /// An empty listing (the registry says the app has no instance) is
     /// cached this long, jittered the same way (default 5 s; zero: not
     /// cached, every lookup asks the registry, within the throttle).
+    #[serde(with = "humantime_serde")]
     pub negative_ttl: Duration,
     /// A copy older than this (since the registry last confirmed it) is not
     /// served when the registry cannot confirm it: the caller gets
     /// [`LookupError::TooStale`] instead (default `None`: any age is served,
     /// flagged [`Freshness::Stale`]).
+    #[serde(with = "humantime_serde")]
     pub max_staleness: Option<Duration>,
     /// At most one registry call per app per this interval, successes
     /// included (default 5 s). Callers inside it get the copy held (stale
     /// when expired) or, with none, [`LookupError::Throttled`].
+    #[serde(with = "humantime_serde")]
     pub min_retry_interval: Duration,
     /// Apps kept (default 1024). Beyond it the least recently queried app
     /// without a call in flight is dropped; an app with a call in flight is

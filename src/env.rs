@@ -1,0 +1,325 @@
+//! Configuration from a file and the environment: [`SteadfastConfig`] (one
+//! document for the registry choice, the engine, the etcd client and the
+//! HTTP metadata fetcher) and [`from_env`], which turns it into an
+//! [`EngineBuilder`].
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! // STEADFAST_REGISTRY=etcd://10.0.0.1:2379,10.0.0.2:2379 STEADFAST_FETCH_TIMEOUT=2s
+//! let engine = steadfast::from_env()?.start()?;
+//! # Ok(()) }
+//! ```
+//!
+//! Variables (every one optional; unset or empty keeps the value below it;
+//! durations are humantime strings such as `5s`, `250ms`):
+//!
+//! | variable | what | default |
+//! |---|---|---|
+//! | `STEADFAST_CONFIG` | path of a JSON [`SteadfastConfig`] read first; the variables apply on top | none |
+//! | `STEADFAST_REGISTRY` | `memory`, or `etcd://host:port[,host:port...]` (`etcds://` for https) | memory |
+//! | `STEADFAST_ETCD_PREFIX` | etcd key prefix | `/steadfast` |
+//! | `STEADFAST_ETCD_LEASE_TTL` | lease TTL of registrations | 10s |
+//! | `STEADFAST_ETCD_REQUEST_TIMEOUT` | deadline of one etcd call | 3s |
+//! | `STEADFAST_ETCD_OPERATION_TIMEOUT` | deadline of a whole register / unregister | 10s |
+//! | `STEADFAST_HTTP_CONNECT_TIMEOUT` | metadata fetcher TCP connect deadline | 5s |
+//! | `STEADFAST_HTTP_TIMEOUT` | metadata fetcher deadline of one request | 5s |
+//! | `STEADFAST_HTTP_MAX_BODY_BYTES` | largest metadata body | 1048576 |
+//! | `STEADFAST_HTTP_BASE_PATH` | MetadataService base path | `/steadfast` |
+//!
+//! and the engine's own variables ([`ENGINE_VARS`](crate::ENGINE_VARS),
+//! e.g. `STEADFAST_FETCH_TIMEOUT`, `STEADFAST_REGISTRY_CALL_TIMEOUT`,
+//! `STEADFAST_SEED`; see `steadfast_actors::env`). The etcd and HTTP
+//! variables need the `etcd` / `http` features; without them they are
+//! ignored, and `STEADFAST_REGISTRY=etcd://...` is refused.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use steadfast_actors::env::{EnvError, EnvVars};
+use steadfast_actors::{ConfigError, EngineBuilder, EngineConfig};
+use thiserror::Error;
+
+/// Every variable this module reads itself (the engine's are in
+/// [`ENGINE_VARS`](crate::ENGINE_VARS)).
+pub const FACADE_VARS: &[&str] = &[
+    "STEADFAST_CONFIG",
+    "STEADFAST_REGISTRY",
+    "STEADFAST_ETCD_PREFIX",
+    "STEADFAST_ETCD_LEASE_TTL",
+    "STEADFAST_ETCD_REQUEST_TIMEOUT",
+    "STEADFAST_ETCD_OPERATION_TIMEOUT",
+    "STEADFAST_HTTP_CONNECT_TIMEOUT",
+    "STEADFAST_HTTP_TIMEOUT",
+    "STEADFAST_HTTP_MAX_BODY_BYTES",
+    "STEADFAST_HTTP_BASE_PATH",
+];
+
+/// Which registry backend to use: `memory` or
+/// `etcd://host:port[,host:port...]` (`etcds://`: the members speak https).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum RegistryChoice {
+    /// A fresh embedded `MemoryRegistry` (the default).
+    #[default]
+    Memory,
+    /// etcd with these client URLs (`http://host:port`).
+    Etcd(Vec<String>),
+}
+
+/// Why a registry choice was refused.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("registry {0:?} is neither `memory` nor `etcd://host:port[,host:port...]`")]
+pub struct BadRegistry(pub String);
+
+impl FromStr for RegistryChoice {
+    type Err = BadRegistry;
+
+    fn from_str(text: &str) -> Result<Self, BadRegistry> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("memory") {
+            return Ok(RegistryChoice::Memory);
+        }
+        let (scheme, rest) = if let Some(rest) = t.strip_prefix("etcd://") {
+            ("http", rest)
+        } else if let Some(rest) = t.strip_prefix("etcds://") {
+            ("https", rest)
+        } else {
+            return Err(BadRegistry(text.to_string()));
+        };
+        let members: Vec<String> = rest
+            .split(',')
+            .map(str::trim)
+            .map(|m| {
+                m.trim_start_matches("etcd://")
+                    .trim_start_matches("etcds://")
+            })
+            .map(|m| m.trim_end_matches('/'))
+            .filter(|m| !m.is_empty())
+            .map(|m| format!("{scheme}://{m}"))
+            .collect();
+        let well_formed = |m: &String| {
+            let host_port = m.split_once("://").map_or("", |(_, hp)| hp);
+            match host_port.rsplit_once(':') {
+                Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok(),
+                None => false,
+            }
+        };
+        if members.is_empty() || !members.iter().all(well_formed) {
+            return Err(BadRegistry(text.to_string()));
+        }
+        Ok(RegistryChoice::Etcd(members))
+    }
+}
+
+impl TryFrom<String> for RegistryChoice {
+    type Error = BadRegistry;
+
+    fn try_from(text: String) -> Result<Self, BadRegistry> {
+        text.parse()
+    }
+}
+
+impl fmt::Display for RegistryChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegistryChoice::Memory => f.write_str("memory"),
+            RegistryChoice::Etcd(members) => {
+                let https = members.iter().any(|m| m.starts_with("https://"));
+                let hosts: Vec<&str> = members
+                    .iter()
+                    .map(|m| m.split_once("://").map_or(m.as_str(), |(_, hp)| hp))
+                    .collect();
+                let scheme = if https { "etcds" } else { "etcd" };
+                write!(f, "{scheme}://{}", hosts.join(","))
+            }
+        }
+    }
+}
+
+impl From<RegistryChoice> for String {
+    fn from(choice: RegistryChoice) -> String {
+        choice.to_string()
+    }
+}
+
+/// Everything [`from_env`] configures, as one serde document (every field
+/// optional, unknown fields refused), e.g.
+/// `{ "registry": "etcd://127.0.0.1:2379", "engine": { "fetch_timeout": "2s" },
+///    "etcd": { "prefix": "/prod" }, "fetcher": { "timeout": "1s" } }`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SteadfastConfig {
+    /// The registry backend (default `memory`).
+    pub registry: RegistryChoice,
+    /// The engine's settings.
+    pub engine: EngineConfig,
+    /// The etcd client's settings (its endpoints come from `registry`).
+    #[cfg(feature = "etcd")]
+    pub etcd: steadfast_etcd::EtcdConfig,
+    /// The HTTP metadata fetcher's settings.
+    #[cfg(feature = "http")]
+    pub fetcher: steadfast_http::HttpFetcherConfig,
+}
+
+/// Why [`from_env`] or [`SteadfastConfig::builder`] refused the settings.
+#[derive(Debug, Error)]
+pub enum FromEnvError {
+    /// A variable holds a value of the wrong shape.
+    #[error(transparent)]
+    Var(#[from] EnvError),
+    /// `STEADFAST_REGISTRY` (or the file's `registry`) names no backend.
+    #[error("STEADFAST_REGISTRY: {0}")]
+    Registry(#[source] BadRegistry),
+    /// The registry needs a cargo feature this build does not have.
+    #[error("registry {registry} needs the `{feature}` feature of steadfast")]
+    FeatureOff {
+        /// The registry asked for.
+        registry: String,
+        /// The feature it needs.
+        feature: &'static str,
+    },
+    /// The `STEADFAST_CONFIG` file could not be read.
+    #[error("reading config file {path:?} failed")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `STEADFAST_CONFIG` file is not a valid config document.
+    #[error("config file {path:?} is not a valid steadfast config")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The cause (line, column, field).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The engine settings are out of range.
+    #[error("invalid engine configuration")]
+    Engine(#[source] ConfigError),
+    /// The etcd settings are out of range.
+    #[cfg(feature = "etcd")]
+    #[error("invalid etcd configuration")]
+    Etcd(#[source] steadfast_etcd::EtcdConfigError),
+    /// The etcd client could not be built.
+    #[cfg(feature = "etcd")]
+    #[error("building the etcd client failed")]
+    EtcdClient(#[source] steadfast_etcd::GatewayError),
+    /// The metadata fetcher settings were refused.
+    #[cfg(feature = "http")]
+    #[error("invalid metadata fetcher configuration")]
+    Fetcher(#[source] steadfast_http::HttpFetcherError),
+}
+
+impl SteadfastConfig {
+    /// The `STEADFAST_CONFIG` file when set (else the defaults), with every
+    /// `STEADFAST_*` variable of the process environment applied on top.
+    pub fn from_env() -> Result<Self, FromEnvError> {
+        Self::from_vars(&EnvVars::new(|k| std::env::var(k).ok()))
+    }
+
+    /// As [`SteadfastConfig::from_env`], reading variables through `vars`.
+    pub fn from_vars<F: Fn(&str) -> Option<String>>(
+        vars: &EnvVars<F>,
+    ) -> Result<Self, FromEnvError> {
+        let base = match vars.string("STEADFAST_CONFIG") {
+            Some(path) => Self::from_file(path)?,
+            None => Self::default(),
+        };
+        base.apply_env(vars)
+    }
+
+    /// Reads a JSON config document.
+    pub fn from_file(path: impl Into<PathBuf>) -> Result<Self, FromEnvError> {
+        let path = path.into();
+        let text = std::fs::read_to_string(&path).map_err(|source| FromEnvError::File {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| FromEnvError::Parse { path, source })
+    }
+
+    /// `self` with every variable `vars` holds applied on top.
+    pub fn apply_env<F: Fn(&str) -> Option<String>>(
+        mut self,
+        vars: &EnvVars<F>,
+    ) -> Result<Self, FromEnvError> {
+        if let Some(r) = vars.string("STEADFAST_REGISTRY") {
+            self.registry = r.parse().map_err(FromEnvError::Registry)?;
+        }
+        self.engine = self.engine.apply_env(vars)?;
+        #[cfg(feature = "etcd")]
+        {
+            let e = &mut self.etcd;
+            if let Some(p) = vars.string("STEADFAST_ETCD_PREFIX") {
+                e.prefix = p;
+            }
+            for (var, slot) in [
+                ("STEADFAST_ETCD_LEASE_TTL", &mut e.lease_ttl),
+                ("STEADFAST_ETCD_REQUEST_TIMEOUT", &mut e.request_timeout),
+                ("STEADFAST_ETCD_OPERATION_TIMEOUT", &mut e.operation_timeout),
+            ] {
+                if let Some(d) = vars.duration(var)? {
+                    *slot = d;
+                }
+            }
+        }
+        #[cfg(feature = "http")]
+        {
+            let h = &mut self.fetcher;
+            for (var, slot) in [
+                ("STEADFAST_HTTP_CONNECT_TIMEOUT", &mut h.connect_timeout),
+                ("STEADFAST_HTTP_TIMEOUT", &mut h.timeout),
+            ] {
+                if let Some(d) = vars.duration(var)? {
+                    *slot = d;
+                }
+            }
+            if let Some(n) = vars.number("STEADFAST_HTTP_MAX_BODY_BYTES")? {
+                h.max_body_bytes = n;
+            }
+            if let Some(p) = vars.string("STEADFAST_HTTP_BASE_PATH") {
+                h.base_path = p;
+            }
+        }
+        Ok(self)
+    }
+
+    /// Checks every value and returns a builder with the registry, the
+    /// fetcher (feature `http`) and the engine settings installed; add
+    /// publishers or override anything before `start()`.
+    pub fn builder(&self) -> Result<EngineBuilder, FromEnvError> {
+        self.engine.validate().map_err(FromEnvError::Engine)?;
+        let builder = steadfast_actors::Engine::builder().config(self.engine.clone());
+        #[cfg(feature = "http")]
+        let builder = builder.fetcher(self.fetcher.build().map_err(FromEnvError::Fetcher)?);
+        match &self.registry {
+            RegistryChoice::Memory => Ok(builder.registry(steadfast_memory::MemoryRegistry::new())),
+            #[cfg(feature = "etcd")]
+            RegistryChoice::Etcd(members) => {
+                let mut config = self.etcd.clone();
+                config.endpoints = members.clone();
+                config.validate().map_err(FromEnvError::Etcd)?;
+                let registry =
+                    steadfast_etcd::EtcdRegistry::new(config).map_err(FromEnvError::EtcdClient)?;
+                Ok(builder.registry(registry))
+            }
+            #[cfg(not(feature = "etcd"))]
+            RegistryChoice::Etcd(_) => Err(FromEnvError::FeatureOff {
+                registry: self.registry.to_string(),
+                feature: "etcd",
+            }),
+        }
+    }
+}
+
+/// An [`EngineBuilder`] configured from the `STEADFAST_*` environment
+/// variables (and the `STEADFAST_CONFIG` file they may name); see the
+/// [module docs](self) for the names.
+pub fn from_env() -> Result<EngineBuilder, FromEnvError> {
+    SteadfastConfig::from_env()?.builder()
+}

@@ -1,0 +1,255 @@
+//! Configuration from documents and the environment: a deserialized config
+//! is what the started engine runs with, bad values are refused with typed
+//! errors naming them, and `STEADFAST_REGISTRY=etcd://...` drives a real
+//! etcd under the configured prefix.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use steadfast::{
+    ConfigError, Engine, EngineConfig, EngineError, EnvError, EnvVars, FromEnvError,
+    RegistryChoice, SteadfastConfig,
+};
+
+fn vars(pairs: &[(&str, &str)]) -> EnvVars<impl Fn(&str) -> Option<String>> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    EnvVars::new(move |k: &str| map.get(k).cloned())
+}
+
+#[actix_rt::test]
+async fn the_builder_runs_with_a_deserialized_config() {
+    let config: EngineConfig = serde_json::from_str(
+        r#"{ "seed": 7, "caller": { "tombstone_ttl": "7s", "strategy": "round_robin" } }"#,
+    )
+    .unwrap();
+    let engine = Engine::builder().config(config).start().unwrap();
+    let caller = engine.caller_config();
+    assert_eq!(caller.tombstone_ttl, Duration::from_secs(7));
+    assert_eq!(caller.strategy, steadfast::Strategy::RoundRobin);
+    engine.shutdown().await;
+
+    let bad: EngineConfig = serde_json::from_str(r#"{ "fetch_fanout": 0 }"#).unwrap();
+    match Engine::builder().config(bad).start() {
+        Err(EngineError::InvalidConfig(ConfigError::Zero { field })) => {
+            assert_eq!(field, "fetch_fanout")
+        }
+        other => panic!("expected a refused fanout, got {:?}", other.err()),
+    }
+}
+
+#[actix_rt::test]
+async fn a_config_document_and_variables_on_top_configure_the_engine() {
+    let dir = std::env::temp_dir().join(format!("steadfast-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("steadfast.json");
+    std::fs::write(
+        &file,
+        r#"{ "registry": "memory",
+             "engine": { "caller": { "tombstone_ttl": "9s", "min_probe_interval": "2s" } } }"#,
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_CONFIG", path),
+        ("STEADFAST_TOMBSTONE_TTL", "3s"),
+        ("STEADFAST_SEED", "11"),
+    ]))
+    .unwrap();
+    assert_eq!(c.registry, RegistryChoice::Memory);
+    assert_eq!(
+        c.engine.caller.tombstone_ttl,
+        Duration::from_secs(3),
+        "env wins"
+    );
+    assert_eq!(c.engine.caller.min_probe_interval, Duration::from_secs(2));
+    assert_eq!(c.engine.seed, 11);
+    let engine = c.builder().unwrap().start().unwrap();
+    assert_eq!(engine.caller_config().tombstone_ttl, Duration::from_secs(3));
+    assert_eq!(
+        engine.caller_config().min_probe_interval,
+        Duration::from_secs(2)
+    );
+    engine.shutdown().await;
+
+    std::fs::write(&file, r#"{ "engine": { "fetch_timeot": "1s" } }"#).unwrap();
+    match SteadfastConfig::from_vars(&vars(&[("STEADFAST_CONFIG", path)])) {
+        Err(FromEnvError::Parse { source, .. }) => {
+            assert!(source.to_string().contains("fetch_timeot"), "{source}")
+        }
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+    let missing = dir.join("absent.json");
+    assert!(matches!(
+        SteadfastConfig::from_vars(&vars(&[("STEADFAST_CONFIG", missing.to_str().unwrap())])),
+        Err(FromEnvError::File { .. })
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_variables_are_refused_with_typed_errors() {
+    match SteadfastConfig::from_vars(&vars(&[("STEADFAST_REGISTRY", "zookeeper://h:1")])) {
+        Err(FromEnvError::Registry(bad)) => assert_eq!(bad.0, "zookeeper://h:1"),
+        other => panic!("expected a refused registry, got {other:?}"),
+    }
+    match SteadfastConfig::from_vars(&vars(&[("STEADFAST_REGISTRY_CALL_TIMEOUT", "later")])) {
+        Err(FromEnvError::Var(EnvError::Invalid { var, .. })) => {
+            assert_eq!(var, "STEADFAST_REGISTRY_CALL_TIMEOUT")
+        }
+        other => panic!("expected a refused duration, got {other:?}"),
+    }
+    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_FETCH_TIMEOUT", "0s")])).unwrap();
+    assert!(matches!(
+        c.builder(),
+        Err(FromEnvError::Engine(ConfigError::Duration {
+            field: "fetch_timeout",
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn registry_urls_parse_into_member_lists_and_print_back() {
+    let r: RegistryChoice = "etcd://10.0.0.1:2379, 10.0.0.2:2379".parse().unwrap();
+    assert_eq!(
+        r,
+        RegistryChoice::Etcd(vec![
+            "http://10.0.0.1:2379".into(),
+            "http://10.0.0.2:2379".into()
+        ])
+    );
+    assert_eq!(r.to_string(), "etcd://10.0.0.1:2379,10.0.0.2:2379");
+    let s: RegistryChoice = "etcds://e:2379".parse().unwrap();
+    assert_eq!(s, RegistryChoice::Etcd(vec!["https://e:2379".into()]));
+    assert_eq!(
+        " MEMORY ".parse::<RegistryChoice>(),
+        Ok(RegistryChoice::Memory)
+    );
+    for bad in [
+        "etcd://",
+        "etcd://host",
+        "etcd://h:99999",
+        "etcd://:1",
+        "h:1",
+        "",
+    ] {
+        assert!(bad.parse::<RegistryChoice>().is_err(), "{bad:?} refused");
+    }
+    let c: SteadfastConfig = serde_json::from_str(r#"{ "registry": "etcd://h:1" }"#).unwrap();
+    assert_eq!(c.registry, RegistryChoice::Etcd(vec!["http://h:1".into()]));
+    assert!(serde_json::from_str::<SteadfastConfig>(r#"{ "registry": "etcd://h" }"#).is_err());
+}
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn an_etcd_registry_needs_the_etcd_feature() {
+    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_REGISTRY", "etcd://h:1")])).unwrap();
+    assert!(matches!(
+        c.builder(),
+        Err(FromEnvError::FeatureOff {
+            feature: "etcd",
+            ..
+        })
+    ));
+}
+
+#[cfg(feature = "http")]
+#[test]
+fn http_fetcher_variables_are_checked() {
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_HTTP_TIMEOUT", "750ms"),
+        ("STEADFAST_HTTP_MAX_BODY_BYTES", "4096"),
+    ]))
+    .unwrap();
+    assert_eq!(c.fetcher.timeout, Duration::from_millis(750));
+    assert_eq!(c.fetcher.max_body_bytes, 4096);
+    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_HTTP_CONNECT_TIMEOUT", "0s")])).unwrap();
+    assert!(matches!(c.builder(), Err(FromEnvError::Fetcher(_))));
+}
+
+/// Without the `http` feature an engine given no fetcher still starts; its
+/// revisions stay unresolved and say why.
+#[cfg(not(feature = "http"))]
+#[actix_rt::test]
+async fn without_http_an_engine_with_no_fetcher_says_why_its_revisions_are_unresolved() {
+    use steadfast::{MemoryRegistry, Reference, Registry, ServiceInstance};
+    let registry = MemoryRegistry::new();
+    let engine = Engine::builder()
+        .registry(registry.clone())
+        .seed(7)
+        .start()
+        .unwrap();
+    let mut inst = ServiceInstance::new("greeter", "127.0.0.1", 20000);
+    inst.set_revision("r1");
+    registry.register(inst).await.unwrap();
+    let dir = engine
+        .subscribe(Reference::new("demo.Greeter", "tri", ["greeter"]))
+        .await
+        .unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = dir.status().await.unwrap().to_string();
+        if status.contains("no metadata fetcher configured") {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "status: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    engine.shutdown().await;
+}
+
+#[cfg(feature = "etcd")]
+#[actix_rt::test]
+async fn steadfast_registry_etcd_registers_under_the_configured_prefix() {
+    use steadfast_etcd::harness::{unique_prefix, EtcdServer};
+    let etcd = EtcdServer::start().await.expect("etcd starts");
+    let endpoint = etcd.endpoint();
+    let host_port = endpoint.trim_start_matches("http://");
+    let prefix = unique_prefix();
+    let url = format!("etcd://{host_port}");
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_REGISTRY", &url),
+        ("STEADFAST_ETCD_PREFIX", &prefix),
+        ("STEADFAST_ETCD_LEASE_TTL", "5s"),
+    ]))
+    .unwrap();
+    assert_eq!(c.etcd.prefix, prefix);
+    assert_eq!(c.etcd.lease_ttl, Duration::from_secs(5));
+    let engine = c
+        .builder()
+        .unwrap()
+        .fetcher(steadfast_testkit::ScriptedFetcher::new())
+        .start()
+        .unwrap();
+    let inst = steadfast::ServiceInstance::new("greeter", "127.0.0.1", 20001);
+    engine.register(inst.clone()).await.unwrap();
+    let direct = steadfast_etcd::EtcdRegistry::new(
+        steadfast_etcd::EtcdConfig::new([endpoint.clone()]).with_prefix(&prefix),
+    )
+    .unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = direct.list_now("greeter").await.unwrap_or_default();
+        if listed.iter().any(|i| i.id == inst.id) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "never registered under {prefix}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let other = steadfast_etcd::EtcdRegistry::new(
+        steadfast_etcd::EtcdConfig::new([endpoint]).with_prefix("/elsewhere"),
+    )
+    .unwrap();
+    assert!(other
+        .list_now("greeter")
+        .await
+        .unwrap_or_default()
+        .is_empty());
+    engine.shutdown().await;
+}
