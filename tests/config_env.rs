@@ -253,3 +253,36 @@ async fn steadfast_registry_etcd_registers_under_the_configured_prefix() {
         .is_empty());
     engine.shutdown().await;
 }
+
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_credentials_and_tls_come_from_variables_and_never_leak() {
+    use steadfast::etcd::PemSource;
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_REGISTRY", "etcd://h:1"),
+        ("STEADFAST_ETCD_USER", "svc"),
+        ("STEADFAST_ETCD_PASSWORD", "s3cret-pw"),
+        ("STEADFAST_ETCD_CA_FILE", "/etc/etcd/ca.pem"),
+        ("STEADFAST_ETCD_CERT_FILE", "/etc/etcd/client.pem"),
+        ("STEADFAST_ETCD_KEY_FILE", "/etc/etcd/client-key.pem"),
+    ]))
+    .unwrap();
+    let auth = c.etcd.auth.as_ref().expect("credentials set");
+    assert_eq!(
+        (auth.username.as_str(), auth.password.as_str()),
+        ("svc", "s3cret-pw")
+    );
+    let tls = c.etcd.tls.as_ref().expect("tls set");
+    assert_eq!(tls.ca, Some(PemSource::File("/etc/etcd/ca.pem".into())));
+    assert!(tls.client_cert.is_some() && tls.client_key.is_some());
+    // Neither a dump of the config nor its Debug shows the password.
+    let dumped = serde_json::to_string(&c).unwrap();
+    assert!(!dumped.contains("s3cret-pw"), "{dumped}");
+    assert!(dumped.contains("<redacted>"));
+    assert!(!format!("{c:?}").contains("s3cret-pw"));
+    // Credentials in the URL are refused, and the error does not echo them.
+    let err = "etcd://svc:s3cret-pw@h:2379"
+        .parse::<RegistryChoice>()
+        .unwrap_err();
+    assert!(!err.to_string().contains("s3cret-pw"), "{err}");
+}

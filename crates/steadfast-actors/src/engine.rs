@@ -42,7 +42,7 @@ use crate::stats::{EngineStats, EngineStatsSnapshot};
 /// answer `NotSubscribed` / `DirectoryClosed`.
 #[derive(Clone)]
 pub struct Engine {
-    coordinator: Addr<Coordinator>,
+    pub(crate) coordinator: Addr<Coordinator>,
     stats: Arc<EngineStats>,
     registry: Arc<dyn Registry>,
     live: LiveConfig,
@@ -483,33 +483,5 @@ impl EngineBuilder {
             lookup,
             lookup_limit,
         })
-    }
-}
-
-impl Engine {
-    /// What the engine sees now, as one serializable report: references
-    /// with state and endpoints, apps with instances and revisions
-    /// (attempts, last error, next retry), registry watch health and
-    /// registrations (see [`crate::inspect`]). Bounded by
-    /// [`DEFAULT_INSPECT_TIMEOUT`](crate::inspect::DEFAULT_INSPECT_TIMEOUT):
-    /// a part that does not answer within its own bound is left out and
-    /// named in `missing`; a coordinator that does not answer at all gives
-    /// [`EngineError::Timeout`].
-    pub async fn inspect(&self) -> Result<crate::inspect::EngineReport, EngineError> {
-        self.inspect_within(crate::inspect::DEFAULT_INSPECT_TIMEOUT)
-            .await
-    }
-
-    /// [`Engine::inspect`] bounded by `limit` as a whole.
-    pub async fn inspect_within(
-        &self,
-        limit: Duration,
-    ) -> Result<crate::inspect::EngineReport, EngineError> {
-        let ask = self.coordinator.send(crate::inspect::InspectEngine);
-        match tokio::time::timeout(limit, ask).await {
-            Ok(Ok(report)) => report,
-            Ok(Err(_)) => Err(EngineError::ShutDown),
-            Err(_) => Err(EngineError::Timeout),
-        }
     }
 }

@@ -15,10 +15,14 @@
 pub(crate) mod collect;
 pub(crate) mod render;
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use steadfast_core::{DirectoryStatus, EmptyReason};
 
 pub(crate) use collect::InspectEngine;
+
+use crate::error::EngineError;
 pub use collect::{DEFAULT_INSPECT_TIMEOUT, INSPECT_PART_TIMEOUT};
 
 /// Everything the engine sees at one moment.
@@ -206,5 +210,29 @@ pub fn state_label(status: &DirectoryStatus) -> &'static str {
             EmptyReason::NotServing(_) => "empty:not_serving",
             EmptyReason::NoProviderApp => "empty:no_provider_app",
         },
+    }
+}
+
+impl crate::Engine {
+    /// What the engine sees now, as one serializable report: references
+    /// with state and endpoints, apps with instances and revisions
+    /// (attempts, last error, next retry), registry watch health and
+    /// registrations (see [`crate::inspect`]). Bounded by
+    /// [`DEFAULT_INSPECT_TIMEOUT`](DEFAULT_INSPECT_TIMEOUT):
+    /// a part that does not answer within its own bound is left out and
+    /// named in `missing`; a coordinator that does not answer at all gives
+    /// [`EngineError::Timeout`].
+    pub async fn inspect(&self) -> Result<EngineReport, EngineError> {
+        self.inspect_within(DEFAULT_INSPECT_TIMEOUT).await
+    }
+
+    /// [`Engine::inspect`] bounded by `limit` as a whole.
+    pub async fn inspect_within(&self, limit: Duration) -> Result<EngineReport, EngineError> {
+        let ask = self.coordinator.send(InspectEngine);
+        match tokio::time::timeout(limit, ask).await {
+            Ok(Ok(report)) => report,
+            Ok(Err(_)) => Err(EngineError::ShutDown),
+            Err(_) => Err(EngineError::Timeout),
+        }
     }
 }

@@ -45,6 +45,19 @@ pub(crate) struct InspectArgs {
     /// Key prefix of the registry's records in etcd.
     #[arg(long, default_value = "/steadfast", env = "STEADFAST_ETCD_PREFIX")]
     pub prefix: String,
+    /// etcd user (auth through the gateway); its password is read from
+    /// `STEADFAST_ETCD_PASSWORD`, never from the command line.
+    #[arg(long, env = "STEADFAST_ETCD_USER")]
+    pub user: Option<String>,
+    /// PEM file of the CA the etcd members' certificates chain to.
+    #[arg(long, env = "STEADFAST_ETCD_CA_FILE")]
+    pub ca: Option<std::path::PathBuf>,
+    /// PEM file of the client certificate (with `--key`).
+    #[arg(long, env = "STEADFAST_ETCD_CERT_FILE", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+    /// PEM file of the client certificate's private key.
+    #[arg(long, env = "STEADFAST_ETCD_KEY_FILE", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
     /// Provider app to inspect (repeatable). With `--interface`: the
     /// reference's provider apps.
     #[arg(long = "app", required_unless_present = "interface")]

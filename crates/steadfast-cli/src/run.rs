@@ -78,7 +78,14 @@ fn print(report: &EngineReport, args: &InspectArgs, label: &str) -> Result<(), S
 
 /// Runs `steadfast inspect`.
 pub(crate) async fn inspect(args: InspectArgs) -> Result<(), String> {
-    let source = source::open(&args.registry, &args.prefix)?;
+    let security = source::Security {
+        user: args.user.clone(),
+        password: std::env::var("STEADFAST_ETCD_PASSWORD").ok(),
+        ca: args.ca.clone(),
+        cert: args.cert.clone(),
+        key: args.key.clone(),
+    };
+    let source = source::open(&args.registry, &args.prefix, &security)?;
     let engine = source.builder.start().map_err(|e| format!("engine: {e}"))?;
     let result = run(&engine, &args, &source.label).await;
     let _ = tokio::time::timeout(SHUTDOWN_LIMIT, engine.shutdown()).await;
@@ -96,7 +103,12 @@ async fn run(engine: &Engine, args: &InspectArgs, label: &str) -> Result<(), Str
     for r in refs {
         dirs.push(engine.subscribe(r).await.map_err(|e| e.to_string())?);
     }
-    let deadline = Instant::now() + args.wait;
+    // A `--wait` past the clock's range waits a day, never panics.
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(args.wait)
+        .or_else(|| now.checked_add(Duration::from_secs(24 * 3600)))
+        .unwrap_or(now);
     let mut report = engine.inspect().await.map_err(|e| e.to_string())?;
     while !settled(&report, &args.apps) && Instant::now() < deadline {
         tokio::time::sleep(SETTLE_POLL).await;

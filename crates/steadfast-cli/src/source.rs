@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use steadfast_actors::EngineBuilder;
 use steadfast_core::FallbackFetcher;
-use steadfast_etcd::{EtcdConfig, EtcdRegistry};
+use steadfast_etcd::{EtcdAuth, EtcdConfig, EtcdRegistry, EtcdTls, PemSource};
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
 
@@ -37,8 +37,37 @@ pub(crate) fn etcd_endpoints(url: &str) -> Option<Vec<String>> {
     (!endpoints.is_empty()).then_some(endpoints)
 }
 
+/// How to reach a secured etcd: credentials, a private CA, a client
+/// certificate (all optional).
+#[derive(Default)]
+pub(crate) struct Security {
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub ca: Option<std::path::PathBuf>,
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl Security {
+    /// `config` with these settings applied.
+    fn apply(&self, mut config: EtcdConfig) -> EtcdConfig {
+        if let Some(user) = &self.user {
+            let password = self.password.clone().unwrap_or_default();
+            config.auth = Some(EtcdAuth::new(user.clone(), password));
+        }
+        if self.ca.is_some() || self.cert.is_some() {
+            config.tls = Some(EtcdTls {
+                ca: self.ca.clone().map(PemSource::File),
+                client_cert: self.cert.clone().map(PemSource::File),
+                client_key: self.key.clone().map(PemSource::File),
+            });
+        }
+        config
+    }
+}
+
 /// The source named by `registry` with records under `prefix`.
-pub(crate) fn open(registry: &str, prefix: &str) -> Result<Source, String> {
+pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<Source, String> {
     let http = HttpMetadataFetcher::builder()
         .build()
         .map_err(|e| format!("metadata fetcher: {e}"))?;
@@ -53,7 +82,7 @@ pub(crate) fn open(registry: &str, prefix: &str) -> Result<Source, String> {
     let endpoints = etcd_endpoints(registry).ok_or_else(|| {
         format!("unsupported registry {registry:?}: use etcd://host:port[,host:port] or memory")
     })?;
-    let config = EtcdConfig::new(endpoints).with_prefix(prefix);
+    let config = security.apply(EtcdConfig::new(endpoints).with_prefix(prefix));
     config.validate().map_err(|e| e.to_string())?;
     let etcd = EtcdRegistry::new(config).map_err(|e| format!("etcd client: {e}"))?;
     let report = etcd.metadata_report();

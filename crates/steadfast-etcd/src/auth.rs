@@ -40,13 +40,21 @@ pub const AUTH_NOT_ENABLED: &str = "authentication is not enabled";
 /// the apply (the call may be re-sent with a fresh token).
 pub const OLD_AUTH_REVISION: &str = "revision of auth store is old";
 
-/// Credentials of an etcd user. `Debug` never shows the password.
+/// Credentials of an etcd user. Neither `Debug` nor `Serialize` shows the
+/// password (a serialized config writes `"<redacted>"`, so dumping a
+/// config never leaks it; read it back from its source instead).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EtcdAuth {
     /// The etcd user name.
     pub username: String,
     /// Its password.
+    #[serde(serialize_with = "redacted")]
     pub password: String,
+}
+
+/// Serializes a secret as `"<redacted>"`.
+pub(crate) fn redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
 }
 
 impl EtcdAuth {

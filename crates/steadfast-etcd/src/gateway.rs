@@ -229,7 +229,14 @@ impl EtcdClient {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_vec());
         if let Some(token) = token {
-            req = req.header(reqwest::header::AUTHORIZATION, token);
+            // Marked sensitive: never shown by a header dump or a debug log.
+            req = match reqwest::header::HeaderValue::from_str(token) {
+                Ok(mut value) => {
+                    value.set_sensitive(true);
+                    req.header(reqwest::header::AUTHORIZATION, value)
+                }
+                Err(_) => req.header(reqwest::header::AUTHORIZATION, token),
+            };
         }
         let resp = match tokio::time::timeout(timeout, req.send()).await {
             Err(_) => {

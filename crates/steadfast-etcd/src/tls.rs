@@ -21,8 +21,9 @@ use crate::error::GatewayError;
 pub enum PemSource {
     /// Read from this file when the client is built.
     File(PathBuf),
-    /// The PEM text itself.
-    Pem(String),
+    /// The PEM text itself (serialized as `"<redacted>"`: it may be a
+    /// private key).
+    Pem(#[serde(serialize_with = "crate::auth::redacted")] String),
 }
 
 impl std::fmt::Debug for PemSource {

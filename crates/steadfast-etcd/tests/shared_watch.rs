@@ -158,6 +158,11 @@ async fn one_apps_compaction_resync_re_reads_that_app_alone() {
         let mut cfg: EtcdConfig = config(vec![etcd.endpoint()]);
         // No probes: etcd's range counter then counts the watches' reads.
         cfg.liveness_probe_interval = None;
+        // The default deadlines: on a loaded machine the test config's 1 s
+        // call / 2 s watch-open deadlines can expire and re-open the main
+        // stream, whose re-reads would then be counted as x's.
+        cfg.request_timeout = Duration::from_secs(3);
+        cfg.watch_open_timeout = Duration::from_secs(5);
         let reg = EtcdRegistry::new(cfg).unwrap();
         let mut main = subscribe(&reg, names("m", 100)).await;
         // An event through the main stream proves it open.

@@ -21,13 +21,21 @@ impl Handler<InspectEngine> for Coordinator {
         }
         let now = timer::now();
         let ewma = self.live.balance().peak_ewma;
+        let mut unreadable = Vec::new();
         let references = self
             .directories
             .iter()
-            .filter_map(|(reference, d)| {
-                let snapshot = d.handle.snapshot().ok()?;
-                let report = render::reference(reference, &snapshot, now, &ewma);
-                Some((report, d.counted.addr.clone()))
+            .filter_map(|(reference, d)| match d.handle.snapshot() {
+                Ok(snapshot) => {
+                    let report = render::reference(reference, &snapshot, now, &ewma);
+                    Some((report, d.counted.addr.clone()))
+                }
+                Err(_) => {
+                    // Named in `missing`, so the report never looks
+                    // complete without it.
+                    unreadable.push(reference.subscribe_key());
+                    None
+                }
             })
             .collect();
         let resolvers = self
@@ -37,6 +45,7 @@ impl Handler<InspectEngine> for Coordinator {
             .collect();
         let parts = Parts {
             references,
+            unreadable,
             resolvers,
             registry: self.registry.clone(),
             registrar: self.registrar.clone(),

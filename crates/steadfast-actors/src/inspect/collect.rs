@@ -60,6 +60,9 @@ impl Handler<InspectWatches> for RegistryActor {
 pub(crate) struct Parts {
     /// Each reference with its directory (asked for tombstones).
     pub references: Vec<(ReferenceReport, Addr<DirectoryActor>)>,
+    /// References whose published snapshot could not be read (reported
+    /// missing).
+    pub unreadable: Vec<String>,
     /// Each app with its resolver.
     pub resolvers: Vec<(String, Addr<ResolverActor>)>,
     pub registry: Option<Addr<RegistryActor>>,
@@ -79,6 +82,7 @@ async fn bounded<T>(ask: impl std::future::Future<Output = Result<T, MailboxErro
 /// Asks every part at once and assembles the report.
 pub(crate) async fn gather(parts: Parts) -> EngineReport {
     let now = parts.now;
+    let parts_unreadable = parts.unreadable;
     let tombs = join_all(
         parts
             .references
@@ -119,6 +123,9 @@ pub(crate) async fn gather(parts: Parts) -> EngineReport {
             .unwrap_or_default(),
         ..EngineReport::default()
     };
+    for key in &parts_unreadable {
+        report.missing.push(format!("directory:{key}"));
+    }
     for (r, answered) in refs {
         if !answered {
             report.missing.push(format!("directory:{}", r.reference));
