@@ -30,7 +30,7 @@ pub enum Mode {
     Serve = 0,
     /// 503 + `Retry-After: 1` + `x-steadfast-closing: true`.
     Closing = 1,
-    /// Answers after 3 s.
+    /// Takes the request and never answers (a hung provider).
     Slow = 2,
     /// 200 with its headers and a first chunk at once, then a body that
     /// never ends.
@@ -64,10 +64,10 @@ impl Provider {
                             .insert_header(("Retry-After", "1"))
                             .insert_header(("x-steadfast-closing", "true"))
                             .finish(),
-                        2 => {
-                            tokio::time::sleep(Duration::from_secs(3)).await;
-                            HttpResponse::Ok().body("slow")
-                        }
+                        // Never answers: a call to it ends only by its own
+                        // bound (deadline, attempt timeout, forced close);
+                        // the handler goes with the server or the System.
+                        2 => std::future::pending::<HttpResponse>().await,
                         3 => {
                             let first = futures::stream::once(async {
                                 Ok::<_, std::io::Error>(web::Bytes::from_static(b"first"))
