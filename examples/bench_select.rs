@@ -36,7 +36,7 @@ use steadfast::core::{
 };
 use steadfast::{
     Directory, DirectoryUpdate, Endpoint, Engine, MemoryRegistry, Reference, ServiceInstance,
-    ServiceUrl, Strategy, UpdateState, UrlChange,
+    ServiceUrl, Strategy, UpdateState, UrlChange, Version,
 };
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 
@@ -345,11 +345,10 @@ fn endpoint(id: usize, weight: u32, round: u64, svc: &Arc<ServiceEndpoint>) -> E
     Arc::new(ServiceUrl::new(&inst, svc))
 }
 
-fn update(generation: u64, change: UrlChange) -> DirectoryUpdate {
+fn update(change: UrlChange) -> DirectoryUpdate {
     DirectoryUpdate {
         app: APP.into(),
         subscribe_key: Reference::new(IFACE, "tri", [APP]).subscribe_key(),
-        generation,
         change,
         state: UpdateState::Resolved,
         stale_since: None,
@@ -424,13 +423,14 @@ fn burst_round(
                 )
             }
         };
-        let change = UrlChange::Patch {
-            base,
+        let change = UrlChange::Delta {
+            base: Version::at(base),
+            version: Version::at(*generation),
             upserts,
             removals,
         };
-        let (applied, retired) = machine.apply_retiring(update(*generation, change));
-        assert!(applied.applied(), "patch on the generation held");
+        let (applied, retired) = machine.apply_retiring(update(change));
+        assert!(applied.applied(), "patch on the version held");
         drop(published.store(machine.snapshot().clone()));
         drop(retired);
     }
@@ -475,7 +475,10 @@ fn latency(rounds: usize) {
         .map(|i| endpoint(i, 1 + (i as u32 * 37) % 100, 0, &svc))
         .collect();
     let t = Instant::now();
-    let applied = machine.apply(update(1, UrlChange::Full(full)));
+    let applied = machine.apply(update(UrlChange::Reset {
+        version: Version::at(1),
+        items: full,
+    }));
     assert!(applied.applied());
     let full_ms = t.elapsed().as_secs_f64() * 1e3;
     let published = Arc::new(Published::new(machine.snapshot().clone()));

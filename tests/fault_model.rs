@@ -261,9 +261,9 @@ fn fault_model() {
         "fault model: {} schedules in {:.1}s on {workers} thread(s): {} events; {} resolver \
          fetches, {} flights, {} provider calls ({} failed, {} hedged), {} flights ended by \
          the deadline; {} watch opens, {} probes, {} holds, {} resyncs that found missed \
-         changes; {} deltas pushed, {} events ignored as not newer, {} messages lost, {} resets \
-         asked by resolvers, {} full lists asked by directories; {} restarts; {} shut down \
-         mid-schedule",
+         changes; {} deltas pushed, {} events ignored as not newer, {} registry gaps, {} \
+         messages lost, {} resets asked by resolvers, {} whole states asked by directories; {} \
+         restarts; {} shut down mid-schedule",
         totals.schedules,
         elapsed.as_secs_f64(),
         st.events,
@@ -279,6 +279,7 @@ fn fault_model() {
         st.reconciled,
         st.deltas,
         st.ignored_older,
+        st.gaps,
         st.lost,
         st.resets_requested,
         st.need_full,

@@ -171,7 +171,7 @@ fn errors(rng: &mut StdRng) -> Vec<String> {
 fn pipeline(instances: Vec<ServiceInstance>, info: Option<MetadataInfo>, now: Instant) {
     let mut m = ResolverMachine::new("greeter", BackoffPolicy::default(), 1);
     m.subscribe("demo.Greeter:tri");
-    let actions = m.on_snapshot(1, Arc::new(instances), now);
+    let actions = m.on_snapshot(steadfast::Version::at(1), Arc::new(instances), now);
     for a in actions {
         if let steadfast::core::ResolverAction::Fetch {
             revision, token, ..
@@ -185,7 +185,7 @@ fn pipeline(instances: Vec<ServiceInstance>, info: Option<MetadataInfo>, now: In
         }
     }
     for u in m.take_updates() {
-        let steadfast::UrlChange::Full(urls) = &u.change else {
+        let steadfast::UrlChange::Reset { items: urls, .. } = &u.change else {
             panic!("the first update of a key is full");
         };
         for url in urls.iter() {

@@ -59,7 +59,7 @@ fn decoded(records: &[ServiceInstance]) -> Vec<Arc<Instance>> {
 fn reset(version: Version, records: &[ServiceInstance]) -> RegistryEvent {
     RegistryEvent::Reset {
         version,
-        instances: decoded(records),
+        items: decoded(records),
     }
 }
 
@@ -73,7 +73,7 @@ async fn an_older_state_is_never_served_and_a_later_epoch_is_newer() {
     let m = metadata(APP, 20000, "t1");
     fx.fetcher.serve(m.clone());
     let dir = fx.subscribe().await;
-    let at = |revision| Version { epoch: 0, revision };
+    let at = Version::at;
     let step = Duration::from_millis(200);
 
     tx.unbounded_send(Ok(reset(at(5), &[instance(&m, 8001), instance(&m, 8002)])))
@@ -95,6 +95,7 @@ async fn an_older_state_is_never_served_and_a_later_epoch_is_newer() {
 
     // A delta moves the directory by exactly what it changed.
     tx.unbounded_send(Ok(RegistryEvent::Delta {
+        base: at(5),
         version: at(6),
         upserts: decoded(&[instance(&m, 8003)]),
         removals: vec![Arc::from("127.0.0.1:8001")],
@@ -108,14 +109,8 @@ async fn an_older_state_is_never_served_and_a_later_epoch_is_newer() {
     .await;
 
     // A wiped store starts again at revision 1, in a later epoch: newer.
-    tx.unbounded_send(Ok(reset(
-        Version {
-            epoch: 1,
-            revision: 1,
-        },
-        &[instance(&m, 8004)],
-    )))
-    .unwrap();
+    tx.unbounded_send(Ok(reset(Version::of(1, 1), &[instance(&m, 8004)])))
+        .unwrap();
     wait_for(&dir, "the post-wipe state", step, |v| {
         v.endpoints.len() == 1 && v.endpoints[0].instance_id() == "127.0.0.1:8004"
     })

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use steadfast::core::{
-    Applied, DirectoryMachine, Feed, Instance, Published, ResolverAction, ResolverMachine,
-    RevisionInterner,
+    Applied, Delivery, DirectoryMachine, Feed, Instance, Published, ResolverAction,
+    ResolverMachine, RevisionInterner, Version,
 };
-use steadfast::{BackoffPolicy, MetadataInfo, Reference, UrlChange, CLOSING_KEY};
+use steadfast::{BackoffPolicy, MetadataInfo, Reference, CLOSING_KEY};
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder};
 
 /// The provider app.
@@ -129,9 +129,11 @@ impl Engine {
             generation: 1,
             now,
         };
-        let actions = engine
-            .resolver
-            .on_delivery(1, Feed::Reset(first), None, None, now);
+        let feed = Feed::Reset {
+            version: Version::at(1),
+            items: first,
+        };
+        let actions = engine.resolver.on_delivery(delivery(feed), now);
         for a in actions {
             if let ResolverAction::Fetch {
                 revision, token, ..
@@ -158,7 +160,7 @@ impl Engine {
         lap(stages, |s| &mut s.take);
         let mut patches = !updates.is_empty();
         for update in updates {
-            patches &= matches!(update.change, UrlChange::Patch { .. });
+            patches &= !update.change.is_reset();
             let (applied, old) = self.directory.apply_retiring(update);
             assert_eq!(applied, Applied::Yes);
             lap(stages, |s| &mut s.apply);
@@ -175,14 +177,42 @@ impl Engine {
     /// directory got patches (not a full list).
     pub fn round(&mut self, feed: Feed, stages: Option<&mut Stages>) -> bool {
         let mut stages = stages.map(|s| (s, cpu_time::ThreadTime::now()));
-        self.generation += 1;
-        let actions = self
-            .resolver
-            .on_delivery(self.generation, feed, None, None, self.now);
+        let actions = self.resolver.on_delivery(delivery(feed), self.now);
         debug_assert!(actions.is_empty(), "a warm resolver does not fetch");
         drop(actions);
         lap(&mut stages, |s| &mut s.deliver);
         self.flush(&mut stages)
+    }
+}
+
+impl Engine {
+    /// The next registry delivery: the whole state `items`.
+    pub fn reset_feed(&mut self, items: Vec<Arc<Instance>>) -> Feed {
+        self.generation += 1;
+        Feed::Reset {
+            version: Version::at(self.generation),
+            items,
+        }
+    }
+
+    /// The next registry delivery: `upserts` on top of the previous one.
+    pub fn delta_feed(&mut self, upserts: Vec<Arc<Instance>>) -> Feed {
+        self.generation += 1;
+        Feed::Delta {
+            base: Version::at(self.generation - 1),
+            version: Version::at(self.generation),
+            upserts,
+            removals: Vec::new(),
+        }
+    }
+}
+
+/// A fresh registry delivery of `feed`.
+fn delivery(feed: Feed) -> Delivery {
+    Delivery {
+        feed,
+        held: None,
+        stale_since: None,
     }
 }
 

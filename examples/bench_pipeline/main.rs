@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use steadfast::core::{Feed, RevisionInterner};
+use steadfast::core::RevisionInterner;
 use steadfast::{DirectoryStatus, MetadataInfo};
 
 use fixture::{key, metadata, reset, serves, Engine, Stages};
@@ -101,7 +101,7 @@ fn bench_size(n: usize, rounds: u32, one_change: bool) -> Row {
         for side in (0..3).map(|k| (k + round as usize) % 3) {
             match side {
                 0 => {
-                    let feed = Feed::Reset(delivery.take().expect("one delivery"));
+                    let feed = engine.reset_feed(delivery.take().expect("one delivery"));
                     let t = ThreadTime::now();
                     let patched = engine.round(feed, breakdown.then_some(&mut st));
                     em = ms(t);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use steadfast::core::{Feed, Instance, RevisionInterner};
+use steadfast::core::{Instance, RevisionInterner};
 use steadfast::MetadataInfo;
 
 use crate::fixture::{instance, serves, Engine};
@@ -31,11 +31,7 @@ pub fn restarts(
         let boot = round + 1 + k as u32;
         let new = instance(i, round, boot, metas, interner);
         assert_eq!(new.id(), input[i].id(), "a restart keeps the id");
-        let feed = Feed::Delta {
-            base: engine.generation,
-            upserts: vec![new.clone()],
-            removals: Vec::new(),
-        };
+        let feed = engine.delta_feed(vec![new.clone()]);
         let t = ThreadTime::now();
         let patched = engine.round(feed, None);
         out.push(t.elapsed().as_secs_f64() * 1e6);

@@ -159,7 +159,7 @@ impl Sim {
         removals: Vec<String>,
     ) {
         let name = APPS[app % APPS.len()];
-        let version = self.world.bump();
+        let (base, version) = self.world.bump(name);
         if silent {
             self.track.missed = true;
             return;
@@ -173,6 +173,7 @@ impl Sim {
                 } else {
                     self.stats.deltas += 1;
                     RegistryEvent::Delta {
+                        base,
                         version,
                         upserts: upserts.clone(),
                         removals: removals.clone(),

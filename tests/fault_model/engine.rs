@@ -41,6 +41,9 @@ pub struct ResShell {
     /// A Reset was asked for and none has been applied since (one Reset
     /// answers every delta that does not follow: asked once).
     pub reset_asked: bool,
+    /// When the machine last asked for a Reset (asks are at most one per
+    /// `RESET_ASK_INTERVAL`).
+    pub asked_at: Option<std::time::Duration>,
 }
 
 /// A directory actor.
@@ -54,8 +57,8 @@ pub struct DirShell {
     pub resolvers: BTreeMap<String, u64>,
     /// Its endpoints, as of its latest update.
     pub urls: Vec<ServiceUrl>,
-    /// Generation of the latest update it applied, per app.
-    pub gens: BTreeMap<String, u64>,
+    /// Version of the latest update it applied, per app.
+    pub gens: BTreeMap<String, steadfast_core::Version>,
     /// A directory rebuilt from its resolvers' full lists only (`[full]`).
     pub rebuilt: DirectoryMachine,
 }
@@ -138,6 +141,7 @@ impl Sim {
                 fetches: BTreeMap::new(),
                 flush_scheduled: false,
                 reset_asked: false,
+                asked_at: None,
                 terminated: false,
                 instances: None,
                 revs: BTreeSet::new(),

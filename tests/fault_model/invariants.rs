@@ -32,9 +32,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use steadfast_core::subscription::{Feed, TimerKind};
+use steadfast_core::subscription::{Delivery, Feed, TimerKind};
 use steadfast_core::{
-    BackoffPolicy, CacheKey, ErrorClass, FetchError, RegistryEvent, ResolverMachine, Token, Version,
+    BackoffPolicy, CacheKey, ErrorClass, FetchError, RegistryEvent, ResolverMachine, Token,
 };
 
 use super::heal::HealWatch;
@@ -59,8 +59,6 @@ pub struct Sched {
 pub struct Track {
     /// Latest registry state received per app.
     pub received: BTreeMap<String, Received>,
-    /// The registry version behind each delivery generation.
-    pub gen_version: BTreeMap<u64, Version>,
     /// When each instance left the received state.
     pub removed_at: BTreeMap<String, Duration>,
     /// Retry schedules per (resolver, revision).
@@ -414,8 +412,8 @@ impl Sim {
             acted.extend(m.on_retry_due(&rev, token));
         }
         let snap = self.world.snapshot(&app);
-        let g = m.generation();
-        acted.extend(m.on_snapshot(g + 1, snap, now));
+        let g = m.version();
+        acted.extend(m.on_snapshot(g.next_step(), snap, now));
         let removals = self
             .world
             .apps
@@ -425,11 +423,17 @@ impl Sim {
             });
         let delta = Feed::Delta {
             base: g,
+            version: g.next_step(),
             upserts: Vec::new(),
             removals,
         };
-        acted.extend(m.on_delivery(g + 1, delta.clone(), None, None, now));
-        acted.extend(m.on_delivery(g + 2, delta, Some(now), None, now));
+        let delivery = |stale_since| Delivery {
+            feed: delta.clone(),
+            held: None,
+            stale_since,
+        };
+        acted.extend(m.on_delivery(delivery(None), now));
+        acted.extend(m.on_delivery(delivery(Some(now)), now));
         acted.extend(m.subscribe_at(REFS[0].key, now));
         acted.extend(m.on_restart(now));
         acted.extend(m.unsubscribe(REFS[0].key));
@@ -450,7 +454,8 @@ impl Sim {
             let listing = self.world.listing(&app);
             let reset = RegistryEvent::reset(listing.clone());
             let delta = RegistryEvent::Delta {
-                version: self.world.current(),
+                base: listing.version,
+                version: self.world.current().next_step(),
                 upserts: listing.instances.clone(),
                 removals: Vec::new(),
             };

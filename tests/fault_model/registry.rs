@@ -142,7 +142,6 @@ impl Sim {
                     self.reg.streams.remove(&token);
                 }
                 SubscriptionAction::Deliver { app, to, delivery } => {
-                    self.track_delivered(&app, &delivery);
                     for id in self.targets(&app, to) {
                         if self.resolvers.contains_key(&id) {
                             let delivery = delivery.clone();
@@ -168,6 +167,7 @@ impl Sim {
                 SubscriptionAction::SubscribeFailing { .. } => {}
                 SubscriptionAction::Reconciled { .. } => self.stats.reconciled += 1,
                 SubscriptionAction::IgnoredOlder { .. } => self.stats.ignored_older += 1,
+                SubscriptionAction::Gap { .. } => self.stats.gaps += 1,
                 SubscriptionAction::Holding { .. } => self.stats.holds += 1,
             }
         }
@@ -302,8 +302,9 @@ impl Sim {
         let listed = self.world.listing(&app);
         let result = result.map(|()| listed.clone());
         let now = self.at();
+        let before = self.reg_version(&app);
         let actions = self.reg.m.on_list_result(&app, token, result, now);
-        self.track_listing(&app, &listed, &actions);
+        self.track_listing(&app, before, &listed, &actions);
         self.reg_perform(actions);
     }
 
@@ -315,11 +316,12 @@ impl Sim {
         let now = self.at();
         let actions = match item {
             Item::Event(event) => {
+                let before = self.reg_version(&app);
                 let actions = self
                     .reg
                     .m
                     .on_stream_item(&app, token, Ok(event.clone()), now);
-                self.track_event(&app, &event, &actions);
+                self.track_event(&app, before, &event, &actions);
                 actions
             }
             Item::Err(e) => self.reg.m.on_stream_item(&app, token, Err(e), now),

@@ -225,9 +225,11 @@ pub struct Stats {
     pub deltas: u64,
     /// Events the subscription machine ignored as not newer.
     pub ignored_older: u64,
+    /// Registry deltas that did not follow (a notification was missed).
+    pub gaps: u64,
     /// Resets a resolver asked for (a delta on top of a state it lacks).
     pub resets_requested: u64,
-    /// Patches a directory could not apply (it asked for the full list).
+    /// Updates a directory could not apply (it asked for the whole state).
     pub need_full: u64,
     /// Deliveries and updates lost to handler panics.
     pub lost: u64,
@@ -250,6 +252,7 @@ impl Stats {
         self.probes += other.probes;
         self.deltas += other.deltas;
         self.ignored_older += other.ignored_older;
+        self.gaps += other.gaps;
         self.resets_requested += other.resets_requested;
         self.need_full += other.need_full;
         self.lost += other.lost;

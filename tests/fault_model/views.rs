@@ -1,28 +1,30 @@
 //! What the model follows of the event and feed paths, and the invariants
 //! on them:
 //!
-//! - `[older]` an event or delivery that is not newer than the state held
-//!   is never served: the subscription machine applies a stream event iff
-//!   its version is newer than the version it holds (it reports the ones it
-//!   ignores, with the version held, which never goes back), and a resync
-//!   never rolls a newer state back; the resolver takes a Reset unless it
-//!   is older than its generation and a Delta only on top of exactly its
-//!   generation, asks for a Reset iff a newer Delta does not follow, and
-//!   nothing else moves its generation; a directory applies an update as
-//!   its contract says (older: ignored, a patch on top of another update:
-//!   it asks for the full list), and the registry state behind what it
-//!   holds never goes back to an older version.
+//! - `[older]` the one gap rule of the data path (`Change::fit`) holds at
+//!   every stage: the subscription machine applies a stream event iff it
+//!   fits the version it holds (an older one is reported ignored, a delta
+//!   that does not follow is reported as a gap and never applied), and a
+//!   resync never rolls a newer state back; the resolver applies a
+//!   delivery iff it fits its version, asks for a Reset exactly when a
+//!   delivery is a gap and no ask was made within the last
+//!   `RESET_ASK_INTERVAL`, and nothing else moves its version; a directory
+//!   applies an update iff it fits the version held for its app (a gap: it
+//!   asks its resolver for the whole state), and the versions it holds
+//!   never go back.
 //! - `[full]` once no message is in flight, every directory holds exactly
-//!   what a directory rebuilt from its resolvers' full lists
+//!   what a directory rebuilt from its resolvers' whole states
 //!   (`ResolverMachine::update_for`) holds: the same endpoints, the same
-//!   status, at the same generation per app.
+//!   status, at the same version per app (a rebuild and the incremental
+//!   path give the same directory).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use steadfast_core::subscription::{Delivery, Feed, SubscriptionAction};
 use steadfast_core::{
-    Applied, DirectoryUpdate, Instance, Listing, RegistryEvent, ResolverAction, UrlChange, Version,
+    Applied, DirectoryUpdate, Fit, Instance, Listing, RegistryEvent, ResolverAction, Version,
+    RESET_ASK_INTERVAL,
 };
 
 use super::sim::{Msg, Sim};
@@ -37,14 +39,11 @@ pub struct Received {
     pub by_id: BTreeMap<String, Arc<Instance>>,
 }
 
-/// Whether `actions` report `app`'s event as not newer, and the version held.
-fn ignored(app: &str, actions: &[SubscriptionAction]) -> Option<(Version, Version)> {
+/// Whether `actions` report `app`'s event as not newer, or as a gap.
+fn reported(app: &str, actions: &[SubscriptionAction]) -> Option<Fit> {
     actions.iter().find_map(|a| match a {
-        SubscriptionAction::IgnoredOlder {
-            app: a,
-            version,
-            held,
-        } if a == app => Some((*version, *held)),
+        SubscriptionAction::IgnoredOlder { app: a, .. } if a == app => Some(Fit::Older),
+        SubscriptionAction::Gap { app: a, .. } if a == app => Some(Fit::Gap),
         _ => None,
     })
 }
@@ -71,79 +70,23 @@ impl Sim {
         self.track.urls_dirty = true;
     }
 
-    /// The subscription machine took `event` of the current stream of
-    /// `app` and answered `actions`.
-    pub fn track_event(
-        &mut self,
-        app: &str,
-        event: &RegistryEvent,
-        actions: &[SubscriptionAction],
-    ) {
-        let version = event.version();
-        let held = self.track.received.get(app).map(|r| r.version);
-        if let Some((v, h)) = ignored(app, actions) {
-            let wrong = if v != version || version > h {
-                Some(format!(
-                    "ignored the event at {version} as not newer than {h}"
-                ))
-            } else if held.is_some_and(|t| h < t) || held.is_none() {
-                Some(format!("holds {h}, after {held:?}"))
-            } else {
-                None
-            };
-            if let Some(w) = wrong {
-                self.violate(format!("[older] the registry actor of {app} {w}"));
-            }
-            if let Some(r) = self.track.received.get_mut(app) {
-                r.version = h;
-            }
-            return;
-        }
-        if let Some(t) = held.filter(|t| version <= *t) {
-            self.violate(format!(
-                "[older] the registry actor of {app} applied the event at {version}, not newer \
-                 than the state at {t} it holds"
-            ));
-        }
-        let mut by_id = match event {
-            RegistryEvent::Reset { .. } => BTreeMap::new(),
-            RegistryEvent::Delta { .. } => self
-                .track
-                .received
-                .get(app)
-                .map(|r| r.by_id.clone())
-                .unwrap_or_default(),
-        };
-        match event {
-            RegistryEvent::Reset { instances, .. } => {
-                by_id.extend(instances.iter().map(|i| (i.id().to_string(), i.clone())));
-            }
-            RegistryEvent::Delta {
-                upserts, removals, ..
-            } => {
-                for id in removals {
-                    by_id.remove(id.as_ref());
-                }
-                by_id.extend(upserts.iter().map(|i| (i.id().to_string(), i.clone())));
-            }
-        }
-        self.set_received(app, by_id, version);
+    /// The registry state the subscription machine holds for `app`, before
+    /// an input (for [`Sim::track_event`]).
+    pub fn reg_version(&self, app: &str) -> Option<Version> {
+        self.reg.m.registry_state(app).map(|l| l.version)
     }
 
-    /// A resync's `listing` of `app` came back and the machine answered
-    /// `actions`: a listing that differs from the state held is applied
-    /// (and reported), one that does not changes nothing.
-    pub fn track_listing(&mut self, app: &str, listing: &Listing, actions: &[SubscriptionAction]) {
-        let reconciled = actions
-            .iter()
-            .any(|a| matches!(a, SubscriptionAction::Reconciled { app: a, .. } if a == app));
-        if !reconciled {
+    /// Follows what the subscription machine now holds for `app` (the
+    /// deltas it kept during a gap included), checking that its version
+    /// never goes back.
+    fn sync_received(&mut self, app: &str) {
+        let Some(listing) = self.reg.m.registry_state(app) else {
             return;
-        }
+        };
         let held = self.track.received.get(app).map(|r| r.version);
-        if let Some(t) = held.filter(|t| listing.version < *t) {
+        if held.is_some_and(|h| listing.version < h) {
             self.violate(format!(
-                "[older] a resync of {app} rolled the state at {t} back to the listing at {}",
+                "[older] the registry actor of {app} went back from {held:?} to {}",
                 listing.version
             ));
         }
@@ -155,54 +98,96 @@ impl Sim {
         self.set_received(app, by_id, listing.version);
     }
 
-    /// `InstancesChanged` to resolver `to`. The shell reassembles what the
-    /// machine holds and checks the feed contract (`[older]`): a Reset
-    /// applies unless older than the generation held, a Delta only on top of
-    /// exactly that generation; a Delta that does not follow and is newer
-    /// asks for a Reset; nothing else moves the generation.
+    /// The subscription machine, holding `before`, took `event` of the
+    /// current stream of `app` and answered `actions`: it applied it iff it
+    /// fits (`[older]`).
+    pub fn track_event(
+        &mut self,
+        app: &str,
+        before: Option<Version>,
+        event: &RegistryEvent,
+        actions: &[SubscriptionAction],
+    ) {
+        let want = event.fit(before);
+        let got = reported(app, actions).unwrap_or(Fit::Apply);
+        let after = self.reg_version(app);
+        let moved = match got {
+            Fit::Apply => after >= Some(event.version()),
+            _ => after == before,
+        };
+        if got != want || !moved {
+            self.violate(format!(
+                "[older] the registry actor of {app}, at {before:?}, took the event at {} as \
+                 {got:?} (the rule says {want:?}); it holds {after:?} now",
+                event.version()
+            ));
+        }
+        self.sync_received(app);
+    }
+
+    /// A resync's `listing` of `app` came back and the machine answered
+    /// `actions`: a listing is applied only if not older than the state
+    /// held (a resync never rolls a newer pushed state back).
+    pub fn track_listing(
+        &mut self,
+        app: &str,
+        before: Option<Version>,
+        listing: &Listing,
+        actions: &[SubscriptionAction],
+    ) {
+        let reconciled = actions
+            .iter()
+            .any(|a| matches!(a, SubscriptionAction::Reconciled { app: a, .. } if a == app));
+        if let Some(t) = before.filter(|t| reconciled && listing.version < *t) {
+            self.violate(format!(
+                "[older] a resync of {app} rolled the state at {t} back to the listing at {}",
+                listing.version
+            ));
+        }
+        self.sync_received(app);
+    }
+
+    /// A delivery to resolver `to`. The shell reassembles what the machine
+    /// holds and checks the gap rule (`[older]`): a delivery applies iff it
+    /// fits the version held; a gap asks for a Reset unless one was asked
+    /// within the last `RESET_ASK_INTERVAL`; nothing else moves the version.
     pub fn res_delivery(&mut self, to: u64, delivery: Delivery) {
         let now = self.at();
+        let clock = self.now;
         let Some(r) = self.resolvers.get_mut(&to) else {
             return;
         };
-        let before = r.m.generation();
-        let generation = delivery.generation;
-        let follows = match &delivery.feed {
-            Feed::Reset(_) => r.instances.is_none() || generation >= before,
-            Feed::Delta { base, .. } => r.instances.is_some() && *base == before,
-        };
-        let lost = !follows
-            && !r.reset_asked
-            && generation > before
-            && matches!(delivery.feed, Feed::Delta { .. });
+        let before = r.m.version();
+        let held = r.instances.is_some().then_some(before);
+        let fit = delivery.feed.fit(held);
+        let follows = fit == Fit::Apply;
+        let due = r
+            .asked_at
+            .is_none_or(|t| clock.saturating_sub(t) >= RESET_ASK_INTERVAL);
+        let lost = fit == Fit::Gap && due;
+        let version = delivery.version();
         // As the resolver actor does: staleness and hold travel with it.
-        let actions = r.m.on_delivery(
-            generation,
-            delivery.feed.clone(),
-            delivery.stale_since,
-            delivery.held,
-            now,
-        );
-        let after = r.m.generation();
+        let actions = r.m.on_delivery(delivery.clone(), now);
+        let after = r.m.version();
         let asked = actions
             .iter()
             .any(|a| matches!(a, ResolverAction::RequestReset));
         let app = r.app.clone();
         let kind = match &delivery.feed {
-            Feed::Reset(_) => "Reset".to_string(),
+            Feed::Reset { .. } => "Reset".to_string(),
             Feed::Delta { base, .. } => format!("Delta on {base}"),
         };
-        let wrong = if follows && after != generation {
+        let wrong = if follows && after != version {
             Some(format!(
-                "did not apply the {kind} at {generation} on top of {before}"
+                "did not apply the {kind} at {version} on top of {before}"
             ))
         } else if !follows && after != before {
             Some(format!(
-                "applied the {kind} at {generation} on top of {before}"
+                "applied the {kind} at {version} on top of {before}"
             ))
         } else if asked != lost {
             Some(format!(
-                "asked for a Reset: {asked}, after the {kind} at {generation} on top of {before}"
+                "asked for a Reset: {asked}, after the {kind} at {version} on top of {before}"
             ))
         } else {
             None
@@ -213,7 +198,8 @@ impl Sim {
         if let Some(r) = self.resolvers.get_mut(&to) {
             if asked {
                 r.reset_asked = true;
-            } else if follows && matches!(delivery.feed, Feed::Reset(_)) {
+                r.asked_at = Some(clock);
+            } else if follows && delivery.feed.is_reset() {
                 r.reset_asked = false;
             }
         }
@@ -223,8 +209,8 @@ impl Sim {
             };
             let held = r.instances.get_or_insert_with(BTreeMap::new);
             match delivery.feed {
-                Feed::Reset(all) => {
-                    *held = all.into_iter().map(|i| (i.id().to_string(), i)).collect();
+                Feed::Reset { items, .. } => {
+                    *held = items.into_iter().map(|i| (i.id().to_string(), i)).collect();
                 }
                 Feed::Delta {
                     upserts, removals, ..
@@ -248,27 +234,7 @@ impl Sim {
         self.res_perform(to, actions);
     }
 
-    /// The registry actor sends `delivery` of `app`: the registry state
-    /// behind its generation is the one held now.
-    pub fn track_delivered(&mut self, app: &str, delivery: &Delivery) {
-        let version = self
-            .track
-            .received
-            .get(app)
-            .map(|r| r.version)
-            .unwrap_or_default();
-        self.track
-            .gen_version
-            .entry(delivery.generation)
-            .or_insert(version);
-    }
-
-    /// The registry version behind delivery generation `g`.
-    fn version_of(&self, g: u64) -> Version {
-        self.track.gen_version.get(&g).copied().unwrap_or_default()
-    }
-
-    /// An update reaches directory `to`; a patch it cannot apply makes it
+    /// An update reaches directory `to`; one that does not follow makes it
     /// re-attach, as the directory actor does.
     pub fn dir_update(&mut self, to: u64, update: DirectoryUpdate) {
         let Some(d) = self.dirs.values().find(|d| d.id == to) else {
@@ -277,18 +243,16 @@ impl Sim {
         let app = update.app.clone();
         let key = d.m.subscribe_key().to_string();
         let held = d.gens.get(&app).copied();
-        let expect = match (&update.change, held) {
-            _ if update.subscribe_key != key || !d.resolvers.contains_key(&app) => Applied::Ignored,
-            (_, Some(g)) if g > update.generation => Applied::Ignored,
-            (UrlChange::Full(_), _) => Applied::Yes,
-            (UrlChange::Patch { base, .. }, Some(g)) if g == *base => Applied::Yes,
-            (UrlChange::Patch { .. }, _) => Applied::NeedFull,
+        let expect = if update.subscribe_key != key || !d.resolvers.contains_key(&app) {
+            Applied::Ignored
+        } else {
+            match update.change.fit(held) {
+                Fit::Apply => Applied::Yes,
+                Fit::Older => Applied::Ignored,
+                Fit::Gap => Applied::Gap,
+            }
         };
-        let generation = update.generation;
-        let (from, now_at) = (
-            held.map(|g| self.version_of(g)),
-            self.version_of(generation),
-        );
+        let version = update.version();
         let Some(d) = self.dirs.values_mut().find(|d| d.id == to) else {
             return;
         };
@@ -296,11 +260,11 @@ impl Sim {
         let mut reattach = Vec::new();
         match got {
             Applied::Yes => {
-                d.gens.insert(app.clone(), generation);
+                d.gens.insert(app.clone(), version);
                 d.urls = d.m.list();
                 self.track.urls_dirty = true;
             }
-            Applied::NeedFull => {
+            Applied::Gap => {
                 reattach = d
                     .resolvers
                     .values()
@@ -315,14 +279,13 @@ impl Sim {
         }
         if got != expect {
             self.violate(format!(
-                "[older] directory {key}: the update of {app} at {generation} (held: {held:?}) \
+                "[older] directory {key}: the update of {app} at {version} (held: {held:?}) \
                  was {got:?}, its contract says {expect:?}"
             ));
         }
-        if got == Applied::Yes && from.is_some_and(|f| now_at < f) {
+        if got == Applied::Yes && held.is_some_and(|h| version < h) {
             self.violate(format!(
-                "[older] directory {key} went back from the registry state of {app} at {from:?} \
-                 to the one at {now_at}"
+                "[older] directory {key} went back from {app} at {held:?} to {version}"
             ));
         }
         if !reattach.is_empty() {
@@ -350,19 +313,19 @@ impl Sim {
                     ));
                 }
                 let full = r.m.update_for(key);
-                if d.gens.get(app) != Some(&full.generation) {
+                if d.gens.get(app) != Some(&full.version()) {
                     return Some(format!(
-                        "[full] directory {key} holds {app} at generation {:?}, its resolver's \
-                         full list is at {}",
+                        "[full] directory {key} holds {app} at {:?}, its resolver's whole \
+                         state is at {}",
                         d.gens.get(app),
-                        full.generation
+                        full.version()
                     ));
                 }
-                // Full lists of a key come at growing generations: each one
+                // Whole states of a key come at growing versions: each one
                 // replaces the app's part of the rebuild.
                 if d.rebuilt.apply(full) != Applied::Yes {
                     return Some(format!(
-                        "[full] directory {key}: the full list of {app} went back in generation"
+                        "[full] directory {key}: the whole state of {app} went back in version"
                     ));
                 }
             }

@@ -103,6 +103,9 @@ pub struct World {
     pub down: Option<DownKind>,
     /// The registry's version: grows on every change of any app.
     pub version: u64,
+    /// Per app, the version of its latest change (notified or not): the
+    /// base of its next delta, as the embedded registry sends it.
+    pub changed: BTreeMap<String, Version>,
     /// Revision interners per app (as a backend decodes its records).
     interners: BTreeMap<String, RevisionInterner>,
 }
@@ -161,6 +164,7 @@ impl World {
             behave: BTreeMap::new(),
             down: None,
             version: 1,
+            changed: BTreeMap::new(),
             interners: BTreeMap::new(),
         }
     }
@@ -170,10 +174,17 @@ impl World {
         Version::at(self.version)
     }
 
-    /// A change happened (notified or not): the version grows.
-    pub fn bump(&mut self) -> Version {
+    /// A change of `app` happened (notified or not): the version grows.
+    /// Returns the version of the app's previous change (a delta's base)
+    /// and the new version.
+    pub fn bump(&mut self, app: &str) -> (Version, Version) {
         self.version += 1;
-        self.current()
+        let now = self.current();
+        let base = self
+            .changed
+            .insert(app.to_string(), now)
+            .unwrap_or_default();
+        (base, now)
     }
 
     /// `inst` decoded as the backend decodes it.

@@ -15,14 +15,15 @@ use std::time::Instant;
 use actix::prelude::*;
 use actix::WeakAddr;
 use steadfast_core::{
-    Applied, DirectoryMachine, DirectorySnapshot, DirectoryStatus, Published, Reference,
-    ServiceUrl, UrlChange,
+    Applied, DirectoryMachine, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, Published,
+    Reference, ServiceUrl,
 };
 use tokio::sync::Notify;
 
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
-use crate::messages::{ApplyUpdate, Attach, Detach, EndpointClosing, Shutdown};
+use crate::link::{Inbox, Wake};
+use crate::messages::{Attach, Detach, EndpointClosing, Shutdown};
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
@@ -95,6 +96,8 @@ pub struct DirectoryActor {
     /// The reference's provider apps, in the order of `resolvers`.
     apps: Vec<String>,
     resolvers: Vec<WeakAddr<ResolverActor>>,
+    /// The updates of each app's resolver, in the same order.
+    inboxes: Vec<Inbox<DirectoryUpdate>>,
     shared: Arc<DirectoryShared>,
     graveyard: Graveyard,
     terminated: bool,
@@ -124,11 +127,13 @@ impl DirectoryActor {
             DirectoryMachine::new(reference.subscribe_key(), &reference.apps, seed)
         };
         shared.publish(machine.snapshot().clone());
+        let inboxes = resolvers.iter().map(|_| Inbox::default()).collect();
         Self {
             id,
             machine,
             apps: reference.apps.clone(),
             resolvers,
+            inboxes,
             shared,
             graveyard: Graveyard::default(),
             terminated: false,
@@ -150,26 +155,33 @@ impl Actor for DirectoryActor {
             return;
         }
         // On first start and after a restart alike: (re)attach, and each
-        // resolver answers with the current update for our key.
+        // resolver answers with the current update for our key. What a
+        // handler that panicked left queued is taken now (its wake-up was
+        // spent).
         for i in 0..self.resolvers.len() {
             self.attach(i, ctx);
         }
+        ctx.notify(Wake);
         // Tombstones survive a restart; their timer does not.
         self.after_change(ctx);
     }
 }
 
 impl DirectoryActor {
-    /// (Re)attaches to the resolver of app number `i`: it answers with a
-    /// full update for our key.
+    /// (Re)attaches to the resolver of app number `i`: it answers with the
+    /// key's whole state (a Reset) through the app's inbox.
     fn attach(&self, i: usize, ctx: &mut Context<Self>) {
-        if let Some(r) = self.resolvers.get(i).and_then(WeakAddr::upgrade) {
-            r.do_send(Attach {
-                key: self.machine.subscribe_key().to_string(),
-                directory: self.id,
-                recipient: ctx.address().downgrade().recipient(),
-            });
-        }
+        let (Some(r), Some(inbox)) = (
+            self.resolvers.get(i).and_then(WeakAddr::upgrade),
+            self.inboxes.get(i),
+        ) else {
+            return;
+        };
+        r.do_send(Attach {
+            key: self.machine.subscribe_key().to_string(),
+            directory: self.id,
+            updates: inbox.sender(ctx.address().downgrade().recipient()),
+        });
     }
 }
 
@@ -228,41 +240,51 @@ impl Supervised for DirectoryActor {
 
 crate::contain::contained_actor!(DirectoryActor, "directory");
 
-impl Handler<ApplyUpdate> for DirectoryActor {
+impl Handler<Wake> for DirectoryActor {
     type Result = ();
-    fn handle(&mut self, msg: ApplyUpdate, ctx: &mut Self::Context) {
+    /// Some app's inbox is not empty: every queued update of every app is
+    /// applied in order, then the result is published once. An update that
+    /// does not follow what the directory holds for its app re-attaches to
+    /// that app's resolver, which answers with the whole state.
+    fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             act.containment.drill_point();
             if act.terminated {
                 return;
             }
-            let app = msg.0.app.clone();
-            let full = matches!(msg.0.change, UrlChange::Full(_));
             // The TTL is read when a tombstone may be written (not frozen).
             let ttl = act.shared.config.load().tombstone_ttl;
-            let applied = act.machine.apply_at(msg.0, timer::now(), ttl);
-            match applied {
-                (Applied::Yes, old) => {
-                    act.shared.publish(act.machine.snapshot().clone());
-                    match old {
-                        // A full list replaced: freeing it is big, so it is
-                        // freed here a moment later, off the update path
-                        // (and not by a reader dropping the last handle).
-                        Some(old) if full => {
-                            act.graveyard.bury(old);
-                            Graveyard::arm(act, ctx);
+            let (mut published, mut gaps) = (false, Vec::new());
+            for i in 0..act.inboxes.len() {
+                for update in act.inboxes[i].drain() {
+                    let reset = update.change.is_reset();
+                    match act.machine.apply_at(update, timer::now(), ttl) {
+                        (Applied::Yes, old) => {
+                            published = true;
+                            match old {
+                                // A full list replaced: freeing it is big, so
+                                // it is freed a moment later, off the update
+                                // path (and not by a reader dropping the last
+                                // handle).
+                                Some(old) if reset => act.graveyard.bury(old),
+                                // A patch replaced a few chunks: freeing them
+                                // now costs less than a timer to do it later.
+                                old => drop(old),
+                            }
                         }
-                        // A patch replaced a few chunks: freeing them now
-                        // costs less than arming a timer to do it later.
-                        old => drop(old),
+                        (Applied::Gap, _) => gaps.push(i),
+                        (Applied::Ignored, _) => {}
                     }
                 }
-                (Applied::NeedFull, _) => {
-                    if let Some(i) = act.apps.iter().position(|a| *a == app) {
-                        act.attach(i, ctx);
-                    }
-                }
-                (Applied::Ignored, _) => {}
+            }
+            if published {
+                act.shared.publish(act.machine.snapshot().clone());
+                Graveyard::arm(act, ctx);
+            }
+            gaps.dedup();
+            for i in gaps {
+                EngineStats::bump(&act.stats.resets_requested);
+                act.attach(i, ctx);
             }
             act.after_change(ctx);
         });

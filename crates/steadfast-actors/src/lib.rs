@@ -27,6 +27,7 @@ pub mod export;
 mod graveyard;
 pub mod handle;
 pub mod inspect;
+pub mod link;
 pub mod live_config;
 pub mod lookup_actor;
 mod mapping_actor;

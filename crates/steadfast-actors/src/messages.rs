@@ -6,35 +6,37 @@ use std::sync::Arc;
 use actix::prelude::*;
 use actix::WeakRecipient;
 use steadfast_core::{
-    CacheKey, DirectoryUpdate, Feed, FetchError, HeldInstances, MetadataInfo, ServiceInstance,
-    Token,
+    CacheKey, Delivery, DirectoryUpdate, FetchError, MetadataInfo, ServiceInstance, Token,
 };
 
-/// A change of one app's instances (registry -> resolver): all of them, or
-/// what changed on top of the previous generation.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub struct InstancesChanged {
-    /// Provider app.
-    pub app: String,
-    /// Monotonic per app, across watch re-subscribes and actor restarts.
-    pub generation: u64,
-    /// The instances (held ones included): a Reset or a delta.
-    pub feed: Feed,
-    /// Set while instances of a mass expiry right after a registry recovery
-    /// are held (they are part of the state).
-    pub held: Option<HeldInstances>,
-    /// Since when the app's registry state is stale, as of this change
-    /// (`None`: fresh). The receiver takes staleness from here: a change
-    /// sent during an outage (a hold ending, a restart) is not fresh.
-    pub stale_since: Option<std::time::Instant>,
+use crate::link::Outbox;
+
+/// What the registry actor hands one resolver through its feed (a
+/// [`crate::link`] queue), in order: instance changes and the watch's
+/// health.
+#[derive(Clone, Debug)]
+pub enum FeedItem {
+    /// A change of the app's instances: all of them, or what changed, at a
+    /// version (see [`steadfast_core::Delivery`]).
+    Delivery(Delivery),
+    /// The watch went down or came back, or opening it keeps failing.
+    Health(RegistryHealth),
+}
+
+impl FeedItem {
+    /// Instances the item carries.
+    pub fn items(&self) -> usize {
+        match self {
+            FeedItem::Delivery(d) => d.feed.len(),
+            FeedItem::Health(_) => 0,
+        }
+    }
 }
 
 /// The registry watch of `app` went down (`stale_since: Some`) or is back
 /// (`None`) (registry -> resolver). Sent when an outage starts; every
-/// [`InstancesChanged`] carries the staleness as well.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
+/// delivery carries the staleness as well.
+#[derive(Clone, Debug)]
 pub struct RegistryHealth {
     /// Provider app.
     pub app: String,
@@ -46,10 +48,10 @@ pub struct RegistryHealth {
     pub subscribe: Option<steadfast_core::RegistryFailure>,
 }
 
-/// Subscribe `subscriber` to the instance changes of `app`; idempotent per
-/// id. The registry actor answers at once with the whole state when it has
-/// one
-/// (this is how a restarted resolver resyncs).
+/// Subscribe the resolver feeding `feed` to the changes of `app`;
+/// idempotent per id. The registry actor answers at once with the whole
+/// state when it has one (this is how a restarted resolver, or one that
+/// lost a delivery, resyncs).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct WatchApp {
@@ -57,10 +59,8 @@ pub struct WatchApp {
     pub app: String,
     /// Subscriber id (one per resolver).
     pub id: u64,
-    /// Where instance changes go.
-    pub subscriber: WeakRecipient<InstancesChanged>,
-    /// Where watch health changes go.
-    pub health: WeakRecipient<RegistryHealth>,
+    /// Where instance changes and health go.
+    pub feed: Outbox<FeedItem>,
 }
 
 /// Remove subscriber `id` from `app`; the watch ends with its last subscriber.
@@ -113,7 +113,9 @@ pub struct MetadataFetched {
     pub result: Result<Arc<MetadataInfo>, FetchError>,
 }
 
-/// Directory -> resolver: send updates for `key` to `directory`; idempotent per id.
+/// Directory -> resolver: send updates for `key` to `directory` (through
+/// its `updates` queue); idempotent per id. The resolver answers with the
+/// key's whole state (a Reset), also to a directory that lost an update.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Attach {
@@ -122,7 +124,7 @@ pub struct Attach {
     /// Directory id.
     pub directory: u64,
     /// Where updates go.
-    pub recipient: WeakRecipient<ApplyUpdate>,
+    pub updates: Outbox<DirectoryUpdate>,
 }
 
 /// Directory -> resolver: stop sending updates to `directory`.
@@ -134,11 +136,6 @@ pub struct Detach {
     /// Directory id.
     pub directory: u64,
 }
-
-/// Resolver -> directory: a full update for one app.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ApplyUpdate(pub DirectoryUpdate);
 
 /// Caller or resolver -> directory: an endpoint announced closing; the
 /// directory removes it at once and writes a tombstone (when it holds it).

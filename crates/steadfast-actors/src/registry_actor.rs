@@ -16,7 +16,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use actix::WeakRecipient;
 use futures::StreamExt;
 use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
 use steadfast_core::{
@@ -25,16 +24,10 @@ use steadfast_core::{
 };
 
 use crate::contain::{registry_call, Contain};
-use crate::messages::{
-    InstancesChanged, RegistryHealth, SessionLost, Shutdown, UnwatchApp, WatchApp,
-};
+use crate::link::Outbox;
+use crate::messages::{FeedItem, RegistryHealth, SessionLost, Shutdown, UnwatchApp, WatchApp};
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
-
-type Recipients = (
-    WeakRecipient<InstancesChanged>,
-    WeakRecipient<RegistryHealth>,
-);
 
 /// One item of a watch stream, tagged with the watch token it belongs to;
 /// `None` marks the end of the stream.
@@ -50,7 +43,8 @@ pub(crate) struct WatchItem {
 pub struct RegistryActor {
     registry: Arc<dyn Registry>,
     pub(crate) machine: SubscriptionMachine,
-    subscribers: BTreeMap<String, HashMap<u64, Recipients>>,
+    /// Each subscribed app's resolvers, by id, with their feeds.
+    subscribers: BTreeMap<String, HashMap<u64, Outbox<FeedItem>>>,
     /// Timers, calls and streams under way, by token.
     handles: HashMap<Token, SpawnHandle>,
     /// Open streams, counted in `watches_active`.
@@ -195,47 +189,58 @@ impl RegistryActor {
                     self.watch_guards.remove(&token);
                 }
                 SubscriptionAction::Deliver { app, to, delivery } => {
-                    let msg = InstancesChanged {
-                        app: app.clone(),
-                        generation: delivery.generation,
-                        feed: delivery.feed,
-                        held: delivery.held,
-                        stale_since: delivery.stale_since,
-                    };
-                    for (id, (s, _)) in self.targets(&app, to) {
-                        match s.upgrade() {
-                            Some(r) => r.do_send(msg.clone()),
-                            None => gone.push((app.clone(), id)),
-                        }
-                    }
+                    let item = FeedItem::Delivery(delivery);
+                    gone.extend(
+                        self.feed(&app, to, item)
+                            .into_iter()
+                            .map(|id| (app.clone(), id)),
+                    );
                 }
                 SubscriptionAction::Health {
                     app,
                     to,
                     stale_since,
                 } => {
-                    let msg = RegistryHealth {
+                    let item = FeedItem::Health(RegistryHealth {
                         subscribe: self.machine.subscribe_failure(&app),
                         app: app.clone(),
                         stale_since,
-                    };
-                    for (_, (_, h)) in self.targets(&app, to) {
-                        if let Some(h) = h.upgrade() {
-                            h.do_send(msg.clone());
-                        }
-                    }
+                    });
+                    gone.extend(
+                        self.feed(&app, to, item)
+                            .into_iter()
+                            .map(|id| (app.clone(), id)),
+                    );
                 }
                 SubscriptionAction::SubscribeFailing { app, to, failure } => {
-                    let msg = RegistryHealth {
+                    let item = FeedItem::Health(RegistryHealth {
                         stale_since: self.machine.stale_since(&app),
                         app: app.clone(),
                         subscribe: failure,
-                    };
-                    for (_, (_, h)) in self.targets(&app, to) {
-                        if let Some(h) = h.upgrade() {
-                            h.do_send(msg.clone());
-                        }
+                    });
+                    gone.extend(
+                        self.feed(&app, to, item)
+                            .into_iter()
+                            .map(|id| (app.clone(), id)),
+                    );
+                }
+                SubscriptionAction::Gap {
+                    app,
+                    held,
+                    base,
+                    asked,
+                } => {
+                    if asked {
+                        EngineStats::bump(&self.stats.resets_requested);
                     }
+                    tracing::debug!(
+                        app,
+                        held = ?held,
+                        %base,
+                        asked,
+                        "registry delta does not follow the state held (a notification was \
+                         lost): re-reading the app"
+                    );
                 }
                 ref reconciled @ SubscriptionAction::Reconciled {
                     ref app,
@@ -284,14 +289,38 @@ impl RegistryActor {
         }
     }
 
-    fn targets(&self, app: &str, to: To) -> Vec<(u64, Recipients)> {
+    /// Queues `item` on the feeds of `to` among `app`'s subscribers (a feed
+    /// too far behind gets the app's whole state instead); returns the ids
+    /// of subscribers that are gone.
+    fn feed(&self, app: &str, to: To, item: FeedItem) -> Vec<u64> {
         let Some(subs) = self.subscribers.get(app) else {
             return Vec::new();
         };
-        match to {
-            To::All => subs.iter().map(|(id, r)| (*id, r.clone())).collect(),
-            To::One(id) => subs.get(&id).map(|r| (id, r.clone())).into_iter().collect(),
+        let targets: Vec<(u64, &Outbox<FeedItem>)> = match to {
+            To::All => subs.iter().map(|(id, f)| (*id, f)).collect(),
+            To::One(id) => subs.get(&id).map(|f| (id, f)).into_iter().collect(),
+        };
+        let (items, bound) = (item.items(), self.machine.app_len(app));
+        let reset = || {
+            let d = self.machine.full_delivery(app)?;
+            let n = d.feed.len();
+            Some((FeedItem::Delivery(d), n))
+        };
+        let mut gone = Vec::new();
+        let mut item = Some(item);
+        let last = targets.len().saturating_sub(1);
+        for (k, (id, feed)) in targets.into_iter().enumerate() {
+            // The last target takes the item itself (a Reset is not copied
+            // for the usual single resolver).
+            let entry = if k == last { item.take() } else { item.clone() };
+            let Some(entry) = entry else {
+                break;
+            };
+            if !feed.send(entry, items, bound, &self.stats, reset) {
+                gone.push(id);
+            }
         }
+        gone
     }
 
     fn on_opened(
@@ -396,7 +425,7 @@ impl Handler<WatchApp> for RegistryActor {
             act.subscribers
                 .entry(msg.app.clone())
                 .or_default()
-                .insert(msg.id, (msg.subscriber, msg.health));
+                .insert(msg.id, msg.feed);
             let actions = act.machine.subscribe(&msg.app, msg.id, timer::now());
             act.perform(actions, ctx);
         });

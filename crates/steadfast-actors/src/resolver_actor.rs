@@ -9,15 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use actix::{WeakAddr, WeakRecipient};
-use steadfast_core::{BackoffPolicy, FetchError, ResolverAction, ResolverMachine, Token};
+use actix::WeakAddr;
+use steadfast_core::{
+    BackoffPolicy, DirectoryUpdate, FetchError, ResolverAction, ResolverMachine, Token,
+};
 
 use crate::cache_actor::CacheActor;
 use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
+use crate::link::{Inbox, Outbox, Wake};
 use crate::messages::{
-    AbandonMetadata, ApplyUpdate, Attach, Detach, FetchMetadata, InstancesChanged, MetadataFetched,
-    RegistryHealth, RetryNow, Shutdown, UnwatchApp, WatchApp,
+    AbandonMetadata, Attach, Detach, FeedItem, FetchMetadata, MetadataFetched, RetryNow, Shutdown,
+    UnwatchApp, WatchApp,
 };
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -38,7 +41,10 @@ pub struct ResolverActor {
     machine: ResolverMachine,
     registry: WeakAddr<RegistryActor>,
     cache: WeakAddr<CacheActor>,
-    directories: HashMap<u64, (String, WeakRecipient<ApplyUpdate>)>,
+    /// The registry actor's deliveries and health for the app, in order.
+    feed: Inbox<FeedItem>,
+    /// Attached directories: their key and the queue their updates go to.
+    directories: HashMap<u64, (String, Outbox<DirectoryUpdate>)>,
     timers: HashMap<Token, SpawnHandle>,
     flush_scheduled: bool,
     graveyard: Graveyard,
@@ -72,6 +78,7 @@ impl ResolverActor {
             machine: ResolverMachine::new(app, backoff, seed).with_max_attempts(max_attempts),
             registry,
             cache,
+            feed: Inbox::default(),
             directories: HashMap::new(),
             timers: HashMap::new(),
             flush_scheduled: false,
@@ -168,23 +175,43 @@ impl ResolverActor {
         }
     }
 
-    /// Sends `update` to every directory of its key: clones for all but
-    /// the last, which gets the update itself (a full list is not copied
-    /// for the common single directory).
-    fn send_to(&self, update: steadfast_core::DirectoryUpdate) {
-        let mut targets = self
+    /// Queues `update` for every directory of its key (a directory too far
+    /// behind gets the key's whole state instead): clones for all but the
+    /// last, which gets the update itself (a Reset is not copied for the
+    /// common single directory).
+    fn send_to(&mut self, update: DirectoryUpdate) {
+        let key = update.subscribe_key.clone();
+        let (items, bound) = (update.change.len(), self.machine.len());
+        let machine = &self.machine;
+        let reset = || {
+            let u = machine.update_for(&key);
+            let n = u.change.len();
+            Some((u, n))
+        };
+        let targets: Vec<(u64, &Outbox<DirectoryUpdate>)> = self
             .directories
-            .values()
-            .filter(|(k, _)| *k == update.subscribe_key)
-            .filter_map(|(_, r)| r.upgrade())
-            .peekable();
-        while let Some(r) = targets.next() {
-            if targets.peek().is_some() {
-                r.do_send(ApplyUpdate(update.clone()));
+            .iter()
+            .filter(|(_, (k, _))| *k == key)
+            .map(|(id, (_, o))| (*id, o))
+            .collect();
+        let mut update = Some(update);
+        let mut gone = Vec::new();
+        let last = targets.len().saturating_sub(1);
+        for (k, (id, outbox)) in targets.into_iter().enumerate() {
+            let entry = if k == last {
+                update.take()
             } else {
-                r.do_send(ApplyUpdate(update));
-                return;
+                update.clone()
+            };
+            let Some(entry) = entry else {
+                break;
+            };
+            if !outbox.send(entry, items, bound, &self.stats, reset) {
+                gone.push(id);
             }
+        }
+        for id in gone {
+            self.directories.remove(&id);
         }
     }
 }
@@ -206,7 +233,10 @@ impl Actor for ResolverActor {
         self.snapshot_started(ctx);
         // First start: subscribe. After a restart: the registry actor answers
         // with the app's whole state, so the machine resyncs from the source.
+        // What a handler that panicked left queued is taken now (its
+        // wake-up was spent).
         self.watch_app(ctx);
+        ctx.notify(Wake);
     }
 }
 
@@ -218,8 +248,7 @@ impl ResolverActor {
             reg.do_send(WatchApp {
                 app: self.machine.app().to_string(),
                 id: self.id,
-                subscriber: ctx.address().downgrade().recipient(),
-                health: ctx.address().downgrade().recipient(),
+                feed: self.feed.sender(ctx.address().downgrade().recipient()),
             });
         }
     }
@@ -241,29 +270,25 @@ impl Supervised for ResolverActor {
     }
 }
 
-impl Handler<InstancesChanged> for ResolverActor {
+impl Handler<Wake> for ResolverActor {
     type Result = ();
-    fn handle(&mut self, msg: InstancesChanged, ctx: &mut Self::Context) {
+    /// The feed is not empty: every queued delivery and health change is
+    /// applied, then the updates are published once.
+    fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
-            let actions = act.machine.on_delivery(
-                msg.generation,
-                msg.feed,
-                msg.stale_since,
-                msg.held,
-                timer::now(),
-            );
+            let mut actions = Vec::new();
+            for item in act.feed.drain() {
+                match item {
+                    FeedItem::Delivery(d) => {
+                        actions.extend(act.machine.on_delivery(d, timer::now()));
+                    }
+                    FeedItem::Health(h) => {
+                        act.machine.set_registry_stale(h.stale_since);
+                        act.machine.set_subscribe_failure(h.subscribe);
+                    }
+                }
+            }
             act.perform(actions, ctx);
-        });
-    }
-}
-
-impl Handler<RegistryHealth> for ResolverActor {
-    type Result = ();
-    fn handle(&mut self, msg: RegistryHealth, ctx: &mut Self::Context) {
-        self.contained(ctx, |act, ctx| {
-            act.machine.set_registry_stale(msg.stale_since);
-            act.machine.set_subscribe_failure(msg.subscribe);
-            act.perform(Vec::new(), ctx);
         });
     }
 }
@@ -307,21 +332,30 @@ impl Handler<Attach> for ResolverActor {
             }
             let known = act.directories.contains_key(&msg.directory);
             act.directories
-                .insert(msg.directory, (msg.key.clone(), msg.recipient.clone()));
-            if known {
-                // A restarted directory re-attaching: just resend its state.
-                if let Some(r) = msg.recipient.upgrade() {
-                    r.do_send(ApplyUpdate(act.machine.update_for(&msg.key)));
-                }
-                return;
+                .insert(msg.directory, (msg.key.clone(), msg.updates.clone()));
+            let actions = if known {
+                // A directory re-attaching (restarted, or it lost an update).
+                Vec::new()
+            } else {
+                act.machine.subscribe_at(&msg.key, timer::now())
+            };
+            // Everything so far, at the key's last version: its next
+            // update applies on top of it.
+            let full = act.machine.update_for(&msg.key);
+            let (n, bound) = (full.change.len(), act.machine.len());
+            let machine = &act.machine;
+            let reset = || {
+                let u = machine.update_for(&msg.key);
+                let n = u.change.len();
+                Some((u, n))
+            };
+            let alive = msg.updates.send(full, n, bound, &act.stats, reset);
+            if !alive {
+                act.directories.remove(&msg.directory);
             }
-            let actions = act.machine.subscribe_at(&msg.key, timer::now());
-            // Everything so far, at the key's last generation; the key's
-            // next patch applies on top of it.
-            if let Some(r) = msg.recipient.upgrade() {
-                r.do_send(ApplyUpdate(act.machine.update_for(&msg.key)));
+            if !known {
+                act.perform(actions, ctx);
             }
-            act.perform(actions, ctx);
         });
     }
 }

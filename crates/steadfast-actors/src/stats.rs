@@ -36,6 +36,7 @@ pub struct EngineStats {
     pub(crate) instances_held: AtomicU64,
     pub(crate) older_events_ignored: AtomicU64,
     pub(crate) resets_requested: AtomicU64,
+    pub(crate) queue_collapses: AtomicU64,
     pub(crate) demand_probes: AtomicU64,
     pub(crate) demand_fetches: AtomicU64,
     pub(crate) linger_unsubscribes: AtomicU64,
@@ -124,9 +125,15 @@ pub struct EngineStatsSnapshot {
     /// Registry events (or listings) not newer than the state held, ignored
     /// so that a replay of an older state is never served.
     pub older_events_ignored: u64,
-    /// Times a resolver found a delivery it could not apply on top of its
-    /// state (one was lost) and asked for the whole state again.
+    /// Resets asked for after a change that did not follow the version a
+    /// stage held (a lost notification or delivery): re-reads of the
+    /// registry by the subscription, whole states asked of the registry
+    /// actor by a resolver or of a resolver by a directory (one per gap, at
+    /// most one per second per receiver).
     pub resets_requested: u64,
+    /// Times a consumer fell so far behind that its queue of changes was
+    /// replaced by one Reset of the producer's state.
+    pub queue_collapses: u64,
     /// Instances held after a mass expiry right after a registry recovery.
     pub instances_held: u64,
     /// Demand-driven re-resolves a directory asked of its resolvers because
@@ -243,6 +250,7 @@ impl EngineStats {
             instances_held: u(&self.instances_held),
             older_events_ignored: u(&self.older_events_ignored),
             resets_requested: u(&self.resets_requested),
+            queue_collapses: u(&self.queue_collapses),
             demand_probes: u(&self.demand_probes),
             demand_fetches: u(&self.demand_fetches),
             linger_unsubscribes: u(&self.linger_unsubscribes),

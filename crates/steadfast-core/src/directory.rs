@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::change::{Change, Fit, ResetAsk, Version};
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
 use crate::pending::{Pending, RegistryFailure};
 use crate::snapshot::{ServedFromSnapshot, SnapshotOrigin};
-use crate::update::{
-    DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange,
-};
+use crate::update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
 use crate::url::{Endpoint, ServiceUrl};
 
 /// Why a directory has no endpoint.
@@ -77,7 +76,8 @@ impl DirectoryStatus {
 }
 
 struct AppView {
-    generation: u64,
+    /// Version of the latest update applied.
+    version: Version,
     /// Writer side of the app's set (index by id, copy-on-write chunks).
     editor: EndpointSetEditor,
     /// The app's set as last published.
@@ -96,11 +96,14 @@ struct AppView {
 pub enum Applied {
     /// The update applied; a new snapshot is ready.
     Yes,
-    /// Another key, an unknown app, or not newer than what is held.
+    /// Another key, an unknown app, not newer than what is held, or a
+    /// change that does not follow while a Reset is asked for already.
     Ignored,
-    /// A patch whose base is not the generation held for the app: refused;
-    /// the app's resolver must send a full update.
-    NeedFull,
+    /// A change on top of a state the directory does not hold for its app
+    /// (an update was lost): ask the app's resolver for a Reset (the
+    /// machine says so once per gap, at most once per
+    /// [`crate::change::RESET_ASK_INTERVAL`]).
+    Gap,
 }
 
 impl Applied {
@@ -124,6 +127,8 @@ pub struct DirectoryMachine {
     /// Set when the apps follow the interface -> app mapping
     /// (`directory/apps.rs`).
     mapping: Option<apps::MappingView>,
+    /// Reset asks per app, after updates that did not follow.
+    asks: BTreeMap<String, ResetAsk>,
 }
 
 impl DirectoryMachine {
@@ -137,6 +142,7 @@ impl DirectoryMachine {
             snapshot: Arc::default(),
             tomb_counts: TombstoneCounts::default(),
             mapping: None,
+            asks: BTreeMap::new(),
         };
         m.snapshot = Arc::new(DirectorySnapshot::new(0, m.compute_status(), Vec::new()));
         m
@@ -147,14 +153,16 @@ impl DirectoryMachine {
         &self.subscribe_key
     }
 
-    /// Applies an update for one app: a [`UrlChange::Full`] replaces the
-    /// app's URLs unless the generation held is newer; a
-    /// [`UrlChange::Patch`] applies only on top of exactly its `base`
-    /// generation ([`Applied::NeedFull`] otherwise), and is ignored when the
-    /// generation held is already at least the patch's. Updates for another
-    /// key or an unknown app are ignored. Without a clock, an endpoint the
-    /// update names closing is removed but leaves no tombstone (see
-    /// [`DirectoryMachine::apply_at`]); existing tombstones still veto.
+    /// Applies an update for one app where it fits the version held for
+    /// the app ([`Change::fit`]): a Reset replaces the app's URLs in one
+    /// pass (in its order; an endpoint of the same id and incarnation keeps
+    /// its balancing statistics) unless it is older than what is held; a
+    /// Delta applies on a state held at a version in its `[base, version)`,
+    /// is ignored when not newer, and is a gap otherwise
+    /// ([`Applied::Gap`]: ask the resolver for a Reset). Updates for
+    /// another key or an unknown app are ignored. Without a clock, an
+    /// endpoint the update names closing is removed but leaves no tombstone
+    /// (see [`DirectoryMachine::apply_at`]); existing tombstones still veto.
     pub fn apply(&mut self, update: DirectoryUpdate) -> Applied {
         self.apply_retiring(update).0
     }
@@ -166,13 +174,14 @@ impl DirectoryMachine {
         &mut self,
         update: DirectoryUpdate,
     ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
-        self.apply_inner(update, None)
+        self.apply_inner(update, None, None)
     }
 
     /// Like [`DirectoryMachine::apply_retiring`] at `now`: a held endpoint
     /// the update names closing (`update.closing`) is removed and leaves a
     /// tombstone expiring `tombstone_ttl` from `now`; tombstoned ids are
-    /// screened (see `docs/directory.md`).
+    /// screened (see `docs/directory.md`); a gap is asked about at most once
+    /// per second.
     pub fn apply_at(
         &mut self,
         update: DirectoryUpdate,
@@ -183,13 +192,14 @@ impl DirectoryMachine {
             now,
             ttl: tombstone_ttl,
         };
-        self.apply_inner(update, Some(clock))
+        self.apply_inner(update, Some(clock), Some(now))
     }
 
     fn apply_inner(
         &mut self,
         update: DirectoryUpdate,
         clock: Option<Clock>,
+        now: Option<Instant>,
     ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
         if update.subscribe_key != self.subscribe_key {
             return (Applied::Ignored, None);
@@ -197,14 +207,34 @@ impl DirectoryMachine {
         let Some(slot) = self.apps.get_mut(&update.app) else {
             return (Applied::Ignored, None);
         };
-        let held = slot.as_ref().map(|v| v.generation);
+        match update.change.fit(slot.as_ref().map(|v| v.version)) {
+            Fit::Apply => {}
+            Fit::Older => return (Applied::Ignored, None),
+            Fit::Gap => {
+                let ask = self.asks.entry(update.app.clone()).or_default();
+                // Without a clock every gap asks (the caller paces itself).
+                let asked = match now {
+                    Some(now) => ask.on_gap(now),
+                    None => true,
+                };
+                return (
+                    if asked {
+                        Applied::Gap
+                    } else {
+                        Applied::Ignored
+                    },
+                    None,
+                );
+            }
+        }
+        let version = update.change.version();
         let view = match update.change {
-            UrlChange::Full(urls) => {
-                if matches!(held, Some(g) if g > update.generation) {
-                    return (Applied::Ignored, None);
+            Change::Reset { items, .. } => {
+                if let Some(ask) = self.asks.get_mut(&update.app) {
+                    ask.on_reset();
                 }
                 let view = slot.get_or_insert_with(|| AppView {
-                    generation: 0,
+                    version,
                     editor: EndpointSetEditor::new(),
                     set: EndpointSet::new(),
                     state: UpdateState::Pending(Pending::waiting()),
@@ -215,7 +245,7 @@ impl DirectoryMachine {
                 });
                 let urls = view.tombs.screen_full(
                     &mut view.editor,
-                    urls,
+                    items,
                     &update.closing,
                     clock,
                     &mut self.tomb_counts,
@@ -223,20 +253,11 @@ impl DirectoryMachine {
                 view.editor.rebuild(urls);
                 view
             }
-            UrlChange::Patch {
-                base,
-                upserts,
-                removals,
+            Change::Delta {
+                upserts, removals, ..
             } => {
-                // Several updates may share a generation (a fetch result, a
-                // status change): a patch applies on exactly its base, and
-                // patches are idempotent (whole URLs, removals by id).
-                let view = match slot {
-                    Some(v) if v.generation == base => v,
-                    Some(v) if v.generation >= update.generation => {
-                        return (Applied::Ignored, None)
-                    }
-                    _ => return (Applied::NeedFull, None),
+                let Some(view) = slot.as_mut() else {
+                    return (Applied::Ignored, None);
                 };
                 view.tombs.apply_patch(
                     &mut view.editor,
@@ -249,13 +270,19 @@ impl DirectoryMachine {
                 view
             }
         };
-        view.generation = update.generation;
+        view.version = version;
         view.set = view.editor.snapshot();
         view.state = update.state;
         view.stale_since = update.stale_since;
         view.held = update.held;
         view.snapshot = update.snapshot.as_deref().cloned();
         (Applied::Yes, Some(self.republish()))
+    }
+
+    /// The Reset asks of `app`'s updates that did not follow (`None`: none
+    /// did).
+    pub fn reset_ask(&self, app: &str) -> Option<&ResetAsk> {
+        self.asks.get(app)
     }
 
     /// Builds and installs the next snapshot from the apps' sets as they
@@ -282,9 +309,9 @@ impl DirectoryMachine {
         &self.snapshot
     }
 
-    /// The generation held for `app`, if it has sent an update.
-    pub fn generation(&self, app: &str) -> Option<u64> {
-        Some(self.apps.get(app)?.as_ref()?.generation)
+    /// The version held for `app`, if it has sent an update.
+    pub fn version_of(&self, app: &str) -> Option<Version> {
+        Some(self.apps.get(app)?.as_ref()?.version)
     }
 
     /// Every endpoint, app by app (each in its set's slot order).

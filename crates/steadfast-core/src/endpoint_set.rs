@@ -27,7 +27,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::slot_index::SlotIndex;
+use crate::instance::Instance;
+use crate::slot_index::{hash_id, SlotIndex};
 
 use crate::url::Endpoint;
 
@@ -187,9 +188,9 @@ impl EndpointSet {
     pub fn edit(&self) -> EndpointSetEditor {
         let chunks = self.layout.chunks.clone();
         let mut index = SlotIndex::default();
-        index.reserve(self.len(), |k| id_at(&chunks, k));
+        index.reserve(self.len(), at(&chunks));
         for (slot, ep) in self.iter().enumerate() {
-            index.insert(ep.instance_id(), slot as u32, |k| id_at(&chunks, k));
+            index.insert_unique(ep.instance.id_hash(), slot as u32, at(&chunks));
         }
         EndpointSetEditor {
             chunks,
@@ -227,27 +228,29 @@ pub struct EndpointSetEditor {
     index: SlotIndex,
 }
 
-/// The instance id of the endpoint in `slot` of `chunks`.
-fn id_at(chunks: &[Arc<Chunk>], slot: u32) -> Option<&str> {
-    let slot = slot as usize;
-    chunks
-        .get(slot / CHUNK)?
-        .items
-        .get(slot % CHUNK)
-        .map(|e| e.instance_id())
+/// The instance of the endpoint in slot `k` of `chunks`.
+#[inline]
+fn at<'a>(chunks: &'a [Arc<Chunk>]) -> impl Fn(u32) -> Option<&'a Instance> + 'a {
+    move |k| {
+        let k = k as usize;
+        Some(&chunks.get(k / CHUNK)?.items.get(k % CHUNK)?.instance)
+    }
 }
 
-/// The instance id of the endpoint in `slot` of the chunks `done` followed
+/// The instance of the endpoint in slot `k` of the chunks `done` followed
 /// by `cur` (a rebuild in progress).
-fn id_in<'a>(done: &'a [Arc<Chunk>], cur: &'a Chunk, slot: u32) -> Option<&'a str> {
-    let slot = slot as usize;
-    let (c, i) = (slot / CHUNK, slot % CHUNK);
-    let chunk = match done.get(c) {
-        Some(chunk) => chunk.as_ref(),
-        None if c == done.len() => cur,
-        None => return None,
-    };
-    chunk.items.get(i).map(|e| e.instance_id())
+#[inline]
+fn at_in<'a>(done: &'a [Arc<Chunk>], cur: &'a Chunk) -> impl Fn(u32) -> Option<&'a Instance> {
+    move |k| {
+        let k = k as usize;
+        let (c, i) = (k / CHUNK, k % CHUNK);
+        let chunk = match done.get(c) {
+            Some(chunk) => chunk.as_ref(),
+            None if c == done.len() => cur,
+            None => return None,
+        };
+        Some(&chunk.items.get(i)?.instance)
+    }
 }
 
 impl EndpointSetEditor {
@@ -268,7 +271,18 @@ impl EndpointSetEditor {
 
     /// The endpoint of instance `id`.
     pub fn get(&self, id: &str) -> Option<&Endpoint> {
-        let slot = self.index.find(id, |k| id_at(&self.chunks, k))? as usize;
+        let slot = self.index.find_id(id, at(&self.chunks))?;
+        self.at_slot(slot)
+    }
+
+    /// The endpoint of the instance with `inst`'s id (no id hashing).
+    pub fn get_like(&self, inst: &Instance) -> Option<&Endpoint> {
+        let slot = self.index.find_instance(inst, at(&self.chunks))?;
+        self.at_slot(slot)
+    }
+
+    fn at_slot(&self, slot: u32) -> Option<&Endpoint> {
+        let slot = slot as usize;
         self.chunks.get(slot / CHUNK)?.items.get(slot % CHUNK)
     }
 
@@ -279,7 +293,7 @@ impl EndpointSetEditor {
     pub fn upsert(&mut self, endpoint: Endpoint) -> Option<Endpoint> {
         if let Some(slot) = self
             .index
-            .find(endpoint.instance_id(), |k| id_at(&self.chunks, k))
+            .find_instance(&endpoint.instance, at(&self.chunks))
         {
             return Some(self.put(slot as usize, endpoint));
         }
@@ -297,22 +311,21 @@ impl EndpointSetEditor {
         let c = self.chunks.len() - 1;
         let chunk = Arc::make_mut(&mut self.chunks[c]);
         let total = chunk.total().saturating_add(u64::from(endpoint.weight()));
-        let id = endpoint.instance.id_arc().clone();
+        let hash = endpoint.instance.id_hash();
         chunk.items.push(endpoint);
         chunk.cum.push(total);
         self.tops_valid = self.tops_valid.min(c);
         // Slots are u32: a set holds fewer than 2^32 endpoints.
-        let chunks = &self.chunks;
-        self.index.insert(&id, slot as u32, |k| id_at(chunks, k));
+        self.index
+            .insert_unique(hash, slot as u32, at(&self.chunks));
         None
     }
 
     /// Upserts every endpoint of `endpoints`, in order.
     pub fn extend(&mut self, endpoints: impl IntoIterator<Item = Endpoint>) {
         let endpoints = endpoints.into_iter();
-        let chunks = &self.chunks;
         self.index
-            .reserve(endpoints.size_hint().0, |k| id_at(chunks, k));
+            .reserve(endpoints.size_hint().0, at(&self.chunks));
         for ep in endpoints {
             self.upsert(ep);
         }
@@ -321,8 +334,17 @@ impl EndpointSetEditor {
     /// Removes the endpoint of instance `id` (the last endpoint moves into
     /// its slot); returns it. `O(CHUNK)`.
     pub fn remove(&mut self, id: &str) -> Option<Endpoint> {
-        let chunks = &self.chunks;
-        let slot = self.index.remove(id, |k| id_at(chunks, k))? as usize;
+        self.remove_hashed(hash_id(id), id)
+    }
+
+    /// Removes the endpoint of the instance with `inst`'s id (no id
+    /// hashing); returns it. `O(CHUNK)`.
+    pub fn remove_like(&mut self, inst: &Instance) -> Option<Endpoint> {
+        self.remove_hashed(inst.id_hash(), inst.id())
+    }
+
+    fn remove_hashed(&mut self, hash: u64, id: &str) -> Option<Endpoint> {
+        let slot = self.index.remove(hash, id, at(&self.chunks))? as usize;
         let last_c = self.chunks.len().checked_sub(1)?;
         let last_chunk = Arc::make_mut(&mut self.chunks[last_c]);
         let moved = last_chunk.items.pop()?;
@@ -336,7 +358,7 @@ impl EndpointSetEditor {
             return Some(moved);
         }
         self.index
-            .moved(moved.instance_id(), last_slot as u32, slot as u32);
+            .moved(moved.instance.id_hash(), last_slot as u32, slot as u32);
         Some(self.put(slot, moved))
     }
 
@@ -358,32 +380,30 @@ impl EndpointSetEditor {
     /// metadata change keeps them, a restart starts afresh.
     pub fn rebuild(&mut self, endpoints: Vec<Endpoint>) {
         let old = std::mem::take(self);
-        if !old.is_empty() {
-            for ep in &endpoints {
-                if let Some(prev) = old.get(ep.instance_id()) {
-                    ep.inherit_stats(prev);
-                }
-            }
-        }
-        drop(old);
         let n = endpoints.len();
         self.index.reserve(n, |_| None);
         let mut done: Vec<Arc<Chunk>> = Vec::with_capacity(n.div_ceil(CHUNK));
         let mut cur = Chunk::with_capacity(CHUNK.min(n));
         let mut repeated = Vec::new();
         for (i, ep) in endpoints.into_iter().enumerate() {
+            if !old.is_empty() {
+                // One probe of the old index (no id hashed): an endpoint of
+                // the same id and incarnation keeps its statistics.
+                if let Some(prev) = old.get_like(&ep.instance) {
+                    ep.inherit_stats(prev);
+                }
+            }
             let slot = done.len() * CHUNK + cur.items.len();
-            let hash = ep.instance.id_hash();
             let total = cur.total().saturating_add(u64::from(ep.weight()));
             cur.items.push(ep);
             cur.cum.push(total);
-            let Some(id) = cur.items.last().map(|e| e.instance_id()) else {
+            let Some(inst) = cur.items.last().map(|e| &*e.instance) else {
                 continue;
             };
             // Slots are u32: a set holds fewer than 2^32 endpoints.
             let first = self
                 .index
-                .insert_or_find_hashed(hash, id, slot as u32, |k| id_in(&done, &cur, k));
+                .insert_or_find(inst, slot as u32, at_in(&done, &cur));
             if first.is_some() {
                 // A repeated id: it replaces its first slot, below.
                 cur.cum.pop();
@@ -394,6 +414,7 @@ impl EndpointSetEditor {
                 done.push(Arc::new(std::mem::replace(&mut cur, next)));
             }
         }
+        drop(old);
         if !cur.items.is_empty() {
             done.push(Arc::new(cur));
         }

@@ -1,152 +1,65 @@
-//! Versioned registry events: what a [`crate::Registry`] watch yields, and
-//! the [`InstanceMap`] every stage keeps to apply them.
+//! Registry events: what a [`crate::Registry`] watch yields (the data
+//! path's [`Change`] of an app's instances, removals named by id), and the
+//! [`InstanceMap`] the subscription keeps to apply them.
 //!
-//! A watch yields a [`RegistryEvent::Reset`] (the whole state of the app: on
-//! first subscribe, on resubscribe, on resync) and then one
-//! [`RegistryEvent::Delta`] per change (only what changed). Each carries a
-//! [`Version`] that grows monotonically per source; a stage holding state at
-//! version `v` ignores every event at `v` or older, so a replay of an older
-//! state (a lagging member, a late resync) is never served. The version's
-//! epoch changes only when the source proves its history restarted (a wiped
-//! etcd store starts again at revision 1): a later epoch is newer whatever
-//! its revision.
+//! A watch yields a Reset (the whole state of the app: on first subscribe,
+//! on resubscribe, on resync) and then one Delta per change (only what
+//! changed, on top of the version of the app's previous change). The
+//! [`Version`] grows monotonically per source; its epoch changes only when
+//! the source proves its history restarted (a wiped etcd store starts again
+//! at revision 1): a later epoch is newer whatever its revision.
 
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+pub use crate::change::Version;
+use crate::change::{Change, Fit};
 use crate::instance::Instance;
+use crate::instance_set::InstanceSet;
+pub use crate::instance_set::{same, ChangeCounts, Changes};
 
-/// Position of a state in its source's history.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Version {
-    /// Bumped when the source's history restarted (a wiped store).
-    pub epoch: u64,
-    /// Monotonic within an epoch (etcd: the store revision).
-    pub revision: u64,
-}
-
-impl Version {
-    /// Version `revision` of epoch 0.
-    pub const fn at(revision: u64) -> Self {
-        Self { epoch: 0, revision }
-    }
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.epoch == 0 {
-            write!(f, "{}", self.revision)
-        } else {
-            write!(f, "{}:{}", self.epoch, self.revision)
-        }
-    }
-}
+/// One event of a registry watch: the app's instances in full (a Reset, in
+/// registry order) or what changed (a Delta: records added or replaced, ids
+/// removed).
+pub type RegistryEvent = Change<Arc<Instance>>;
 
 /// The instances of one app at one version, in full.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Listing {
     /// Version of the state listed.
     pub version: Version,
-    /// Every instance of the app.
+    /// Every instance of the app, in registry order.
     pub instances: Vec<Arc<Instance>>,
 }
 
-/// One event of a registry watch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RegistryEvent {
-    /// The whole state of the app replaces what the receiver holds.
-    Reset {
-        /// Version of the state.
-        version: Version,
-        /// Every instance of the app.
-        instances: Vec<Arc<Instance>>,
-    },
-    /// What changed since the previous event.
-    Delta {
-        /// Version after the change.
-        version: Version,
-        /// Instances added or replaced (by id).
-        upserts: Vec<Arc<Instance>>,
-        /// Ids of instances removed.
-        removals: Vec<Arc<str>>,
-    },
-}
-
 impl RegistryEvent {
-    /// The event's version.
-    pub fn version(&self) -> Version {
-        match self {
-            RegistryEvent::Reset { version, .. } | RegistryEvent::Delta { version, .. } => *version,
-        }
-    }
-
     /// A Reset from a listing.
     pub fn reset(listing: Listing) -> Self {
-        RegistryEvent::Reset {
+        Change::Reset {
             version: listing.version,
-            instances: listing.instances,
+            items: listing.instances,
         }
     }
 }
 
-/// The effect of an event on an [`InstanceMap`]: only what really changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// Instances that appeared.
-    pub added: Vec<Arc<Instance>>,
-    /// Instances replaced by a different record: (old, new).
-    pub replaced: Vec<(Arc<Instance>, Arc<Instance>)>,
-    /// Instances that left.
-    pub removed: Vec<Arc<Instance>>,
+/// What [`InstanceMap::apply`] did with an event.
+#[derive(Debug)]
+pub enum Applied {
+    /// The event applied: what it changed.
+    Changed(Changes),
+    /// Not newer than the state held: ignored.
+    Older,
+    /// A delta on top of a state the map never held: not applied (ask the
+    /// source for a Reset).
+    Gap,
 }
 
-impl Changes {
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.replaced.is_empty() && self.removed.is_empty()
-    }
-
-    /// Number of instances that changed.
-    pub fn len(&self) -> usize {
-        self.added
-            .len()
-            .saturating_add(self.replaced.len())
-            .saturating_add(self.removed.len())
-    }
-}
-
-/// An instance in a set keyed by its id (the set stores one pointer per
-/// instance, not a key beside it).
-#[derive(Clone, Debug)]
-pub struct ById(pub Arc<Instance>);
-
-impl PartialEq for ById {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id() == other.0.id()
-    }
-}
-
-impl Eq for ById {}
-
-impl std::hash::Hash for ById {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // As `str` hashes, so that lookups by `&str` find it.
-        self.0.id().hash(state)
-    }
-}
-
-impl std::borrow::Borrow<str> for ById {
-    fn borrow(&self) -> &str {
-        self.0.id()
-    }
-}
-
-/// The instances of one app by id, at a version.
+/// The instances of one app in registry order, by id, at a version.
 #[derive(Clone, Debug, Default)]
 pub struct InstanceMap {
     version: Option<Version>,
-    by_id: FxHashSet<ById>,
+    set: InstanceSet,
 }
 
 impl InstanceMap {
@@ -157,125 +70,108 @@ impl InstanceMap {
 
     /// Number of instances.
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.set.len()
     }
 
     /// Whether the map holds no instance.
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.set.is_empty()
     }
 
     /// The instance with `id`.
     pub fn get(&self, id: &str) -> Option<&Arc<Instance>> {
-        self.by_id.get(id).map(|b| &b.0)
+        self.set.get(id)
     }
 
-    /// Every instance, in no particular order.
+    /// Every instance, in registry order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Instance>> {
-        self.by_id.iter().map(|b| &b.0)
+        self.set.iter()
     }
 
-    /// Whether `version` is newer than what the map holds.
-    pub fn is_newer(&self, version: Version) -> bool {
-        self.version.is_none_or(|v| version > v)
-    }
-
-    /// Applies `event` when it is newer than the map, returning what changed
-    /// (`None`: the event is not newer and was ignored).
-    pub fn apply(&mut self, event: &RegistryEvent) -> Option<Changes> {
-        if !self.is_newer(event.version()) {
-            return None;
+    /// Applies `event` where it fits the version held (see
+    /// [`Change::fit`]). A Reset listing more than `budget` changed
+    /// instances reports them by count only (`Changes::upserts` is `None`).
+    pub fn apply(&mut self, event: RegistryEvent, budget: usize) -> Applied {
+        match event.fit(self.version) {
+            Fit::Older => return Applied::Older,
+            Fit::Gap => return Applied::Gap,
+            Fit::Apply => {}
         }
         self.version = Some(event.version());
-        Some(match event {
-            RegistryEvent::Reset { instances, .. } => self.replace_all(instances),
-            RegistryEvent::Delta {
+        Applied::Changed(match event {
+            Change::Reset { items, .. } => self.set.replace_all(items, budget),
+            Change::Delta {
                 upserts, removals, ..
-            } => self.apply_delta(upserts, removals),
+            } => self.apply_delta(upserts, &removals),
         })
-    }
-
-    /// Applies a full state at a version not older than the map (equal
-    /// included: a source that lost a notification lists a different
-    /// state at the version the map holds, and the listing is the truth).
-    /// Returns what changed, `None` when the listing is older.
-    pub fn reconcile(&mut self, version: Version, instances: &[Arc<Instance>]) -> Option<Changes> {
-        if self.version.is_some_and(|v| version < v) {
-            return None;
-        }
-        self.version = Some(version);
-        Some(self.replace_all(instances))
-    }
-
-    /// Replaces the whole state by `instances` (later duplicates of an id
-    /// win), returning what changed; one pass.
-    fn replace_all(&mut self, instances: &[Arc<Instance>]) -> Changes {
-        let mut changes = Changes::default();
-        let mut next: FxHashSet<ById> = FxHashSet::default();
-        next.reserve(instances.len());
-        for inst in instances {
-            next.replace(ById(inst.clone()));
-        }
-        for new in &next {
-            match self.by_id.get(new.0.id()) {
-                None => changes.added.push(new.0.clone()),
-                Some(old) if !same(&old.0, &new.0) => {
-                    changes.replaced.push((old.0.clone(), new.0.clone()))
-                }
-                Some(_) => {}
-            }
-        }
-        for old in &self.by_id {
-            if !next.contains(old.0.id()) {
-                changes.removed.push(old.0.clone());
-            }
-        }
-        self.by_id = next;
-        changes
     }
 
     /// Applies one delta in O(its size): removals first, then upserts (the
     /// last upsert of an id wins; an id removed and upserted in one delta is
-    /// a replacement).
-    fn apply_delta(&mut self, upserts: &[Arc<Instance>], removals: &[Arc<str>]) -> Changes {
+    /// a replacement, or nothing when the record is the same).
+    fn apply_delta(&mut self, upserts: Vec<Arc<Instance>>, removals: &[Arc<str>]) -> Changes {
         let mut changes = Changes::default();
-        let mut removed: FxHashMap<&str, Arc<Instance>> = FxHashMap::default();
-        for id in removals {
-            if let Some(old) = self.by_id.take(id.as_ref()) {
-                removed.insert(id.as_ref(), old.0);
-            }
-        }
-        let last: Vec<&Arc<Instance>> = if upserts.len() > 1 {
-            let mut seen: FxHashSet<&str> = FxHashSet::default();
-            let mut kept: Vec<&Arc<Instance>> = upserts
+        let mut removed: Vec<Option<Arc<Instance>>> = removals
+            .iter()
+            .filter_map(|id| self.set.remove(id))
+            .map(Some)
+            .collect();
+        // An id removed and upserted again is a replacement: found by id
+        // (through a map when the delta is large).
+        let by_id: Option<FxHashMap<Arc<str>, usize>> = (removed.len() > 8).then(|| {
+            removed
                 .iter()
-                .rev()
-                .filter(|i| seen.insert(i.id()))
-                .collect();
-            kept.reverse();
-            kept
-        } else {
-            upserts.iter().collect()
-        };
-        for inst in last {
-            match self.by_id.replace(ById(inst.clone())).map(|b| b.0) {
-                None => match removed.remove(inst.id()) {
-                    Some(old) if !same(&old, inst) => changes.replaced.push((old, inst.clone())),
-                    Some(_) => {}
-                    None => changes.added.push(inst.clone()),
-                },
-                Some(old) if !same(&old, inst) => changes.replaced.push((old, inst.clone())),
-                Some(_) => {}
+                .enumerate()
+                .filter_map(|(k, r)| Some((r.as_ref()?.id_arc().clone(), k)))
+                .collect()
+        });
+        let upserts = last_of_each_id(upserts);
+        let mut up: Vec<Arc<Instance>> = Vec::with_capacity(upserts.len());
+        for inst in upserts {
+            let old = match self.set.upsert(inst.clone()) {
+                Some(old) => Some(old),
+                None if removed.is_empty() => None,
+                None => {
+                    let k = match &by_id {
+                        Some(map) => map.get(inst.id()).copied(),
+                        None => removed
+                            .iter()
+                            .position(|r| r.as_ref().is_some_and(|r| r.id() == inst.id())),
+                    };
+                    k.and_then(|k| removed.get_mut(k)?.take())
+                }
+            };
+            match old {
+                Some(old) if same(&old, &inst) => {}
+                Some(_) => {
+                    changes.replaced += 1;
+                    up.push(inst);
+                }
+                None => {
+                    changes.added += 1;
+                    up.push(inst);
+                }
             }
         }
-        changes.removed = removed.into_values().collect();
+        changes.upserts = Some(up);
+        changes.removed = removed.into_iter().flatten().collect();
         changes
     }
 }
 
-/// Whether two records are the same (pointer first, then content).
-pub fn same(a: &Arc<Instance>, b: &Arc<Instance>) -> bool {
-    Arc::ptr_eq(a, b) || a == b
+/// `upserts` with only the last record of each id, in order.
+fn last_of_each_id(upserts: Vec<Arc<Instance>>) -> Vec<Arc<Instance>> {
+    if upserts.len() < 2 {
+        return upserts;
+    }
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    let keep: Vec<bool> = upserts.iter().rev().map(|i| seen.insert(i.id())).collect();
+    upserts
+        .iter()
+        .zip(keep.iter().rev())
+        .filter(|(_, k)| **k)
+        .map(|(i, _)| i.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -294,13 +190,27 @@ mod tests {
         Arc::new(Instance::decode(&r, &mut RevisionInterner::default()))
     }
 
+    fn changed(a: Applied) -> Changes {
+        match a {
+            Applied::Changed(c) => c,
+            other => panic!("not applied: {other:?}"),
+        }
+    }
+
     #[test]
     fn random_deltas_and_resets_match_a_plain_model_and_report_exactly_what_changed() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
         let mut map = InstanceMap::default();
         let mut model: BTreeMap<String, Arc<Instance>> = BTreeMap::new();
+        let empty = Change::Reset {
+            version: Version::default(),
+            items: Vec::new(),
+        };
+        assert!(changed(map.apply(empty, usize::MAX)).is_empty());
+        let mut base = Version::default();
         for v in 1..3000u64 {
             let before = model.clone();
+            let version = Version::at(v);
             let event = if rng.gen_ratio(1, 10) {
                 let all: Vec<Arc<Instance>> = (0..rng.gen_range(0..20))
                     .map(|_| inst(rng.gen_range(0..30), rng.gen_range(0..3)))
@@ -309,9 +219,9 @@ mod tests {
                     .iter()
                     .map(|i| (i.id().to_string(), i.clone()))
                     .collect();
-                RegistryEvent::Reset {
-                    version: Version::at(v),
-                    instances: all,
+                Change::Reset {
+                    version,
+                    items: all,
                 }
             } else {
                 let removals: Vec<Arc<str>> = (0..rng.gen_range(0..4))
@@ -326,13 +236,16 @@ mod tests {
                 for i in &upserts {
                     model.insert(i.id().to_string(), i.clone());
                 }
-                RegistryEvent::Delta {
-                    version: Version::at(v),
+                Change::Delta {
+                    base,
+                    version,
                     upserts,
                     removals,
                 }
             };
-            let changes = map.apply(&event).expect("newer");
+            let replay = event.clone();
+            let changes = changed(map.apply(event, usize::MAX));
+            base = version;
             let mut got: Vec<&str> = map.iter().map(|i| i.id()).collect();
             got.sort_unstable();
             let want: Vec<&str> = model.keys().map(String::as_str).collect();
@@ -341,32 +254,52 @@ mod tests {
                 assert!(same(map.get(id).unwrap(), i));
             }
             // Exactly what changed, once each.
-            let added: Vec<&str> = changes.added.iter().map(|i| i.id()).collect();
+            let upserts = changes.upserts.clone().expect("within budget");
             let removed: Vec<&str> = changes.removed.iter().map(|i| i.id()).collect();
             for id in model.keys() {
-                let was = before.get(id);
                 let now = &model[id];
-                let changed = changes
-                    .replaced
-                    .iter()
-                    .filter(|(_, n)| n.id() == id)
-                    .count();
-                match was {
-                    None => assert!(added.contains(&id.as_str()) && changed == 0),
-                    Some(w) if same(w, now) => {
-                        assert!(changed == 0 && !added.contains(&id.as_str()))
-                    }
-                    Some(_) => assert_eq!(changed, 1),
+                let listed = upserts.iter().filter(|u| u.id() == id).count();
+                match before.get(id) {
+                    Some(w) if same(w, now) => assert_eq!(listed, 0, "unchanged {id}"),
+                    _ => assert_eq!(listed, 1, "changed {id} at step {v}"),
                 }
             }
             for id in before.keys().filter(|k| !model.contains_key(*k)) {
                 assert_eq!(removed.iter().filter(|r| **r == id.as_str()).count(), 1);
             }
-            assert_eq!(
-                changes.len(),
-                added.len() + removed.len() + changes.replaced.len()
-            );
-            assert!(map.apply(&event).is_none(), "a replay is not newer");
+            assert_eq!(changes.added + changes.replaced, upserts.len());
+            match map.apply(replay, usize::MAX) {
+                Applied::Older => {}
+                Applied::Changed(c) => assert!(c.is_empty(), "a Reset replay changes nothing"),
+                Applied::Gap => panic!("a replay is no gap"),
+            }
         }
+    }
+
+    #[test]
+    fn a_delta_that_does_not_follow_is_a_gap() {
+        let mut map = InstanceMap::default();
+        let d = |base, version| Change::Delta {
+            base: Version::at(base),
+            version: Version::at(version),
+            upserts: vec![inst(1, 1)],
+            removals: Vec::new(),
+        };
+        assert!(
+            matches!(map.apply(d(0, 1), 9), Applied::Gap),
+            "nothing held"
+        );
+        let reset = Change::Reset {
+            version: Version::at(5),
+            items: vec![inst(2, 1)],
+        };
+        assert!(matches!(map.apply(reset, 9), Applied::Changed(_)));
+        assert!(
+            matches!(map.apply(d(6, 7), 9), Applied::Gap),
+            "6 was never seen"
+        );
+        assert!(matches!(map.apply(d(3, 5), 9), Applied::Older));
+        assert!(matches!(map.apply(d(4, 7), 9), Applied::Changed(_)));
+        assert_eq!(map.version(), Some(Version::at(7)));
     }
 }

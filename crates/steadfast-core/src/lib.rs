@@ -13,6 +13,7 @@ pub mod backend;
 pub mod backoff;
 pub mod balance;
 pub mod call_retry;
+pub mod change;
 pub mod closing;
 pub mod contain;
 pub mod directory;
@@ -25,6 +26,7 @@ pub mod fetch_plan;
 pub mod freshness;
 pub mod incarnation;
 pub mod instance;
+pub mod instance_set;
 pub mod jitter;
 pub mod keys;
 pub mod lookup;
@@ -57,6 +59,9 @@ pub use balance::{
     PeakEwma, PickError, Strategy,
 };
 pub use call_retry::{CallRetry, CallRetryPolicy, CallStep, GiveUp};
+pub use change::{
+    delta_budget, Change, ChangeQueue, Fit, Pushed, ResetAsk, QUEUE_MIN_ITEMS, RESET_ASK_INTERVAL,
+};
 pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{
@@ -75,6 +80,7 @@ pub use fetch_plan::{fetch_contained, FetchAction, FetchMemory, FetchPlan, Fetch
 pub use freshness::{Freshness, Source};
 pub use incarnation::{BootId, Incarnation};
 pub use instance::{Instance, RevisionInterner};
+pub use instance_set::InstanceSet;
 pub use keys::{match_key, service_key, Reference};
 pub use lookup::{InstancesAnswer, LookupAction, LookupCache, LookupConfig, LookupError, WaiterId};
 pub use mapping::{MappingAction, MappingMachine, MappingToken};

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::change::Change;
 use crate::error::FetchError;
 use crate::instance::Instance;
 use crate::model::ServiceInstance;
@@ -121,40 +122,11 @@ pub struct HeldInstances {
     pub grace: Duration,
 }
 
-/// How an update changes the URLs one app provides for one subscribe key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum UrlChange {
-    /// Every URL currently known for the key (one per instance).
-    Full(Vec<Endpoint>),
-    /// Only what changed since the update of generation `base`; applies
-    /// only on top of exactly that update (a receiver holding anything else
-    /// asks for a full update).
-    Patch {
-        /// Generation of the update this one applies on top of.
-        base: u64,
-        /// URLs added or replaced, by instance id.
-        upserts: Vec<Endpoint>,
-        /// Instance ids whose URL is gone.
-        removals: Vec<Arc<str>>,
-    },
-}
-
-impl UrlChange {
-    /// Number of URLs the change carries.
-    pub fn len(&self) -> usize {
-        match self {
-            UrlChange::Full(all) => all.len(),
-            UrlChange::Patch {
-                upserts, removals, ..
-            } => upserts.len().saturating_add(removals.len()),
-        }
-    }
-
-    /// Whether the change carries no URL.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+/// How an update changes the URLs one app provides for one subscribe key:
+/// every URL currently known (a Reset, one per serving instance, in the
+/// app's order) or what changed since the key's previous update (a Delta:
+/// URLs added or replaced by instance id, instances whose URL is gone).
+pub type UrlChange = Change<Endpoint>;
 
 /// A change of the URLs one app provides for one subscribe key.
 #[derive(Clone, Debug)]
@@ -163,10 +135,9 @@ pub struct DirectoryUpdate {
     pub app: String,
     /// Subscribe key (match key) the URLs belong to.
     pub subscribe_key: String,
-    /// Generation of the registry delivery the update was built from
-    /// (several updates may share one: a fetch result, a status change).
-    pub generation: u64,
-    /// The URLs: all, or what changed.
+    /// The URLs: all, or what changed, at the version of the registry
+    /// delivery the update was built from (or a step after it: a fetch
+    /// result, a status change).
     pub change: UrlChange,
     /// Why the list is what it is.
     pub state: UpdateState,
@@ -176,11 +147,10 @@ pub struct DirectoryUpdate {
     /// Set while instances removed in a mass expiry after a registry
     /// recovery are still served (they are part of the URLs).
     pub held: Option<HeldInstances>,
-    /// Instances whose record now carries the closing flag: in a patch,
-    /// those whose URL the patch removes because they announced closing
-    /// (their ids are in its removals too; such a removal is not the
-    /// registry removing them); in a full list, every closing instance of
-    /// the app. A directory holding one of them removes it and writes a
+    /// Instances whose record now carries the closing flag: in a Delta,
+    /// those whose URL it removes because they announced closing (they are
+    /// in its removals too; such a removal is not the registry removing
+    /// them); in a Reset, every closing instance of the app. A directory holding one of them removes it and writes a
     /// tombstone (see `docs/directory.md`).
     pub closing: Vec<Arc<Instance>>,
     /// Set while the URLs come from a disk snapshot written by an earlier
@@ -191,12 +161,16 @@ pub struct DirectoryUpdate {
 }
 
 impl DirectoryUpdate {
-    /// The URLs a [`UrlChange::Full`] update carries; for a
-    /// [`UrlChange::Patch`], only its upserts.
+    /// The URLs a Reset carries; for a Delta, only its upserts.
     pub fn urls(&self) -> &[Endpoint] {
         match &self.change {
-            UrlChange::Full(urls) => urls,
-            UrlChange::Patch { upserts, .. } => upserts,
+            Change::Reset { items, .. } => items,
+            Change::Delta { upserts, .. } => upserts,
         }
+    }
+
+    /// The version of the URLs after the update.
+    pub fn version(&self) -> crate::change::Version {
+        self.change.version()
     }
 }

@@ -135,10 +135,8 @@ mod tests {
 
     fn delta(rev: u64) -> Item {
         Ok(RegistryEvent::Delta {
-            version: Version {
-                epoch: 0,
-                revision: rev,
-            },
+            base: Version::at(rev.saturating_sub(1)),
+            version: Version::at(rev),
             upserts: Vec::new(),
             removals: Vec::new(),
         })
@@ -148,11 +146,8 @@ mod tests {
         let i = ServiceInstance::new("a", "h", 1);
         let i = Arc::new(Instance::from_record(i, &mut RevisionInterner::default()));
         Some(RegistryEvent::Reset {
-            version: Version {
-                epoch: 0,
-                revision: rev,
-            },
-            instances: vec![i],
+            version: Version::at(rev),
+            items: vec![i],
         })
     }
 

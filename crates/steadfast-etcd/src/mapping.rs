@@ -189,10 +189,7 @@ impl MappingView {
     /// The whole set now.
     pub fn event(&self) -> MappingEvent {
         MappingEvent {
-            version: Version {
-                epoch: self.epoch,
-                revision: u64::try_from(self.revision).unwrap_or(0),
-            },
+            version: Version::of(self.epoch, u64::try_from(self.revision).unwrap_or(0)),
             apps: self.apps.iter().cloned().collect(),
         }
     }

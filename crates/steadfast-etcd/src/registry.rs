@@ -286,10 +286,7 @@ impl Inner {
             }
         }
         Ok(Listing {
-            version: Version {
-                epoch,
-                revision: u64::try_from(r.header.revision).unwrap_or(0),
-            },
+            version: Version::of(epoch, u64::try_from(r.header.revision).unwrap_or(0)),
             instances,
         })
     }

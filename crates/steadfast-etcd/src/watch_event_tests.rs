@@ -90,26 +90,14 @@ fn a_wiped_store_bumps_the_client_epoch_once_and_its_state_is_newer() {
     }
     let s1 = m1.on_range(&range(3, vec![kv(&inst("b"), 2)]), t);
     let s2 = m2.on_range(&range(4, vec![]), t);
-    assert_eq!(
-        version(&s1),
-        Version {
-            epoch: 1,
-            revision: 3
-        }
-    );
+    assert_eq!(version(&s1), Version::of(1, 3));
     assert!(version(&s1) > before, "the wiped store's state is newer");
     assert_eq!(version(&s2).epoch, 1, "one bump for the client");
     // Deltas continue in the new epoch.
     m1.on_opened(t);
     m1.on_message(&created(4, 2), t);
     let s = m1.on_message(&events(5, vec![(EventType::Put, kv(&inst("c"), 5))]), t);
-    assert_eq!(
-        version(&s),
-        Version {
-            epoch: 1,
-            revision: 5
-        }
-    );
+    assert_eq!(version(&s), Version::of(1, 5));
     // A re-subscribe (a new machine) starts in the current epoch, and its
     // first range, if behind what the client saw, proves another restart.
     let (m3, _) = machine();
@@ -120,13 +108,7 @@ fn a_wiped_store_bumps_the_client_epoch_once_and_its_state_is_newer() {
     let mut m4 = shared(m4);
     m4.start();
     let s = m4.on_range(&range(2, vec![]), t);
-    assert_eq!(
-        version(&s),
-        Version {
-            epoch: 2,
-            revision: 2
-        }
-    );
+    assert_eq!(version(&s), Version::of(2, 2));
     // Another cluster id is a restart too.
     m4.on_opened(t);
     m4.on_interrupted(&broke, t);

@@ -21,8 +21,9 @@
 //! * events: apply PUT/DELETE in order (events at or below the last revision
 //!   are duplicates and skipped), advance to the last event's
 //!   `mod_revision`, yield one [`RegistryEvent::Delta`] per message with
-//!   what changed (upserts decoded once, removals by id), never a copy of
-//!   the whole set;
+//!   what changed (upserts decoded once, removals by id), on top of the
+//!   revision of the previous change (a range or an event that changed the
+//!   state; progress notifications do not), never a copy of the whole set;
 //! * versions: `(epoch, revision)`; the epoch is the client's
 //!   ([`Epochs`]), bumped when a range proves the history restarted (a
 //!   revision below one seen before it was sent, another cluster id), and
@@ -90,6 +91,10 @@ pub struct WatchMachine {
     /// What was known when the range in flight was asked for.
     ticket: Option<Ticket>,
     last_revision: i64,
+    /// Revision of the latest change of the state held (a range, or an
+    /// event that changed it): the base of the next delta (progress
+    /// notifications advance `last_revision` without changing the state).
+    changed_at: i64,
     cluster_id: Option<u64>,
     raft_term: u64,
     resume: Resume,
@@ -126,6 +131,7 @@ impl WatchMachine {
             epoch: 0,
             ticket: None,
             last_revision: 0,
+            changed_at: 0,
             cluster_id: None,
             raft_term: 0,
             resume: Resume::Range,
@@ -222,6 +228,7 @@ impl WatchMachine {
         self.instances = fresh;
         self.trim_revisions(true);
         self.last_revision = rev;
+        self.changed_at = rev;
         self.epochs.observe(self.epoch, rev);
         self.cluster_id = Some(r.header.cluster_id);
         self.raft_term = r.header.raft_term;
@@ -334,8 +341,11 @@ impl WatchMachine {
         }
         self.epochs.observe(self.epoch, self.last_revision);
         self.trim_revisions(false);
+        let before = std::mem::replace(&mut self.changed_at, self.last_revision);
+        let base = self.version_at(before);
         Step {
             event: Some(RegistryEvent::Delta {
+                base,
                 version: self.version_at(self.last_revision),
                 upserts,
                 removals,

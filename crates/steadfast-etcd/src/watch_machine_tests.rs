@@ -106,7 +106,9 @@ pub(crate) fn events(rev: i64, evs: Vec<(EventType, KeyValue)>) -> WatchResponse
 pub(crate) fn ids(s: &Step, m: &WatchMachine) -> Vec<String> {
     let held: Vec<String> = m.snapshot().iter().map(|i| i.id.clone()).collect();
     match s.event.as_ref().expect("an event") {
-        RegistryEvent::Reset { instances, .. } => {
+        RegistryEvent::Reset {
+            items: instances, ..
+        } => {
             let reset: Vec<String> = instances.iter().map(|i| i.id().to_string()).collect();
             assert_eq!(reset, held, "the Reset is the state held");
         }
@@ -122,6 +124,7 @@ pub(crate) fn delta(s: &Step) -> (Vec<String>, Vec<String>, u64) {
             version,
             upserts,
             removals,
+            ..
         } => (
             upserts.iter().map(|i| i.id().to_string()).collect(),
             removals.iter().map(|i| i.to_string()).collect(),
@@ -234,7 +237,7 @@ fn compaction_cancel_demands_a_full_resync() {
     let s = m.on_range(&range(31, vec![]), t);
     assert_eq!(s.next, Next::Watch { from: 32 });
     assert!(
-        matches!(&s.event, Some(RegistryEvent::Reset { version, instances })
+        matches!(&s.event, Some(RegistryEvent::Reset { version, items: instances })
             if instances.is_empty() && version.revision == 31),
         "{s:?}"
     );

@@ -35,7 +35,7 @@ impl WatchMachine {
     pub fn reset(&self) -> Option<RegistryEvent> {
         self.version().map(|version| RegistryEvent::Reset {
             version,
-            instances: self.instances(),
+            items: self.instances(),
         })
     }
 
@@ -43,6 +43,7 @@ impl WatchMachine {
         Version {
             epoch: self.epoch,
             revision: u64::try_from(rev).unwrap_or(0),
+            step: 0,
         }
     }
 

@@ -34,7 +34,7 @@ async fn apply_until(
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, s.next()).await {
             Ok(Some(Ok(ev))) => {
-                map.apply(&ev);
+                map.apply(ev.clone(), usize::MAX);
                 seen.push(ev);
             }
             Ok(Some(Err(_))) => {}
@@ -54,7 +54,11 @@ async fn watch_events_yield_a_reset_then_one_delta_per_change_at_the_etcd_revisi
         reg.register_now(&a).await.unwrap();
         let mut s = reg.watch_events("web").await.unwrap();
         let first = next_event(&mut s).await.unwrap();
-        let RegistryEvent::Reset { version, instances } = &first else {
+        let RegistryEvent::Reset {
+            version,
+            items: instances,
+        } = &first
+        else {
             panic!("first is not a Reset: {first:?}")
         };
         assert_eq!(instances.len(), 1);
@@ -65,12 +69,15 @@ async fn watch_events_yield_a_reset_then_one_delta_per_change_at_the_etcd_revisi
         reg.register_now(&b).await.unwrap();
         let key_b = reg.layout().instance_key("web", &b.id);
         let put_rev = raw.get(key_b.as_bytes()).await.unwrap().kvs[0].mod_revision;
+        let reset_version = *version;
         match next_event(&mut s).await.unwrap() {
             RegistryEvent::Delta {
+                base,
                 version,
                 upserts,
                 removals,
             } => {
+                assert_eq!(base, reset_version, "on top of the Reset");
                 assert_eq!(version, Version::at(put_rev as u64));
                 assert_eq!(upserts.len(), 1, "only what changed");
                 assert_eq!(upserts[0].to_record("web"), b);
@@ -81,10 +88,12 @@ async fn watch_events_yield_a_reset_then_one_delta_per_change_at_the_etcd_revisi
         reg.unregister_now(&a).await.unwrap();
         match next_event(&mut s).await.unwrap() {
             RegistryEvent::Delta {
+                base,
                 version,
                 upserts,
                 removals,
             } => {
+                assert_eq!(base, Version::at(put_rev as u64), "on top of the put");
                 assert!(version > Version::at(put_rev as u64));
                 assert!(upserts.is_empty());
                 assert_eq!(removals.len(), 1);

@@ -54,14 +54,19 @@ impl App {
                 Ok(Some(Ok(ev))) => {
                     if let RegistryEvent::Delta { version, .. } = &ev {
                         assert!(
-                            self.map.is_newer(*version),
+                            self.map.version() < Some(*version),
                             "{}: duplicate {ev:?}",
                             self.name
                         );
                     } else {
                         self.resets += 1;
                     }
-                    self.map.apply(&ev);
+                    let applied = self.map.apply(ev, usize::MAX);
+                    assert!(
+                        !matches!(applied, steadfast_core::event::Applied::Gap),
+                        "{}: a delta that does not follow",
+                        self.name
+                    );
                 }
                 Ok(Some(Err(_))) => {}
                 other => panic!("{}: no state in time: {other:?}", self.name),

@@ -107,8 +107,9 @@ impl MemoryRegistry {
     pub fn put(&self, instance: ServiceInstance) {
         let mut state = self.state();
         let stored = state.app(&instance.app).upsert(&instance);
-        let version = state.bump();
+        let (base, version) = state.change(&instance.app);
         let delta = RegistryEvent::Delta {
+            base,
             version,
             upserts: vec![stored],
             removals: Vec::new(),
@@ -124,8 +125,9 @@ impl MemoryRegistry {
         let Some(id) = state.apps.get_mut(app).and_then(|st| st.delete(id)) else {
             return false;
         };
-        let version = state.bump();
+        let (base, version) = state.change(app);
         let delta = RegistryEvent::Delta {
+            base,
             version,
             upserts: Vec::new(),
             removals: vec![id],
@@ -141,22 +143,23 @@ impl MemoryRegistry {
     pub fn set_instances(&self, app: &str, instances: Vec<ServiceInstance>) {
         let mut state = self.state();
         state.app(app).replace_all(&instances);
-        state.bump();
+        state.change(app);
         state.notify(app, Change::Reset);
     }
 
     /// Replaces every instance of `app` like [`MemoryRegistry::set_instances`]
     /// but notifies no watcher: a lost notification. The state and the
     /// version change (so `list`, `list_events` and any new watch see it);
-    /// live watches never see it: later Deltas carry only their own change,
-    /// so only a resync (a listing applied as a Reset) or a later Reset
-    /// (`set_instances`, a coalesced queue) brings it. See
+    /// live watches never see it: a later Delta carries only its own change,
+    /// on top of this (unseen) version, so a watcher learns of the gap with
+    /// the next Delta and re-reads; a resync (a listing applied as a Reset)
+    /// or a later Reset (`set_instances`, a coalesced queue) brings it too. See
     /// [`MemoryRegistry::drop_next_pushes`] for the version a watcher then
     /// holds.
     pub fn set_instances_silently(&self, app: &str, instances: Vec<ServiceInstance>) {
         let mut state = self.state();
         state.app(app).replace_all(&instances);
-        state.bump();
+        state.change(app);
     }
 
     /// The current instances of `app`, in registration order (no fault, no

@@ -1,54 +1,24 @@
-//! The registry's state: per app, the decoded instances in an id-keyed set
-//! (each [`Instance`] decoded once, at put, and shared by `Arc` with every
-//! event and every consumer), the live watches, and one version counter for
+//! The registry's state: per app, the decoded instances in registration
+//! order by id (an [`InstanceSet`]: each [`Instance`] decoded once, at put,
+//! and shared by `Arc` with every event and every consumer), the version of
+//! the app's latest change, the live watches, and one version counter for
 //! the whole registry.
 //!
 //! A change costs O(1) plus its notification: a delta carries only the
-//! changed instance, and nothing copies an app's set. Only
+//! changed instance, on top of the version of the app's previous change
+//! (notified or not, so a watcher that missed a notification sees the gap),
+//! and nothing copies an app's set. Only
 //! [`crate::MemoryRegistry::instances`] rebuilds the owned records of a
 //! whole app, on demand.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
 use steadfast_core::{
-    Instance, Listing, RegistryEvent, RevisionInterner, ServiceInstance, Version,
+    Instance, InstanceSet, Listing, RegistryEvent, RevisionInterner, ServiceInstance, Version,
 };
 
 use crate::events::EventWatcher;
-
-/// One stored instance: the shared record and its registration rank (for
-/// the registration order of [`crate::MemoryRegistry::instances`]). Hashed
-/// and compared by instance id, so the set is keyed by id without storing
-/// the key twice.
-struct Entry {
-    seq: u64,
-    instance: Arc<Instance>,
-}
-
-impl Borrow<str> for Entry {
-    fn borrow(&self) -> &str {
-        self.instance.id()
-    }
-}
-
-impl Hash for Entry {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // Must hash like the `str` it borrows as.
-        self.instance.id().hash(state);
-    }
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.instance.id() == other.instance.id()
-    }
-}
-
-impl Eq for Entry {}
 
 /// A change to notify the watchers of an app about.
 pub(crate) enum Change {
@@ -61,10 +31,10 @@ pub(crate) enum Change {
 /// Everything the registry knows about one app.
 #[derive(Default)]
 pub(crate) struct AppState {
-    /// The instances, by id.
-    instances: FxHashSet<Entry>,
-    /// Registration rank of the next new id.
-    next_seq: u64,
+    /// The instances, in registration order, by id.
+    instances: InstanceSet,
+    /// Version of the app's latest change (the base of its next delta).
+    pub(crate) changed: Version,
     /// The app's revision strings, shared by its instances.
     revisions: RevisionInterner,
     /// Interned revisions above which the interner is next trimmed.
@@ -81,24 +51,22 @@ impl AppState {
         self.instances.len()
     }
 
-    /// Every instance, in no particular order.
+    /// Every instance, in registration order.
     pub(crate) fn shared_instances(&self) -> Vec<Arc<Instance>> {
-        self.instances.iter().map(|e| e.instance.clone()).collect()
+        self.instances.to_vec()
     }
 
     /// A Reset of this app at `version`.
     pub(crate) fn reset_at(&self, version: Version) -> RegistryEvent {
         RegistryEvent::Reset {
             version,
-            instances: self.shared_instances(),
+            items: self.shared_instances(),
         }
     }
 
     /// The owned records under `app`, in registration order.
     pub(crate) fn records(&self, app: &str) -> Vec<ServiceInstance> {
-        let mut entries: Vec<&Entry> = self.instances.iter().collect();
-        entries.sort_unstable_by_key(|e| e.seq);
-        entries.iter().map(|e| e.instance.to_record(app)).collect()
+        self.instances.iter().map(|i| i.to_record(app)).collect()
     }
 
     /// Decodes `record`, its revision interned in the app's interner.
@@ -112,41 +80,24 @@ impl AppState {
         instance
     }
 
-    fn insert(&mut self, instance: Arc<Instance>) {
-        let seq = match self.instances.get(instance.id()) {
-            Some(old) => old.seq,
-            None => {
-                let seq = self.next_seq;
-                self.next_seq = seq.saturating_add(1);
-                seq
-            }
-        };
-        self.instances.replace(Entry { seq, instance });
-    }
-
-    /// Inserts or replaces (keeping its rank) the instance with the id of
+    /// Inserts or replaces (keeping its place) the instance with the id of
     /// `record`; returns the shared instance stored.
     pub(crate) fn upsert(&mut self, record: &ServiceInstance) -> Arc<Instance> {
         let instance = self.decode(record);
-        self.insert(instance.clone());
+        self.instances.upsert(instance.clone());
         instance
     }
 
     /// Removes the instance with `id`, returning its shared id.
     pub(crate) fn delete(&mut self, id: &str) -> Option<Arc<str>> {
-        self.instances.take(id).map(|e| e.instance.id_arc().clone())
+        self.instances.remove(id).map(|i| i.id_arc().clone())
     }
 
     /// Replaces every instance by `records`; a later record with an id
-    /// already seen replaces the earlier one in its rank.
+    /// already seen replaces the earlier one in its place.
     pub(crate) fn replace_all(&mut self, records: &[ServiceInstance]) {
-        self.instances = FxHashSet::default();
-        self.instances.reserve(records.len());
-        self.next_seq = 0;
-        for r in records {
-            let instance = self.decode(r);
-            self.insert(instance);
-        }
+        let decoded: Vec<Arc<Instance>> = records.iter().map(|r| self.decode(r)).collect();
+        self.instances = InstanceSet::from_vec(decoded).0;
         self.revisions.trim();
         self.trim_at = self.revisions.len().saturating_mul(2).max(16);
     }
@@ -177,6 +128,14 @@ impl State {
     pub(crate) fn bump(&mut self) -> Version {
         self.version = self.version.saturating_add(1);
         self.version()
+    }
+
+    /// A change of `app` at the next version: returns the version of the
+    /// app's previous change (the change's base) and the new version.
+    pub(crate) fn change(&mut self, app: &str) -> (Version, Version) {
+        let version = self.bump();
+        let st = self.app(app);
+        (std::mem::replace(&mut st.changed, version), version)
     }
 
     /// The state of a known `app` with the current version.

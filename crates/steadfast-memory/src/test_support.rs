@@ -71,7 +71,7 @@ pub(crate) fn record_ids(records: &[ServiceInstance]) -> Vec<&str> {
 /// The Reset's version and sorted ids (panics on a Delta).
 pub(crate) fn reset(ev: RegistryEvent) -> (Version, Vec<String>) {
     match ev {
-        RegistryEvent::Reset { version, instances } => (version, sorted_ids(&instances)),
+        RegistryEvent::Reset { version, items } => (version, sorted_ids(&items)),
         other => panic!("expected a Reset, got {other:?}"),
     }
 }
@@ -83,6 +83,7 @@ pub(crate) fn delta(ev: RegistryEvent) -> (Version, Vec<Arc<Instance>>, Vec<Arc<
             version,
             upserts,
             removals,
+            ..
         } => (version, upserts, removals),
         other => panic!("expected a Delta, got {other:?}"),
     }
@@ -104,6 +105,15 @@ pub(crate) fn apply_next(
     map: &mut InstanceMap,
 ) -> (RegistryEvent, Vec<String>) {
     let ev = next_ok(s);
-    assert!(map.apply(&ev).is_some(), "a newer event: {ev:?}");
+    assert!(apply_to(map, &ev), "a newer event that follows: {ev:?}");
     (ev, sorted_ids(map.iter()))
+}
+
+/// Applies `ev` to `map` as the subscription does; whether it applied
+/// (not older, no gap).
+pub(crate) fn apply_to(map: &mut InstanceMap, ev: &RegistryEvent) -> bool {
+    matches!(
+        map.apply(ev.clone(), usize::MAX),
+        steadfast_core::event::Applied::Changed(_)
+    )
 }

@@ -4,13 +4,11 @@
 //! from the snapshot API; the event-path details are in `tests_events.rs`.)
 //! Synchronous: streams are polled with `now_or_never`.
 
-use std::sync::Arc;
-
 use futures::executor::block_on;
 use steadfast_core::{InstanceMap, Registry, RegistryError, RegistryEvent, Version};
 
 use crate::test_support::{
-    apply_next, assert_quiet, delta, inst, list, next_ok, record_ids, reset, same_state,
+    apply_next, apply_to, assert_quiet, delta, inst, list, next_ok, record_ids, reset, same_state,
     sorted_ids, watch,
 };
 use crate::MemoryRegistry;
@@ -227,36 +225,25 @@ fn dropped_pushes_change_state_but_reach_no_watcher_of_the_app() {
     let mut late_map = InstanceMap::default();
     assert_eq!(apply_next(&mut late, &mut late_map).1, ["h1:1", "h2:1"]);
 
-    // The next change reaches both as a delta of that change only.
+    // The next change reaches both as a delta of that change only, on top
+    // of the version of the app's previous change.
     reg.remove("a", "h1:1");
-    for (w, map) in [(&mut s, &mut s_map), (&mut late, &mut late_map)] {
-        let (ev, _) = apply_next(w, map);
-        assert_eq!(delta_ids(ev), (vec![], vec!["h1:1".into()]));
-    }
+    let (ev, _) = apply_next(&mut late, &mut late_map);
+    assert_eq!(delta_ids(ev), (vec![], vec!["h1:1".into()]));
     let truth = list(&reg, "a");
     assert_eq!(sorted_ids(late_map.iter()), ["h2:1"]);
     assert!(same_state(&late_map, &truth));
-    // Unlike a full snapshot, the delta does not heal the watcher that
-    // missed h1 and h2: it holds the listing's version without h2.
+    // The watcher that missed h1 and h2 never saw that version: the delta
+    // shows it the gap (nothing applied), and only a re-read heals it.
+    let ev = next_ok(&mut s);
+    assert_eq!(delta_ids(ev.clone()), (vec![], vec!["h1:1".into()]));
+    assert!(matches!(
+        s_map.apply(ev, usize::MAX),
+        steadfast_core::event::Applied::Gap
+    ));
     assert!(s_map.is_empty(), "h2 was never notified");
-    assert_eq!(s_map.version(), Some(truth.version));
-    assert!(!same_state(&s_map, &truth), "only a resync heals it");
-}
-
-#[test]
-fn registry_works_as_a_trait_object() {
-    let reg = MemoryRegistry::new();
-    let dyn_reg: Arc<dyn Registry> = Arc::new(reg.clone());
-    block_on(dyn_reg.register(inst("a", "h", 1))).unwrap();
-    assert_eq!(reg.instances("a").len(), 1);
-    let listing = block_on(dyn_reg.list("a")).unwrap();
-    assert_eq!(sorted_ids(&listing.instances), ["h:1"]);
-    let mut s = block_on(dyn_reg.watch("a")).unwrap();
-    assert_eq!(
-        reset(next_ok(&mut s)),
-        (listing.version, vec!["h:1".into()])
-    );
-    assert!(format!("{reg:?}").contains("MemoryRegistry"));
+    assert!(apply_to(&mut s_map, &RegistryEvent::reset(truth.clone())));
+    assert!(same_state(&s_map, &truth), "the re-read heals it");
 }
 
 #[test]
@@ -270,16 +257,24 @@ fn set_instances_silently_changes_state_but_notifies_nobody() {
     assert_quiet(&mut s);
     assert_eq!(sorted_ids(&list(&reg, "a").instances), ["h2:1"]);
     assert!(reg.instances("a").iter().all(|i| i.app == "a"));
-    // The next change sends only itself: the silent one stays missed
-    // (a full snapshot used to bring it), until a resync.
+    // The next change sends only itself, on top of the silent change's
+    // version: the watcher sees the gap (nothing applied) until a re-read.
     reg.put(inst("a", "h3", 1));
-    let (ev, ids) = apply_next(&mut s, &mut map);
-    assert_eq!(delta_ids(ev), (vec!["h3:1".into()], vec![]));
-    assert_eq!(ids, ["h1:1", "h3:1"], "h1 still held, h2 missing");
+    let ev = next_ok(&mut s);
+    assert_eq!(delta_ids(ev.clone()), (vec!["h3:1".into()], vec![]));
+    assert!(matches!(
+        map.apply(ev, usize::MAX),
+        steadfast_core::event::Applied::Gap
+    ));
+    assert_eq!(
+        sorted_ids(map.iter()),
+        ["h1:1"],
+        "h1 still held, h2 missing"
+    );
     let resync = list(&reg, "a");
     assert_eq!(sorted_ids(&resync.instances), ["h2:1", "h3:1"]);
-    assert_eq!(map.version(), Some(resync.version), "an equal version");
-    assert!(!same_state(&map, &resync), "yet other contents");
+    assert!(apply_to(&mut map, &RegistryEvent::reset(resync.clone())));
+    assert!(same_state(&map, &resync));
 }
 
 #[test]

@@ -13,8 +13,8 @@ use futures::{FutureExt, StreamExt};
 use steadfast_core::{InstanceMap, Registry, RegistryError, RegistryEvent, Version};
 
 use crate::test_support::{
-    assert_ended, assert_quiet, delta, inst, list, next, next_ok, record_ids, reset, same_state,
-    sorted_ids, watch,
+    apply_to, assert_ended, assert_quiet, delta, inst, list, next, next_ok, record_ids, reset,
+    same_state, sorted_ids, watch,
 };
 use crate::{MemoryRegistry, DEFAULT_EVENT_QUEUE_LIMIT};
 
@@ -107,7 +107,11 @@ fn set_instances_sends_a_reset_of_the_new_state() {
     dup.weight = 5;
     reg.set_instances("a", vec![inst("x", "n1", 1), inst("a", "n2", 1), dup]);
     let ev = next_ok(&mut s);
-    let RegistryEvent::Reset { version, instances } = &ev else {
+    let RegistryEvent::Reset {
+        version,
+        items: instances,
+    } = &ev
+    else {
         panic!("expected a Reset, got {ev:?}");
     };
     assert!(*version > v0);
@@ -136,10 +140,10 @@ fn a_burst_against_a_watcher_that_does_not_read_stays_bounded() {
     let reg = MemoryRegistry::with_event_queue_limit(limit);
     let mut slow = watch(&reg, "a");
     let mut slow_map = InstanceMap::default();
-    slow_map.apply(&next_ok(&mut slow)); // then it stops reading
+    apply_to(&mut slow_map, &next_ok(&mut slow)); // then it stops reading
     let mut reader = watch(&reg, "a");
     let mut held = InstanceMap::default();
-    held.apply(&next_ok(&mut reader));
+    apply_to(&mut held, &next_ok(&mut reader));
     let mut max_queued = 0;
     for n in 0..100_000u32 {
         let port = u16::try_from(n % 2000).unwrap();
@@ -157,7 +161,7 @@ fn a_burst_against_a_watcher_that_does_not_read_stays_bounded() {
         // The reader keeps up: one delta per change, nothing coalesced.
         let ev = next_ok(&mut reader);
         assert!(matches!(ev, RegistryEvent::Delta { .. }), "{ev:?}");
-        assert!(held.apply(&ev).is_some(), "never an old event");
+        assert!(apply_to(&mut held, &ev), "never an old event");
         max_queued = max_queued.max(reg.queued_events("a"));
     }
     assert!(max_queued <= limit + 1, "bounded: {max_queued}");
@@ -166,7 +170,7 @@ fn a_burst_against_a_watcher_that_does_not_read_stays_bounded() {
     let truth = list(&reg, "a");
     let mut items = 0;
     while let Some(Some(item)) = slow.next().now_or_never() {
-        slow_map.apply(&item.expect("ok"));
+        apply_to(&mut slow_map, &item.expect("ok"));
         items += 1;
     }
     assert!(items <= limit + 1, "{items} items read");
@@ -176,7 +180,7 @@ fn a_burst_against_a_watcher_that_does_not_read_stays_bounded() {
         "the slow watcher ends on the state"
     );
     while let Some(Some(item)) = reader.next().now_or_never() {
-        held.apply(&item.expect("ok"));
+        apply_to(&mut held, &item.expect("ok"));
     }
     assert!(same_state(&held, &truth));
     assert_eq!(reg.queued_events("a"), 0);
@@ -239,7 +243,7 @@ fn missed_notifications_change_state_and_version_but_send_nothing() {
     let reg = MemoryRegistry::new();
     let mut s = watch(&reg, "a");
     let mut map = InstanceMap::default();
-    map.apply(&next_ok(&mut s));
+    apply_to(&mut map, &next_ok(&mut s));
 
     reg.drop_next_pushes("a", 2);
     reg.put(inst("a", "h1", 1));
@@ -248,25 +252,36 @@ fn missed_notifications_change_state_and_version_but_send_nothing() {
     reg.set_instances_silently("a", vec![inst("a", "h3", 1)]);
     assert_quiet(&mut s);
     let truth = list(&reg, "a");
-    assert!(map.is_newer(truth.version), "a resync's listing is newer");
+    assert!(
+        map.version() < Some(truth.version),
+        "a resync's listing is newer"
+    );
     assert!(!same_state(&map, &truth), "the watcher missed it");
 
-    // Later changes arrive as deltas again; only a resync corrects.
+    // The next change arrives as a delta on top of the version of the last
+    // change, which the watcher never saw: it sees the gap, applies nothing.
     reg.put(inst("a", "h4", 1));
-    map.apply(&next_ok(&mut s));
-    assert_eq!(map.len(), 1, "h4 only: h3 was never notified");
-    // A listing now is at the version the watcher holds, yet differs: a
-    // resync must compare contents, not only versions.
-    let same_version = list(&reg, "a");
-    assert_eq!(Some(same_version.version), map.version());
-    assert!(!same_state(&map, &same_version));
+    let ev = next_ok(&mut s);
+    assert!(matches!(
+        map.apply(ev, usize::MAX),
+        steadfast_core::event::Applied::Gap
+    ));
+    assert_eq!(map.len(), 0, "nothing applied on a state never seen");
+    // A resync (a listing applied as a Reset) corrects it.
     reg.put(inst("a", "h5", 1));
     let resync = list(&reg, "a");
-    map.apply(&RegistryEvent::reset(resync.clone()));
+    assert!(apply_to(&mut map, &RegistryEvent::reset(resync.clone())));
     assert!(same_state(&map, &resync), "the resync corrects it");
+    // Later deltas follow it again.
+    reg.put(inst("a", "h6", 1));
+    assert!(apply_to(&mut map, &next_ok(&mut s)) || apply_to(&mut map, &next_ok(&mut s)));
+    assert_eq!(map.len(), 4);
     // A new watch starts from the real state.
     let mut late = watch(&reg, "a");
-    assert_eq!(reset(next_ok(&mut late)).1, ["h3:1", "h4:1", "h5:1"]);
+    assert_eq!(
+        reset(next_ok(&mut late)).1,
+        ["h3:1", "h4:1", "h5:1", "h6:1"]
+    );
 }
 
 #[test]

@@ -45,7 +45,7 @@ pub(crate) fn engine_counters(g: &mut Gathered, engine: &Engine) {
     for (name, help, v) in gauges {
         g.gauge(name, help, v);
     }
-    let counters: [(&'static str, &'static str, u64); 30] = [
+    let counters: [(&'static str, &'static str, u64); 31] = [
         (
             "metadata_fetch_attempts",
             "Metadata fetcher calls (one per candidate tried, hedges included)",
@@ -117,9 +117,14 @@ pub(crate) fn engine_counters(g: &mut Gathered, engine: &Engine) {
             s.registry_panics,
         ),
         (
-            "resolver_resets",
-            "Resolver deliveries that could not be applied (full state asked again)",
+            "resets_requested",
+            "Resets asked for after a change that did not follow the state held",
             s.resets_requested,
+        ),
+        (
+            "queue_collapses",
+            "Change queues replaced by one Reset because their consumer fell behind",
+            s.queue_collapses,
         ),
         (
             "instances_held",

@@ -43,6 +43,7 @@ impl Handler<AddApp> for DirectoryActor {
             }
             act.apps.push(msg.app);
             act.resolvers.push(msg.resolver);
+            act.inboxes.push(Default::default());
             act.attach(act.resolvers.len() - 1, ctx);
         });
     }
@@ -56,6 +57,7 @@ impl Handler<RemoveApp> for DirectoryActor {
                 return;
             };
             act.apps.remove(i);
+            act.inboxes.remove(i);
             let resolver = act.resolvers.remove(i);
             if let Some(r) = resolver.upgrade() {
                 r.do_send(Detach {

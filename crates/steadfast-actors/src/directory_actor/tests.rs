@@ -1,12 +1,12 @@
 //! The directory actor publishes every applied update into the slot its
-//! handles read lock-free (from any thread), and answers a patch it cannot
-//! apply by re-attaching to the app's resolver for a full update.
+//! handles read lock-free (from any thread), and answers a patch that does
+//! not follow by re-attaching to the app's resolver for its whole state.
 
 use std::time::Duration;
 
 use steadfast_core::{
-    BackoffPolicy, DirectoryUpdate, EmptyReason, Endpoint, ServiceInfo, ServiceInstance,
-    UpdateState, UrlChange,
+    BackoffPolicy, Change, DirectoryUpdate, EmptyReason, Endpoint, ServiceInfo, ServiceInstance,
+    UpdateState, Version,
 };
 
 use super::*;
@@ -53,13 +53,28 @@ fn endpoint(port: u16) -> Endpoint {
     ))
 }
 
-fn patch(key: &str, base: u64, generation: u64, upserts: Vec<Endpoint>) -> ApplyUpdate {
-    ApplyUpdate(DirectoryUpdate {
+/// An update of app `a` as its resolver would queue it (test input: the
+/// tests play the resolver's side of the directory's inbox).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct AsResolver(pub DirectoryUpdate);
+
+impl Handler<AsResolver> for DirectoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: AsResolver, ctx: &mut Self::Context) {
+        let outbox = self.inboxes[0].sender(ctx.address().downgrade().recipient());
+        let n = msg.0.change.len();
+        assert!(outbox.send(msg.0, n, 0, &self.stats, || None));
+    }
+}
+
+fn patch(key: &str, base: u64, version: u64, upserts: Vec<Endpoint>) -> AsResolver {
+    AsResolver(DirectoryUpdate {
         app: "a".into(),
         subscribe_key: key.into(),
-        generation,
-        change: UrlChange::Patch {
-            base,
+        change: Change::Delta {
+            base: Version::at(base),
+            version: Version::at(version),
             upserts,
             removals: Vec::new(),
         },
@@ -103,14 +118,14 @@ async fn publishes_lock_free_and_refetches_a_full_update_on_a_refused_patch() {
     );
     assert_eq!(dir.select_now(), Ok(None));
 
-    // A patch on a generation the directory does not hold is refused, and
-    // the directory asks the resolver for a full update (version 2).
+    // A patch on a version the directory does not hold is refused, and the
+    // directory asks the resolver for the whole state (version 2).
     addr.do_send(patch(&key, 5, 6, vec![endpoint(9)]));
     let refetched = until_version(&dir, 2).await;
     assert!(refetched.is_empty(), "the refused patch left nothing");
     assert_eq!(refetched.version(), 2);
 
-    // A patch on the generation held applies and is published.
+    // A patch on the version held applies and is published.
     let ep = endpoint(8);
     addr.do_send(patch(&key, 0, 1, vec![ep.clone()]));
     let ready = dir.ready(Duration::from_secs(5)).await.expect("ready");

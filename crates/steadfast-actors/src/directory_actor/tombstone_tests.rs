@@ -6,15 +6,15 @@
 use std::time::Duration;
 
 use steadfast_core::{
-    Closing, ClosingSource, DirectoryUpdate, Endpoint, NoEndpoint, NoEndpointReason, ServiceInfo,
-    ServiceInstance, UpdateState, UrlChange,
+    Change, Closing, ClosingSource, DirectoryUpdate, Endpoint, NoEndpoint, NoEndpointReason,
+    ServiceInfo, ServiceInstance, UpdateState, Version,
 };
 
 use super::*;
 use crate::handle::Directory;
 use crate::live_config::{CallerConfig, LiveConfig};
 
-use super::tests::lone_resolver;
+use super::tests::{lone_resolver, AsResolver};
 
 fn endpoint(port: u16) -> Endpoint {
     let svc = ServiceInfo {
@@ -36,12 +36,14 @@ fn endpoint(port: u16) -> Endpoint {
     Arc::new(ServiceUrl::build(&i, &svc))
 }
 
-fn full(key: &str, generation: u64, urls: Vec<Endpoint>) -> ApplyUpdate {
-    ApplyUpdate(DirectoryUpdate {
+fn full(key: &str, version: u64, urls: Vec<Endpoint>) -> AsResolver {
+    AsResolver(DirectoryUpdate {
         app: "a".into(),
         subscribe_key: key.into(),
-        generation,
-        change: UrlChange::Full(urls),
+        change: Change::Reset {
+            version: Version::at(version),
+            items: urls,
+        },
         state: UpdateState::Resolved,
         stale_since: None,
         held: None,

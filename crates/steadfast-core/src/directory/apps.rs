@@ -55,6 +55,7 @@ impl DirectoryMachine {
     /// not there; otherwise the replaced snapshot.
     pub fn remove_app(&mut self, app: &str) -> Option<Arc<DirectorySnapshot>> {
         self.apps.remove(app)?;
+        self.asks.remove(app);
         Some(self.republish())
     }
 
@@ -100,7 +101,7 @@ mod tests {
     use super::*;
     use crate::error::RegistryError;
     use crate::pending::RegistryFailure;
-    use crate::update::{DirectoryUpdate, UpdateState, UrlChange};
+    use crate::update::{DirectoryUpdate, UpdateState};
 
     fn failing() -> Pending {
         thread_local!(static T0: Instant = Instant::now());
@@ -154,8 +155,10 @@ mod tests {
         let update = DirectoryUpdate {
             app: "x".into(),
             subscribe_key: "a.B:tri".into(),
-            generation: 1,
-            change: UrlChange::Full(Vec::new()),
+            change: crate::change::Change::Reset {
+                version: crate::change::Version::at(1),
+                items: Vec::new(),
+            },
             state: UpdateState::Resolved,
             stale_since: None,
             held: None,
@@ -169,7 +172,7 @@ mod tests {
         );
         assert!(d.remove_app("x").is_some());
         assert!(d.remove_app("x").is_none());
-        assert_eq!(d.generation("x"), None);
+        assert_eq!(d.version_of("x"), None);
         assert_eq!(
             d.status(),
             DirectoryStatus::Empty(EmptyReason::NoProviderApp)

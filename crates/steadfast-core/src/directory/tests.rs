@@ -18,8 +18,10 @@ fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUp
     DirectoryUpdate {
         app: app.into(),
         subscribe_key: "S:tri".into(),
-        generation: gen,
-        change: UrlChange::Full(urls),
+        change: Change::Reset {
+            version: Version::at(gen),
+            items: urls,
+        },
         state,
         stale_since: None,
         held: None,
@@ -83,15 +85,26 @@ fn ep(app: &str, port: u16, weight: u32) -> Endpoint {
     Arc::new(ServiceUrl::build(&inst, &svc))
 }
 
-fn patch(app: &str, base: u64, gen: u64, up: Vec<Endpoint>, rm: &[&str]) -> DirectoryUpdate {
+fn patch_at(
+    app: &str,
+    base: Version,
+    version: Version,
+    up: Vec<Endpoint>,
+    rm: &[&str],
+) -> DirectoryUpdate {
     DirectoryUpdate {
-        change: UrlChange::Patch {
+        change: Change::Delta {
             base,
+            version,
             upserts: up,
             removals: rm.iter().map(|r| Arc::from(*r)).collect(),
         },
-        ..update(app, gen, &[], UpdateState::Resolved)
+        ..update(app, 0, &[], UpdateState::Resolved)
     }
+}
+
+fn patch(app: &str, base: u64, gen: u64, up: Vec<Endpoint>, rm: &[&str]) -> DirectoryUpdate {
+    patch_at(app, Version::at(base), Version::at(gen), up, rm)
 }
 
 fn ports(d: &DirectoryMachine) -> Vec<u16> {
@@ -99,12 +112,12 @@ fn ports(d: &DirectoryMachine) -> Vec<u16> {
 }
 
 #[test]
-fn patches_apply_on_exactly_their_base() {
+fn patches_apply_on_the_state_they_follow() {
     let apps = vec!["a".to_string(), "b".to_string()];
     let mut d = DirectoryMachine::new("S:tri", &apps, 1);
     assert_eq!(
         d.apply(patch("a", 0, 1, vec![ep("a", 9, 1)], &[])),
-        Applied::NeedFull,
+        Applied::Gap,
         "nothing held yet"
     );
     assert_eq!(
@@ -115,21 +128,21 @@ fn patches_apply_on_exactly_their_base() {
     let p = patch("a", 1, 2, vec![ep("a", 4, 1)], &["127.0.0.1:2", "nope"]);
     assert_eq!(d.apply(p), Applied::Yes);
     assert_eq!(ports(&d), vec![1, 3, 4], "swap-remove, then append");
-    assert_eq!((d.generation("a"), d.version()), (Some(2), 2));
+    assert_eq!((d.version_of("a"), d.version()), (Some(Version::at(2)), 2));
     assert_eq!(d.snapshot().version(), 2);
     let old: Vec<u16> = before.iter().map(|u| u.instance.port()).collect();
     assert_eq!(old, vec![1, 2, 3], "published snapshots never change");
     assert_eq!(
-        d.apply(patch("a", 1, 3, vec![], &["127.0.0.1:1"])),
-        Applied::NeedFull,
-        "base 1, held 2"
+        d.apply(patch("a", 3, 4, vec![], &["127.0.0.1:1"])),
+        Applied::Gap,
+        "base 3, held 2: the change at 3 was never seen"
     );
     assert_eq!(
         d.apply(patch("a", 1, 2, vec![], &["127.0.0.1:1"])),
         Applied::Ignored,
         "not newer than held"
     );
-    assert_eq!(d.apply(patch("b", 0, 1, vec![], &[])), Applied::NeedFull);
+    assert_eq!(d.apply(patch("b", 0, 1, vec![], &[])), Applied::Gap);
     assert_eq!(ports(&d), vec![1, 3, 4], "refused patches change nothing");
     assert_eq!(
         d.apply(update("a", 5, &[7], UpdateState::Resolved)),
@@ -162,17 +175,19 @@ fn patches_apply_on_exactly_their_base() {
 }
 
 #[test]
-fn a_patch_within_one_generation_applies_and_its_state_is_served() {
+fn a_step_at_one_registry_version_applies_and_its_state_is_served() {
     let apps = vec!["a".to_string()];
     let mut d = DirectoryMachine::new("S:tri", &apps, 1);
     assert_eq!(
         d.apply(update("a", 4, &[1], UpdateState::Resolved)),
         Applied::Yes
     );
-    // A fetch result on the same registry delivery: same generation.
-    let mut p = patch("a", 4, 4, vec![ep("a", 2, 1)], &[]);
+    // A fetch result on the same registry delivery: the next step of it.
+    let step = Version::at(4).next_step();
+    let mut p = patch_at("a", Version::at(4), step, vec![ep("a", 2, 1)], &[]);
     p.state = UpdateState::NoMatchingService;
-    assert_eq!(d.apply(p), Applied::Yes);
+    assert_eq!(d.apply(p.clone()), Applied::Yes);
     assert_eq!(ports(&d), vec![1, 2]);
-    assert_eq!(d.generation("a"), Some(4));
+    assert_eq!(d.version_of("a"), Some(step));
+    assert_eq!(d.apply(p), Applied::Ignored, "a replay is not newer");
 }

@@ -45,8 +45,10 @@ fn full(gen: u64, urls: Vec<Endpoint>, closing: Vec<Arc<Instance>>) -> Directory
     DirectoryUpdate {
         app: "a".into(),
         subscribe_key: KEY.into(),
-        generation: gen,
-        change: UrlChange::Full(urls),
+        change: Change::Reset {
+            version: Version::at(gen),
+            items: urls,
+        },
         state: UpdateState::Resolved,
         stale_since: None,
         held: None,
@@ -57,8 +59,9 @@ fn full(gen: u64, urls: Vec<Endpoint>, closing: Vec<Arc<Instance>>) -> Directory
 
 fn patch(gen: u64, up: Vec<Endpoint>, rm: &[u16], closing: Vec<Arc<Instance>>) -> DirectoryUpdate {
     DirectoryUpdate {
-        change: UrlChange::Patch {
-            base: gen - 1,
+        change: Change::Delta {
+            base: Version::at(gen - 1),
+            version: Version::at(gen),
             upserts: up,
             removals: rm
                 .iter()

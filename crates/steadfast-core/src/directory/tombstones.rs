@@ -30,6 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::endpoint_set::EndpointSetEditor;
 use crate::incarnation::Incarnation;
 use crate::instance::Instance;
+use crate::slot_index::hash_id;
 use crate::url::Endpoint;
 
 /// Longest expiry a tombstone gets when `now + ttl` does not fit an
@@ -108,6 +109,10 @@ impl Clock {
 #[derive(Debug, Default)]
 pub(crate) struct Tombstones {
     by_id: FxHashMap<Arc<str>, Tombstone>,
+    /// The ids' hashes ([`Instance::id_hash`]) with their number: screening
+    /// a Reset of many URLs against a few tombstones costs one integer
+    /// lookup per URL, not an id hashed.
+    hashes: FxHashMap<u64, u32>,
     by_expiry: BTreeSet<(Instant, Arc<str>)>,
     vetoed: usize,
 }
@@ -134,17 +139,33 @@ impl Tombstones {
         self.by_expiry.first().map(|(at, _)| *at)
     }
 
+    /// Whether `inst`'s id has a tombstone.
+    #[inline]
+    fn has(&self, inst: &Instance) -> bool {
+        !self.by_id.is_empty()
+            && self.hashes.contains_key(&inst.id_hash())
+            && self.by_id.contains_key(inst.id())
+    }
+
     fn insert(&mut self, id: Arc<str>, tombstone: Tombstone) {
         self.remove(&id);
         if tombstone.vetoed.is_some() {
             self.vetoed = self.vetoed.saturating_add(1);
         }
+        *self.hashes.entry(hash_id(&id)).or_default() += 1;
         self.by_expiry.insert((tombstone.expires, id.clone()));
         self.by_id.insert(id, tombstone);
     }
 
     fn remove(&mut self, id: &str) -> Option<Tombstone> {
         let (id, t) = self.by_id.remove_entry(id)?;
+        let hash = hash_id(&id);
+        if let Some(n) = self.hashes.get_mut(&hash) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.hashes.remove(&hash);
+            }
+        }
         self.by_expiry.remove(&(t.expires, id));
         if t.vetoed.is_some() {
             self.vetoed = self.vetoed.saturating_sub(1);
@@ -229,6 +250,9 @@ impl Tombstones {
     /// when tombstoned in its incarnation; a tombstone of another
     /// incarnation is cleared (a restart).
     fn admit(&mut self, url: Endpoint, counts: &mut TombstoneCounts) -> Option<Endpoint> {
+        if !self.has(&url.instance) {
+            return Some(url);
+        }
         let Some(t) = self.by_id.get(url.instance_id()) else {
             return Some(url);
         };
@@ -279,7 +303,7 @@ impl Tombstones {
         let mut listed: FxHashSet<Arc<str>> = closing.iter().map(|c| c.id_arc().clone()).collect();
         let mut kept = Vec::with_capacity(urls.len());
         for url in urls {
-            if self.by_id.contains_key(url.instance_id()) {
+            if self.has(&url.instance) {
                 listed.insert(url.instance.id_arc().clone());
             }
             kept.extend(self.admit(url, counts));
@@ -318,8 +342,9 @@ impl Tombstones {
         for c in closing {
             self.registry_closing(editor, c, clock, counts);
         }
+        let closed: FxHashSet<&str> = closing.iter().map(|c| c.id()).collect();
         for id in removals {
-            if !closing.iter().any(|c| c.id() == id.as_ref()) {
+            if !closed.contains(id.as_ref()) {
                 self.removed(id, counts);
             }
             editor.remove(id);

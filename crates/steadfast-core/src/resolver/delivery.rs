@@ -7,7 +7,8 @@
 use std::time::Instant;
 
 use super::{ResolverAction, ResolverMachine};
-use crate::subscription::Feed;
+use crate::change::Fit;
+use crate::subscription::Delivery;
 use crate::update::HeldInstances;
 
 impl ResolverMachine {
@@ -18,20 +19,17 @@ impl ResolverMachine {
     /// e.g. when a hold ends). A delivery that does not apply (older, or a
     /// delta on top of a state not held) changes nothing, its staleness
     /// and hold included.
-    pub fn on_delivery(
-        &mut self,
-        generation: u64,
-        feed: Feed,
-        stale_since: Option<Instant>,
-        held: Option<HeldInstances>,
-        now: Instant,
-    ) -> Vec<ResolverAction> {
-        if !self.accepts(generation, &feed) {
-            return self.on_feed(generation, feed, now);
+    pub fn on_delivery(&mut self, delivery: Delivery, now: Instant) -> Vec<ResolverAction> {
+        let Delivery {
+            feed,
+            held,
+            stale_since,
+        } = delivery;
+        if self.fit(&feed) == Fit::Apply {
+            self.set_registry_stale(stale_since);
+            self.set_held(held);
         }
-        self.set_registry_stale(stale_since);
-        self.set_held(held);
-        self.on_feed(generation, feed, now)
+        self.on_feed(feed, now)
     }
 
     /// The registry watch went down (`Some(since)`) or came back (`None`).

@@ -11,6 +11,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::table::{Slot, SlotRef, Table};
 use super::{ResolverAction, ResolverMachine, RevisionState};
+use crate::change::{Change, Fit};
 use crate::instance::Instance;
 use crate::subscription::Feed;
 
@@ -21,35 +22,38 @@ struct Upserted {
 }
 
 impl ResolverMachine {
-    /// Applies one delivery's instances at `generation`. A Reset older than
-    /// the state held, or a delta on top of another generation than the one
-    /// held, is not applied; a delta that is not older but does not follow
-    /// asks for a Reset ([`ResolverAction::RequestReset`]).
-    pub fn on_feed(&mut self, generation: u64, feed: Feed, now: Instant) -> Vec<ResolverAction> {
+    /// Applies one delivery's instances where it fits the version held
+    /// ([`Change::fit`]): a Reset older than the state held is ignored; a
+    /// delta on top of a state the machine does not hold (or on a disk
+    /// snapshot's state) is a gap and asks for a Reset
+    /// ([`ResolverAction::RequestReset`], once per gap, at most once per
+    /// [`crate::change::RESET_ASK_INTERVAL`]).
+    pub fn on_feed(&mut self, feed: Feed, now: Instant) -> Vec<ResolverAction> {
         self.tick(now);
-        if !self.accepts(generation, &feed) {
-            return match feed {
-                Feed::Delta { .. }
-                    if !self.closed && !self.reset_asked && generation > self.generation =>
-                {
-                    self.reset_asked = true;
+        match self.fit(&feed) {
+            Fit::Apply => {}
+            Fit::Older => return Vec::new(),
+            Fit::Gap => {
+                return if self.ask.on_gap(now) {
                     vec![ResolverAction::RequestReset]
-                }
-                _ => Vec::new(),
-            };
+                } else {
+                    Vec::new()
+                };
+            }
         }
+        let version = feed.version();
         // The first live state replaces a snapshot's entirely.
         let from_seed = self.seeded.take().is_some();
         let mut touched: FxHashSet<Arc<str>> = FxHashSet::default();
         let mut upserted = Vec::new();
         let mut reset = None;
         match feed {
-            Feed::Reset(all) => {
-                self.reset_asked = false;
+            Change::Reset { items, .. } => {
+                self.ask.on_reset();
                 // Rebuilt in one pass, in the order of the Reset; the
                 // last-known-goods are restored once the revisions' states
                 // are known (see `restore_goods`).
-                let (table, replaced) = Table::from_reset(all);
+                let (table, replaced) = Table::from_reset(items);
                 let old = std::mem::replace(&mut self.table, table);
                 touched.extend(old.revisions().cloned());
                 touched.extend(self.table.revisions().cloned());
@@ -59,7 +63,7 @@ impl ResolverMachine {
                 }
                 reset = Some((old, replaced));
             }
-            Feed::Delta {
+            Change::Delta {
                 upserts, removals, ..
             } => {
                 for id in removals {
@@ -85,7 +89,7 @@ impl ResolverMachine {
             self.table.set_good(u.slot, good);
         }
         self.forget_unused_metadata();
-        self.generation = generation;
+        self.version = version;
         self.has_state = true;
         let unresolved: Vec<String> = self
             .revisions
@@ -100,17 +104,16 @@ impl ResolverMachine {
         actions
     }
 
-    /// Whether a delivery at `generation` applies to the state held.
-    pub(super) fn accepts(&self, generation: u64, feed: &Feed) -> bool {
+    /// How a delivery fits the state held (closed: never applies). A delta
+    /// never applies on top of a snapshot's state.
+    pub(super) fn fit(&self, feed: &Feed) -> Fit {
         if self.closed {
-            return false;
+            return Fit::Older;
         }
-        match feed {
-            Feed::Reset(_) => !self.has_state || generation >= self.generation,
-            // A delta never applies on top of a snapshot's state.
-            Feed::Delta { base, .. } => {
-                self.has_state && self.seeded.is_none() && *base == self.generation
-            }
+        let held = self.has_state.then_some(self.version);
+        match feed.fit(held) {
+            Fit::Apply if !feed.is_reset() && self.seeded.is_some() => Fit::Gap,
+            fit => fit,
         }
     }
 
@@ -128,7 +131,7 @@ impl ResolverMachine {
         let changed_dups: FxHashSet<&str> = replaced
             .iter()
             .filter(|r| {
-                old.slot_of(r.id())
+                old.slot_of(r)
                     .and_then(|k| old.get(k))
                     .is_some_and(|o| !crate::event::same(o.instance, r))
             })
@@ -138,7 +141,7 @@ impl ResolverMachine {
         let mut unresolved: FxHashMap<*const u8, bool> = FxHashMap::default();
         let mut goods = Vec::new();
         for (slot, s) in self.table.iter() {
-            let Some(o) = old.slot_of(s.instance.id()).and_then(|k| old.get(k)) else {
+            let Some(o) = old.slot_of(s.instance).and_then(|k| old.get(k)) else {
                 continue;
             };
             let changed = !crate::event::same(o.instance, s.instance)
@@ -192,11 +195,7 @@ impl ResolverMachine {
         touched: &mut FxHashSet<Arc<str>>,
         upserted: &mut Vec<Upserted>,
     ) {
-        let served = match self
-            .table
-            .slot_of(inst.id())
-            .and_then(|k| self.table.get(k))
-        {
+        let served = match self.table.slot_of(&inst).and_then(|k| self.table.get(k)) {
             Some(old) if crate::event::same(old.instance, &inst) => return,
             Some(old) => self.served(old),
             None => None,

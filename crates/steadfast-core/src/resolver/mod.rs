@@ -12,9 +12,19 @@
 //! backoff. A revision seen for the first time starts at the initial delay.
 //!
 //! Incremental: a delta of k instances costs O(k) here and O(k) in the
-//! updates it produces ([`UrlChange::Patch`]); a Reset, a revision that
-//! resolves, or a subscriber that needs everything costs one pass over the
-//! app ([`UrlChange::Full`]).
+//! updates it produces (a [`UrlChange`](crate::update::UrlChange) Delta); a Reset, a revision that
+//! resolves, a change of more than [`delta_budget`](crate::change::delta_budget) of a key's URLs, or a
+//! subscriber that needs everything costs one pass over the app (a
+//! [`UrlChange`](crate::update::UrlChange) Reset, in the order of the app's instances).
+//!
+//! Versions (the data path's one protocol, `crate::change`): the machine
+//! holds the version of the last delivery it applied and takes each one
+//! through [`Change::fit`](crate::change::Change::fit); a delivery that does
+//! not follow asks the registry side for the whole state
+//! ([`ResolverAction::RequestReset`], one per gap, at most one per second).
+//! Each update carries the version of the delivery it was built from, or the
+//! next step of the machine's previous update (a fetch result, a status
+//! change), and applies on the key's previous update.
 //!
 //! Invariants, each checked by the unit tests:
 //! - at most one fetch or one timer per revision, never both;
@@ -42,12 +52,12 @@ use rand::SeedableRng;
 use rustc_hash::FxHashMap;
 
 use crate::backoff::BackoffPolicy;
+use crate::change::{Change, ResetAsk, Version};
 use crate::error::FetchError;
 use crate::instance::RevisionInterner;
 use crate::model::{MetadataInfo, ServiceInstance};
 use crate::recover::{Recover, RecoverMemory, RecoverPolicy};
-use crate::subscription::Feed;
-use crate::update::{DirectoryUpdate, HeldInstances, UrlChange};
+use crate::update::{DirectoryUpdate, HeldInstances};
 use publish::KeyState;
 use schedule::Parked;
 use table::Table;
@@ -90,8 +100,9 @@ pub enum ResolverAction {
         /// Its token.
         token: Token,
     },
-    /// A delta arrived on top of a state the machine does not hold (a
-    /// delivery was lost): ask the registry side for the whole state.
+    /// A delivery arrived on top of a state the machine does not hold (a
+    /// delivery was lost): ask the registry side for the whole state (asked
+    /// once per gap, at most once per [`crate::change::RESET_ASK_INTERVAL`]).
     RequestReset,
 }
 
@@ -131,7 +142,11 @@ pub struct ResolverMachine {
     /// What the status said about them, parked alongside.
     parked: FxHashMap<String, Parked>,
     rng: StdRng,
-    generation: u64,
+    /// Version of the latest delivery applied.
+    version: Version,
+    /// Version of the latest update handed out (every key's next update
+    /// comes after it).
+    out: Option<Version>,
     /// Whether a first delivery arrived.
     has_state: bool,
     /// The app's instances.
@@ -151,9 +166,9 @@ pub struct ResolverMachine {
     /// The time of the latest input that carried one.
     clock: Option<Instant>,
     held: Option<HeldInstances>,
-    /// A Reset was asked for and has not arrived: later deltas that do not
-    /// follow ask for nothing more (one Reset answers them all).
-    reset_asked: bool,
+    /// Resets asked of the registry side after deliveries that did not
+    /// follow (one per gap).
+    ask: ResetAsk,
     /// Set while the state is a disk snapshot's (see `seed.rs`).
     seeded: Option<seed::Seeded>,
     /// While the registry subscription keeps failing (reported as
@@ -171,7 +186,8 @@ impl ResolverMachine {
             parked: FxHashMap::default(),
             policy,
             rng: StdRng::seed_from_u64(seed),
-            generation: 0,
+            version: Version::default(),
+            out: None,
             has_state: false,
             table: Table::default(),
             revisions: BTreeMap::new(),
@@ -185,7 +201,7 @@ impl ResolverMachine {
             stale_since: None,
             clock: None,
             held: None,
-            reset_asked: false,
+            ask: ResetAsk::default(),
             seeded: None,
             subscribe_failure: None,
         }
@@ -204,6 +220,16 @@ impl ResolverMachine {
         &self.app
     }
 
+    /// Number of instances held (the size of a key's Reset, at most).
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no instance is held.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
     /// Whether fetches and timers may run: open and at least one subscriber.
     pub fn is_active(&self) -> bool {
         !self.closed && !self.subscribers.is_empty()
@@ -219,9 +245,14 @@ impl ResolverMachine {
         self.subscribers.keys().map(String::as_str)
     }
 
-    /// Generation of the latest snapshot.
-    pub fn generation(&self) -> u64 {
-        self.generation
+    /// Version of the latest delivery applied.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The Reset asks after deliveries that did not follow.
+    pub fn reset_ask(&self) -> &ResetAsk {
+        &self.ask
     }
 
     /// Number of revisions waiting for a retry timer.
@@ -248,21 +279,21 @@ impl ResolverMachine {
     }
 
     /// Applies a full registry snapshot of owned records (decoded here):
-    /// a Reset at `generation`. Revisions that left it lose their fetch and
+    /// a Reset at `version`. Revisions that left it lose their fetch and
     /// timer; new ones start resolving when active. Staleness and hold are
     /// left as they are (see [`ResolverMachine::on_delivery`]).
     pub fn on_snapshot(
         &mut self,
-        generation: u64,
+        version: Version,
         instances: Arc<Vec<ServiceInstance>>,
         now: Instant,
     ) -> Vec<ResolverAction> {
-        let decoded = instances
+        let items = instances
             .iter()
             .map(|i| Arc::new(crate::instance::Instance::decode(i, &mut self.interner)))
             .collect();
         self.interner.trim();
-        self.on_feed(generation, Feed::Reset(decoded), now)
+        self.on_feed(Change::Reset { version, items }, now)
     }
 
     /// Applies the result of the fetch with `token`. Results for revisions
@@ -374,7 +405,7 @@ impl ResolverMachine {
     pub fn on_restart(&mut self, now: Instant) -> Vec<ResolverAction> {
         self.tick(now);
         // The actor subscribes again after a restart, which brings a Reset.
-        self.reset_asked = false;
+        self.ask.on_reset();
         let mut actions = Vec::new();
         let revs: Vec<String> = self.revisions.keys().cloned().collect();
         for rev in revs {
@@ -448,30 +479,38 @@ impl ResolverMachine {
     }
 
     /// The updates for every subscribed key, when something changed since the
-    /// last call: only what changed ([`UrlChange::Patch`]) unless a key
-    /// needs everything. The actor calls this once per burst of inputs.
+    /// last call: only what changed (a [`UrlChange`](crate::update::UrlChange) Delta on the key's
+    /// previous update) unless a key needs everything. The actor calls this
+    /// once per burst of inputs.
     pub fn take_updates(&mut self) -> Vec<DirectoryUpdate> {
         if !self.dirty || !self.is_active() {
             return Vec::new();
         }
         self.dirty = false;
+        let version = Version::after(self.out, self.version);
+        self.out = Some(version);
         let mut keys = std::mem::take(&mut self.keys);
         let updates = keys
             .iter_mut()
-            .map(|(key, state)| self.key_update(key, state, self.generation))
+            .map(|(key, state)| self.key_update(key, state, version))
             .collect();
         self.keys = keys;
         updates
     }
 
-    /// The whole state for one subscribe key (for a directory that attaches
-    /// or lost track), at the generation the key was last sent: applying
-    /// the key's next patch on top of it is exact, since patches carry
-    /// whole URLs and removals by id.
+    /// The whole state for one subscribe key (for a directory that attaches,
+    /// lost track, or fell too far behind), at the version the key was last
+    /// sent: the key's next update applies on top of it, since updates carry
+    /// whole URLs.
     pub fn update_for(&self, key: &str) -> DirectoryUpdate {
-        let generation = self.keys.get(key).and_then(|k| k.sent).unwrap_or(0);
-        let all = self.full_list(key, &mut Default::default());
-        let empty = all.is_empty();
-        self.wrap(key, UrlChange::Full(all), generation, empty)
+        let version = self
+            .keys
+            .get(key)
+            .and_then(|k| k.sent)
+            .or(self.out)
+            .unwrap_or_default();
+        let items = self.full_list(key, &mut Default::default());
+        let empty = items.is_empty();
+        self.wrap(key, Change::Reset { version, items }, empty)
     }
 }

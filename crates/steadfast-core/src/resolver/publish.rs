@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use super::table::SlotRef;
 use super::{ResolverMachine, RevisionState};
+use crate::change::{delta_budget, Change, Version};
 use crate::instance::Instance;
 use crate::update::{DirectoryUpdate, NotServing, Unresolved, UpdateState, UrlChange};
 use crate::url::{Endpoint, ServiceEndpoint, ServiceUrl};
@@ -43,8 +44,8 @@ pub(super) struct KeyState {
     closing: Vec<Arc<Instance>>,
     /// The next update must carry everything.
     pub(super) full: bool,
-    /// Generation of the last update sent.
-    pub(super) sent: Option<u64>,
+    /// Version of the last update sent.
+    pub(super) sent: Option<Version>,
     offers: Offers,
 }
 
@@ -99,10 +100,8 @@ impl KeyState {
         if self.full {
             return;
         }
-        if self.bit(slot) {
+        if self.bit(slot) || instance.is_closing() {
             self.set_bit(slot, false);
-            self.removals.push(instance.id_arc().clone());
-        } else if instance.is_closing() {
             self.removals.push(instance.id_arc().clone());
         }
         self.closing.retain(|c| c.id() != instance.id());
@@ -118,15 +117,19 @@ impl KeyState {
 
 impl ResolverMachine {
     /// The URL change for `key` since its last update, marking it sent at
-    /// `generation`.
+    /// `version`: a Delta on the key's previous update, or everything (a
+    /// Reset) when the key needs it or the change is larger than
+    /// [`delta_budget`] of the key's URLs.
     pub(super) fn take_change(
         &self,
         key: &str,
         state: &mut KeyState,
-        generation: u64,
+        version: Version,
     ) -> UrlChange {
-        let base = state.sent.replace(generation);
-        let base = match (base, state.full) {
+        let base = state.sent.replace(version);
+        let too_big = state.dirty.len().saturating_add(state.removals.len())
+            > delta_budget(state.count.max(self.table.len()));
+        let base = match (base, state.full || too_big) {
             (Some(base), false) => base,
             _ => {
                 state.full = false;
@@ -138,9 +141,9 @@ impl ResolverMachine {
                 state.sent_bits.resize(self.table.capacity() / 64 + 1, 0);
                 state.count = 0;
                 let mut offers = std::mem::take(&mut state.offers);
-                let all = self.full_urls(key, &mut offers, |slot| state.set_bit(slot, true));
+                let items = self.full_urls(key, &mut offers, |slot| state.set_bit(slot, true));
                 state.offers = offers;
-                return UrlChange::Full(all);
+                return Change::Reset { version, items };
             }
         };
         let mut dirty = std::mem::take(&mut state.dirty);
@@ -173,8 +176,9 @@ impl ResolverMachine {
             removals.retain(|id| !up.contains(id.as_ref()));
             state.closing.retain(|i| !up.contains(i.id()));
         }
-        UrlChange::Patch {
+        Change::Delta {
             base,
+            version,
             upserts,
             removals,
         }
@@ -269,28 +273,21 @@ impl ResolverMachine {
         &self,
         key: &str,
         state: &mut KeyState,
-        generation: u64,
+        version: Version,
     ) -> DirectoryUpdate {
-        let change = self.take_change(key, state, generation);
-        let patch = matches!(change, UrlChange::Patch { .. });
-        let mut update = self.wrap(key, change, generation, state.count == 0);
-        if patch {
+        let change = self.take_change(key, state, version);
+        let delta = !change.is_reset();
+        let mut update = self.wrap(key, change, state.count == 0);
+        if delta {
             update.closing = std::mem::take(&mut state.closing);
         }
         update
     }
 
-    /// An update for `key` carrying `change` at `generation` (a full list
-    /// names every closing instance; a patch none: see
-    /// [`ResolverMachine::key_update`]).
+    /// An update for `key` carrying `change` (a Reset names every closing
+    /// instance; a delta none: see [`ResolverMachine::key_update`]).
     /// `empty`: whether the key has no URL after the change.
-    pub(super) fn wrap(
-        &self,
-        key: &str,
-        change: UrlChange,
-        generation: u64,
-        empty: bool,
-    ) -> DirectoryUpdate {
+    pub(super) fn wrap(&self, key: &str, change: UrlChange, empty: bool) -> DirectoryUpdate {
         let state = if !self.has_state {
             match &self.subscribe_failure {
                 Some(f) => {
@@ -312,18 +309,17 @@ impl ResolverMachine {
             }
         };
         let closing = match &change {
-            UrlChange::Full(_) => self
+            Change::Reset { .. } => self
                 .table
                 .instances()
                 .filter(|(_, i)| i.is_closing())
                 .map(|(_, i)| i.clone())
                 .collect(),
-            UrlChange::Patch { .. } => Vec::new(),
+            Change::Delta { .. } => Vec::new(),
         };
         DirectoryUpdate {
             app: self.app.clone(),
             subscribe_key: key.to_string(),
-            generation,
             change,
             state,
             stale_since: self.stale_since,

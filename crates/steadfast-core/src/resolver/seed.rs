@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ResolverAction, ResolverMachine};
+use crate::change::Version;
 use crate::snapshot::{AppSnapshot, SnapshotOrigin};
 
 /// The snapshot the state came from.
@@ -40,7 +41,7 @@ impl ResolverMachine {
         for (rev, info) in snapshot.metadata {
             self.metadata.entry(rev).or_insert_with(|| Arc::new(info));
         }
-        let actions = self.on_snapshot(0, Arc::new(snapshot.instances), now);
+        let actions = self.on_snapshot(Version::default(), Arc::new(snapshot.instances), now);
         self.seeded = Some(Seeded {
             written_at_ms: snapshot.written_at_ms,
             age,
@@ -118,6 +119,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use crate::backoff::BackoffPolicy;
+    use crate::change::{Change, Version};
     use crate::model::{MetadataInfo, ServiceInfo, ServiceInstance};
     use crate::snapshot::AppSnapshot;
     use crate::subscription::Feed;
@@ -157,7 +159,7 @@ mod tests {
     }
 
     fn ports(change: &UrlChange) -> Vec<u16> {
-        let UrlChange::Full(all) = change else {
+        let Change::Reset { items: all, .. } = change else {
             panic!("a full list expected, got {change:?}")
         };
         let mut p: Vec<u16> = all.iter().map(|u| u.instance.port()).collect();
@@ -204,7 +206,7 @@ mod tests {
         // gone, 3 is new: nothing of the snapshot survives, not even as a
         // last-known-good of instance 1.
         let live = vec![inst(&m2, 1), inst(&m1, 3)];
-        let actions = r.on_snapshot(4, Arc::new(live), t0);
+        let actions = r.on_snapshot(Version::at(4), Arc::new(live), t0);
         assert!(actions.iter().any(
             |a| matches!(a, ResolverAction::Fetch { revision, .. } if *revision == m2.revision)
         ));
@@ -238,7 +240,7 @@ mod tests {
         }
         // The live state replaces the snapshot, and the failure with it.
         r.set_subscribe_failure(None);
-        r.on_snapshot(3, Arc::new(vec![inst(&m1, 1)]), t0);
+        r.on_snapshot(Version::at(3), Arc::new(vec![inst(&m1, 1)]), t0);
         let u = r.take_updates().pop().expect("an update");
         assert!(u.snapshot.is_none());
     }
@@ -251,11 +253,12 @@ mod tests {
         r.seed_from_snapshot(snap(&m1, &[1]), Duration::ZERO, t0)
             .expect("applied");
         let delta = Feed::Delta {
-            base: 0,
+            base: Version::default(),
+            version: Version::at(1),
             upserts: Vec::new(),
             removals: Vec::new(),
         };
-        assert_eq!(r.on_feed(1, delta, t0), vec![ResolverAction::RequestReset]);
+        assert_eq!(r.on_feed(delta, t0), vec![ResolverAction::RequestReset]);
         assert!(r.is_seeded());
     }
 
@@ -267,7 +270,7 @@ mod tests {
         let mut other = snap(&m1, &[1]);
         other.app = "b".into();
         assert!(r.seed_from_snapshot(other, Duration::ZERO, t0).is_none());
-        r.on_snapshot(1, Arc::new(vec![inst(&m1, 7)]), t0);
+        r.on_snapshot(Version::at(1), Arc::new(vec![inst(&m1, 7)]), t0);
         assert!(r
             .seed_from_snapshot(snap(&m1, &[1]), Duration::ZERO, t0)
             .is_none());
@@ -280,7 +283,11 @@ mod tests {
         let m1 = meta(20000);
         let mut r = machine(t0);
         assert!(r.snapshot_state(5).is_none(), "no state yet");
-        let actions = r.on_snapshot(1, Arc::new(vec![inst(&m1, 1), inst(&m1, 2)]), t0);
+        let actions = r.on_snapshot(
+            Version::at(1),
+            Arc::new(vec![inst(&m1, 1), inst(&m1, 2)]),
+            t0,
+        );
         let token = actions
             .iter()
             .find_map(|a| match a {
@@ -297,7 +304,7 @@ mod tests {
         r.set_registry_stale(Some(t0));
         assert!(r.snapshot_state(5).is_none(), "stale");
         r.set_registry_stale(None);
-        r.on_snapshot(2, Arc::new(Vec::new()), t0);
+        r.on_snapshot(Version::at(2), Arc::new(Vec::new()), t0);
         assert!(r.snapshot_state(5).is_none(), "empty");
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::instance::Instance;
-use crate::slot_index::SlotIndex;
+use crate::slot_index::{hash_id, SlotIndex};
 use crate::update::NotServing;
 
 /// One instance of the app, as given to and taken from the table.
@@ -62,11 +62,10 @@ fn bump(map: &mut FxHashMap<Arc<str>, usize>, key: &Arc<str>, up: bool) {
     }
 }
 
-fn id_at(slots: &[Option<Arc<Instance>>], k: u32) -> Option<&str> {
-    slots
-        .get(k as usize)
-        .and_then(Option::as_ref)
-        .map(|i| i.id())
+/// The instance in slot `k` of `slots`.
+#[inline]
+fn at<'a>(slots: &'a [Option<Arc<Instance>>]) -> impl Fn(u32) -> Option<&'a Instance> + 'a {
+    move |k| slots.get(k as usize)?.as_deref()
 }
 
 impl Table {
@@ -97,18 +96,12 @@ impl Table {
             t.track_serving(&inst, true);
             // Slots are u32: an app holds fewer than 2^32 instances.
             let k = t.slots.len() as u32;
-            let hash = inst.id_hash();
-            t.slots.push(Some(inst));
             let (slots, index) = (&t.slots, &mut t.index);
-            let Some(id) = id_at(slots, k) else {
+            let Some(j) = index.insert_or_find(&inst, k, at(slots)) else {
+                t.slots.push(Some(inst));
                 continue;
             };
-            let Some(j) = index.insert_or_find_hashed(hash, id, k, |x| id_at(slots, x)) else {
-                continue;
-            };
-            let Some(inst) = t.slots.pop().flatten() else {
-                continue;
-            };
+            // A repeated id: the later record replaces the first one.
             let Some(old) = t.slots.get_mut(j as usize).and_then(|s| s.replace(inst)) else {
                 continue;
             };
@@ -157,9 +150,9 @@ impl Table {
         })
     }
 
-    /// The slot of instance `id`.
-    pub(super) fn slot_of(&self, id: &str) -> Option<u32> {
-        self.index.find(id, |k| id_at(&self.slots, k))
+    /// The slot of the instance with `inst`'s id.
+    pub(super) fn slot_of(&self, inst: &Instance) -> Option<u32> {
+        self.index.find_instance(inst, at(&self.slots))
     }
 
     /// Every live slot with its instance, in slot order.
@@ -236,7 +229,7 @@ impl Table {
     /// Removes instance `id`; returns its slot and record.
     pub(super) fn remove(&mut self, id: &str) -> Option<(u32, Slot)> {
         let slots = &self.slots;
-        let k = self.index.remove(id, |k| id_at(slots, k))?;
+        let k = self.index.remove(hash_id(id), id, at(slots))?;
         let instance = self.slots.get_mut(k as usize)?.take()?;
         self.track(&instance, false);
         let good = self.goods.remove(&k);
@@ -252,7 +245,7 @@ impl Table {
     pub(super) fn upsert(&mut self, slot: Slot) -> (u32, Option<Slot>) {
         let Slot { instance, good } = slot;
         self.track(&instance, true);
-        if let Some(k) = self.slot_of(instance.id()) {
+        if let Some(k) = self.slot_of(&instance) {
             let old = self
                 .slots
                 .get_mut(k as usize)
@@ -283,7 +276,7 @@ impl Table {
             }
         };
         let slots = &self.slots;
-        self.index.insert(instance.id(), k, |j| id_at(slots, j));
+        self.index.insert_unique(instance.id_hash(), k, at(slots));
         self.set_good(k, good);
         (k, None)
     }

@@ -12,6 +12,7 @@ mod prop;
 mod stale;
 pub(crate) mod views;
 
+use crate::change::Version;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -130,7 +131,7 @@ fn identical_snapshots_add_no_fetch_and_no_timer() {
     }
     assert_eq!(h.timers.keys().copied().collect::<Vec<_>>(), vec![timer]);
     assert!(h.fetches.is_empty());
-    assert_eq!(h.m.generation(), 7);
+    assert_eq!(h.m.version().revision, 7);
     fetched(&h.fire(timer), r1);
 }
 
@@ -179,7 +180,7 @@ fn last_unsubscribe_stops_everything_and_resubscribe_resumes() {
         "no fetch of R1 before its due time"
     );
     let u = h.update();
-    assert_eq!(u.generation, 2);
+    assert_eq!(u.version().revision, 2);
     assert_eq!(unresolved(&u.state).revisions.len(), 3);
     fetched(&h.fire(timer), r1);
 }
@@ -201,7 +202,11 @@ fn close_stops_everything_for_good() {
     assert!(h
         .snapshot(2, vec![inst("c", &meta(20003).revision)], t)
         .is_empty());
-    assert_eq!(h.m.generation(), 1, "a closed machine ignores snapshots");
+    assert_eq!(
+        h.m.version().revision,
+        1,
+        "a closed machine ignores snapshots"
+    );
     assert!(h.subscribe(KEY).is_empty());
     assert!(h.m.on_retry_due(r1, timer).is_empty());
     assert!(h.m.on_fetch_result(r2, f2, Ok(m2.clone()), t).is_empty());
@@ -257,7 +262,7 @@ fn empty_registry_and_no_snapshot_have_their_own_states() {
     let mut h = Harness::active(t0);
     let u = h.update();
     assert_eq!(
-        (u.state.clone(), views::urls(&u).len(), u.generation),
+        (u.state.clone(), views::urls(&u).len(), u.version().revision),
         (UpdateState::Pending(Default::default()), 0, 0)
     );
     let f1 = fetched(
@@ -269,7 +274,7 @@ fn empty_registry_and_no_snapshot_have_their_own_states() {
     assert!(h.snapshot(2, vec![], t0 + secs(1)).is_empty());
     let u = h.update();
     assert_eq!(
-        (u.state.clone(), views::urls(&u).len(), u.generation),
+        (u.state.clone(), views::urls(&u).len(), u.version().revision),
         (UpdateState::RegistryEmpty, 0, 2)
     );
 }
@@ -418,7 +423,7 @@ fn an_attempt_limit_stops_retries_until_the_revision_comes_back() {
         [ResolverAction::Fetch { token, .. }] => *token,
         other => panic!("expected one fetch, got {other:?}"),
     };
-    let t = token(&m.on_snapshot(1, snap.clone(), t0));
+    let t = token(&m.on_snapshot(Version::at(1), snap.clone(), t0));
     let a = m.on_fetch_result(r1, t, fail(), t0);
     let [ResolverAction::ArmTimer { token: timer, .. }] = a.as_slice() else {
         panic!("first failure retries: {a:?}")
@@ -435,10 +440,12 @@ fn an_attempt_limit_stops_retries_until_the_revision_comes_back() {
         "re-attaching does not revive it"
     );
     assert!(m.on_restart(t0).is_empty());
-    assert!(m.on_snapshot(2, snap.clone(), t0).is_empty());
+    assert!(m.on_snapshot(Version::at(2), snap.clone(), t0).is_empty());
     let u = m.update_for(KEY);
     assert!(matches!(u.state, UpdateState::Unresolved(ref x) if x.attempts == 2));
     // Leaving and coming back starts afresh.
-    assert!(m.on_snapshot(3, std::sync::Arc::new(vec![]), t0).is_empty());
-    token(&m.on_snapshot(4, snap, t0));
+    assert!(m
+        .on_snapshot(Version::at(3), std::sync::Arc::new(vec![]), t0)
+        .is_empty());
+    token(&m.on_snapshot(Version::at(4), snap, t0));
 }

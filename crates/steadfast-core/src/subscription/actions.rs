@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::event::Version;
+use crate::change::{Change, Version};
 use crate::instance::Instance;
 use crate::resolver::Token;
 use crate::update::HeldInstances;
@@ -31,47 +31,18 @@ pub enum TimerKind {
     HoldEnd,
 }
 
-/// The instances a delivery carries.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Feed {
-    /// The whole state (registry instances plus held ones): replaces what
-    /// the receiver holds. Sent first, and to a subscriber catching up.
-    Reset(Vec<Arc<Instance>>),
-    /// Only what changed since the delivery of generation `base`. A
-    /// receiver that does not hold `base` asks for a Reset instead.
-    Delta {
-        /// Generation the change applies on top of.
-        base: u64,
-        /// Instances added or replaced (by id).
-        upserts: Vec<Arc<Instance>>,
-        /// Ids of instances removed.
-        removals: Vec<Arc<str>>,
-    },
-}
-
-impl Feed {
-    /// Number of instances the feed carries (upserts plus removals).
-    pub fn len(&self) -> usize {
-        match self {
-            Feed::Reset(all) => all.len(),
-            Feed::Delta {
-                upserts, removals, ..
-            } => upserts.len().saturating_add(removals.len()),
-        }
-    }
-
-    /// Whether the feed carries no instance.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+/// The instances a delivery carries: the app's whole state (registry
+/// instances plus held ones, in registry order; sent first, to a subscriber
+/// catching up, and when a change touched a large part of the app) or what
+/// changed).
+pub type Feed = Change<Arc<Instance>>;
 
 /// A change of an app's instances as delivered to subscribers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivery {
-    /// Monotonic across apps, re-subscribes and restarts.
-    pub generation: u64,
-    /// The instances: all of them, or what changed.
+    /// The instances: all of them, or what changed, at the delivery's
+    /// version (the registry's, or a step after it for a change the machine
+    /// made on its own: a held instance released).
     pub feed: Feed,
     /// Set while instances of a mass expiry are held (they are part of the
     /// state the feed builds).
@@ -82,6 +53,13 @@ pub struct Delivery {
     /// receiver takes staleness from here and never infers freshness from
     /// the mere arrival of a delivery.
     pub stale_since: Option<Instant>,
+}
+
+impl Delivery {
+    /// The version of the state after the delivery.
+    pub fn version(&self) -> Version {
+        self.feed.version()
+    }
 }
 
 /// Something the actor shell must do.
@@ -179,6 +157,20 @@ pub enum SubscriptionAction {
         version: Version,
         /// Version of the state held.
         held: Version,
+    },
+    /// A delta did not follow the state held (a notification was lost):
+    /// it was not applied, and the app is re-read when [`SubscriptionAction::List`]
+    /// says so (one re-read per gap, see [`crate::change::ResetAsk`]): log
+    /// and count.
+    Gap {
+        /// App.
+        app: String,
+        /// Version of the state held.
+        held: Option<Version>,
+        /// The version the delta applies on.
+        base: Version,
+        /// Whether a re-read was asked for now.
+        asked: bool,
     },
     /// Instances of a mass expiry after a registry recovery are now held:
     /// log and count it.

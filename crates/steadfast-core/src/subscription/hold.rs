@@ -122,15 +122,8 @@ impl Hold {
         now: Instant,
     ) -> HoldStep {
         let mut step = HoldStep::default();
-        if !self.held.is_empty() {
-            for i in changes
-                .added
-                .iter()
-                .chain(changes.replaced.iter().map(|(_, n)| n))
-            {
-                self.held.remove(i.id());
-            }
-        }
+        // A held instance that re-registered is the registry's again.
+        self.held.retain(|id, _| present.get(id).is_none());
         if self.window.as_ref().is_some_and(|w| now > w.until) {
             self.window = None;
         }
@@ -173,18 +166,25 @@ impl Hold {
         step
     }
 
-    /// Drops held instances whose grace ended by `now`; returns their ids.
-    pub(super) fn expire(&mut self, now: Instant) -> Vec<Arc<str>> {
+    /// Drops held instances whose grace ended by `now`; returns them.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<Arc<Instance>> {
+        if self.held.is_empty() {
+            return Vec::new();
+        }
         let gone: Vec<Arc<str>> = self
             .held
             .iter()
             .filter(|(_, (_, until))| *until <= now)
             .map(|(id, _)| id.clone())
             .collect();
-        for id in &gone {
-            self.held.remove(id);
-        }
-        gone
+        gone.iter()
+            .filter_map(|id| self.held.remove(id).map(|(i, _)| i))
+            .collect()
+    }
+
+    /// Number of instances held.
+    pub(super) fn len(&self) -> usize {
+        self.held.len()
     }
 
     /// When the next held instance is dropped.
@@ -251,9 +251,12 @@ mod tests {
                 .collect();
             let event = RegistryEvent::Reset {
                 version: Version::at(self.version),
-                instances,
+                items: instances,
             };
-            self.map.apply(&event).expect("newer")
+            match self.map.apply(event, usize::MAX) {
+                crate::event::Applied::Changed(c) => c,
+                other => panic!("newer: {other:?}"),
+            }
         }
     }
 

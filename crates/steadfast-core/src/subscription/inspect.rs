@@ -16,17 +16,24 @@ pub struct WatchInspection {
     pub stale_since: Option<Instant>,
     /// While opening the watch keeps failing: since when, attempts, error.
     pub subscribe_failure: Option<RegistryFailure>,
+    /// Since when a delta that did not follow the state held waits for the
+    /// re-read it asked for, if one does.
+    pub gap_since: Option<Instant>,
+    /// Re-reads asked for after deltas that did not follow, so far.
+    pub resets_asked: u64,
 }
 
 impl SubscriptionMachine {
     /// Every watched app with its watch health, in app order.
     pub fn inspect_watches(&self) -> Vec<WatchInspection> {
         self.apps
-            .keys()
-            .map(|app| WatchInspection {
+            .iter()
+            .map(|(app, sub)| WatchInspection {
                 app: app.clone(),
-                stale_since: self.stale_since(app),
-                subscribe_failure: self.subscribe_failure(app),
+                stale_since: sub.stale_since(),
+                subscribe_failure: sub.failing.clone(),
+                gap_since: sub.ask.pending_since(),
+                resets_asked: sub.ask.asks(),
             })
             .collect()
     }

@@ -34,6 +34,17 @@ impl SubscriptionMachine {
             stale_since: sub.stale_since(),
         })
     }
+
+    /// The registry's state of `app` as the machine holds it (held
+    /// instances not included), in registry order, with its version;
+    /// `None` when `app` is not subscribed or nothing arrived yet.
+    pub fn registry_state(&self, app: &str) -> Option<crate::event::Listing> {
+        let sub = self.apps.get(app)?;
+        Some(crate::event::Listing {
+            version: sub.real.version()?,
+            instances: sub.real.iter().cloned().collect(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -19,14 +19,21 @@
 //! watch is re-opened as soon as the registry answers, not after a grown
 //! backoff.
 //!
-//! Events and deliveries: the machine keeps each app's registry state as an
-//! [`InstanceMap`](crate::event::InstanceMap) at a version; an event not
-//! newer than it is ignored ([`SubscriptionAction::IgnoredOlder`]), a newer
-//! one is applied and only what it changed is delivered ([`Feed::Delta`],
-//! on top of the previous delivery's generation). A Reset from the source
-//! (first read, re-read, resync) is diffed in one pass and delivered as a
-//! delta too; only the first delivery and a subscriber catching up get the
-//! whole state ([`Feed::Reset`]).
+//! Events and deliveries (the data path's one protocol, `crate::change`):
+//! the machine keeps each app's registry state as an
+//! [`InstanceMap`](crate::event::InstanceMap) in registry order at a
+//! version, and takes every event through [`Change::fit`](crate::change::Change::fit):
+//! an event not newer than the state is ignored
+//! ([`SubscriptionAction::IgnoredOlder`]); a delta on top of a version the
+//! machine never held is a gap ([`SubscriptionAction::Gap`]): not applied,
+//! and the app is re-read at once (one re-read per gap, at most one per
+//! second, [`crate::change::ResetAsk`]); a change that applies is delivered
+//! as what it changed ([`Feed`]'s Delta), unless it changed more than a
+//! quarter of the app ([`crate::change::delta_budget`]), which is delivered as the whole
+//! state in registry order (a Reset: each stage rebuilds in one pass).
+//! The first delivery and a subscriber catching up get the whole state.
+//! Deliveries carry the registry's version; a change the machine makes on
+//! its own (a held instance released) takes the next step of it.
 //!
 //! Staleness travels with every delivery ([`Delivery::stale_since`]): a
 //! delivery sent while the registry is down (a hold that ends, a
@@ -106,7 +113,6 @@ pub struct SubscriptionMachine {
     apps: BTreeMap<String, AppSub>,
     probe: Probe,
     next_token: Token,
-    generation: u64,
     closed: bool,
     /// Whether a resume after an outage re-reads each app (false when the
     /// backend does it by itself).
@@ -122,7 +128,6 @@ pub(crate) struct Ctx<'a> {
     config: &'a SubscriptionConfig,
     rng: &'a mut StdRng,
     next_token: &'a mut Token,
-    generation: &'a mut u64,
     resume_resync: bool,
     app: &'a str,
     out: &'a mut Vec<SubscriptionAction>,
@@ -157,11 +162,6 @@ impl Ctx<'_> {
         }
     }
 
-    fn next_generation(&mut self) -> u64 {
-        *self.generation = self.generation.saturating_add(1);
-        *self.generation
-    }
-
     /// The periodic resync delay, jittered; `None` when disabled.
     fn reconcile_delay(&mut self) -> Option<Duration> {
         let interval = self.config.reconcile_interval;
@@ -185,7 +185,6 @@ impl SubscriptionMachine {
             apps: BTreeMap::new(),
             probe: Probe::Off,
             next_token: 1,
-            generation: 0,
             closed: false,
             resume_resync: true,
             session_spread: crate::registrar::DEFAULT_SESSION_SPREAD,
@@ -218,6 +217,19 @@ impl SubscriptionMachine {
         self.apps.get(app).and_then(AppSub::stale_since)
     }
 
+    /// The whole state of `app` as delivered last (a Reset at the latest
+    /// delivery's version), for a subscriber whose queue fell too far
+    /// behind; `None` before the first delivery.
+    pub fn full_delivery(&self, app: &str) -> Option<Delivery> {
+        self.apps.get(app)?.full(self.config.mass_removal_grace)
+    }
+
+    /// Instances `app`'s subscribers see (registry and held ones): the size
+    /// of a Reset of the app (0 when not subscribed).
+    pub fn app_len(&self, app: &str) -> usize {
+        self.apps.get(app).map_or(0, AppSub::len)
+    }
+
     /// Whether `token` is the current watch of `app` (its stream is read).
     pub fn is_current_watch(&self, app: &str, token: Token) -> bool {
         self.apps
@@ -241,7 +253,6 @@ impl SubscriptionMachine {
                 config: &self.config,
                 rng: &mut self.rng,
                 next_token: &mut self.next_token,
-                generation: &mut self.generation,
                 resume_resync: self.resume_resync,
                 app,
                 out: &mut out,
@@ -279,7 +290,6 @@ impl SubscriptionMachine {
                 config: &self.config,
                 rng: &mut self.rng,
                 next_token: &mut self.next_token,
-                generation: &mut self.generation,
                 resume_resync: self.resume_resync,
                 app,
                 out: &mut out,
@@ -305,7 +315,6 @@ impl SubscriptionMachine {
                         config: &self.config,
                         rng: &mut self.rng,
                         next_token: &mut self.next_token,
-                        generation: &mut self.generation,
                         resume_resync: self.resume_resync,
                         app,
                         out,

@@ -9,8 +9,9 @@ use super::hold::Hold;
 use super::{Ctx, Delivery, Feed, SubscriptionAction, TimerKind, To};
 use std::sync::Arc;
 
+use crate::change::{delta_budget, Change, Fit, ResetAsk, Version};
 use crate::error::RegistryError;
-use crate::event::{Changes, InstanceMap, RegistryEvent};
+use crate::event::{Applied, ChangeCounts, Changes, InstanceMap, RegistryEvent};
 use crate::instance::Instance;
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
@@ -48,9 +49,10 @@ enum Resync {
         token: Token,
         resume: bool,
     },
-    /// `valid` turns false when a pushed snapshot arrives meanwhile (the
-    /// result would roll it back); `resume` marks a resync owed after an
-    /// outage, retried soon when dropped.
+    /// `valid` turns false when the watch goes stale meanwhile (the result
+    /// is not applied during an outage; a listing older than a pushed event
+    /// is refused by its version anyway); `resume` marks a resync owed (after
+    /// an outage, after a gap), retried soon when dropped.
     InFlight {
         token: Token,
         valid: bool,
@@ -70,9 +72,18 @@ pub(super) struct AppSub {
     heal: Option<Token>,
     /// The registry's latest state (held instances not included).
     pub(crate) real: InstanceMap,
-    /// Generation of the latest delivery to every subscriber (the base of
-    /// the next delta; subscribers that attach later get a Reset at it).
-    delivered: Option<u64>,
+    /// Version of the latest delivery to every subscriber (the base of the
+    /// next delta; subscribers that attach later get a Reset at it).
+    out: Option<Version>,
+    /// Reset asks of the source (re-reads) after deltas that did not follow.
+    pub(super) ask: ResetAsk,
+    /// Deltas that arrived during a gap, replayed in order once the re-read
+    /// applied (those that then follow apply; older ones are dropped), so a
+    /// change notified while the re-read was under way is not lost. Bounded:
+    /// past the bound they are dropped and the app is re-read once more.
+    gapped: Vec<RegistryEvent>,
+    gapped_items: usize,
+    gapped_overflow: bool,
     resync: Resync,
     resync_recover: Recover,
     hold: Hold,
@@ -85,6 +96,11 @@ pub(super) struct AppSub {
 impl AppSub {
     pub(super) fn stale_since(&self) -> Option<Instant> {
         self.stale_since
+    }
+
+    /// Instances subscribers see (registry and held ones).
+    pub(super) fn len(&self) -> usize {
+        self.real.len().saturating_add(self.hold.len())
     }
 
     pub(super) fn watch_token(&self) -> Option<Token> {
@@ -130,6 +146,9 @@ impl AppSub {
     }
 
     pub(super) fn cancel_all(&mut self, ctx: &mut Ctx<'_>) {
+        self.gapped.clear();
+        self.gapped_items = 0;
+        self.gapped_overflow = false;
         self.cancel_watch(ctx);
         if let Resync::Armed { token, .. } | Resync::InFlight { token, .. } = self.resync {
             ctx.cancel(Some(token));
@@ -150,16 +169,25 @@ impl AppSub {
         });
     }
 
+    /// The whole state as delivered last (a Reset at the latest delivery's
+    /// version), for a subscriber that needs everything; `None` before the
+    /// first delivery.
+    pub(super) fn full(&self, grace: Duration) -> Option<Delivery> {
+        let version = self.out?;
+        Some(Delivery {
+            feed: Change::Reset {
+                version,
+                items: self.merged(),
+            },
+            held: self.hold.info(grace),
+            stale_since: self.stale_since,
+        })
+    }
+
     /// A subscriber that attached to a running app gets its state at once.
     pub(super) fn catch_up(&mut self, id: u64, _now: Instant, ctx: &mut Ctx<'_>) {
-        if let Some(generation) = self.delivered {
+        if let Some(delivery) = self.full(ctx.config.mass_removal_grace) {
             // The state at the latest delivery, stale or not as of now.
-            let delivery = Delivery {
-                generation,
-                feed: Feed::Reset(self.merged()),
-                held: self.hold.info(ctx.config.mass_removal_grace),
-                stale_since: self.stale_since,
-            };
             let app = ctx.app.to_string();
             ctx.push(SubscriptionAction::Deliver {
                 app,
@@ -281,12 +309,10 @@ impl AppSub {
             let present = self.real.version().is_some().then_some(&self.real);
             self.hold.open_window(present, now);
         }
-        if let Resync::InFlight { valid, .. } = &mut self.resync {
-            *valid = false;
-        }
         // After an outage delivered even when it changes nothing: it
-        // carries the cleared stale mark.
-        self.apply(&event, was_stale, false, now, ctx);
+        // carries the cleared stale mark. (A resync in flight meanwhile is
+        // applied only if its listing is not older than this event.)
+        self.apply(event, was_stale, now, ctx);
         if was_stale && ctx.resume_resync {
             self.resume_resync(ctx);
         } else {
@@ -294,39 +320,65 @@ impl AppSub {
         }
     }
 
-    /// Applies `event` to the registry state and delivers what changed
-    /// (also an empty change when `always`). An event not newer than the
-    /// state is ignored and reported, except that a resync's listing
-    /// (`reconcile`) also applies at the version held. Returns what changed.
+    /// Applies `event` to the registry state where it fits the version held
+    /// ([`Change::fit`]) and delivers what changed (also an empty change when
+    /// `always`). An event not newer than the state is ignored and reported;
+    /// a delta that does not follow is reported as a gap and answered by a
+    /// re-read (see [`ResetAsk`]). Returns what changed.
     pub(super) fn apply(
         &mut self,
-        event: &RegistryEvent,
+        event: RegistryEvent,
         always: bool,
-        reconcile: bool,
         now: Instant,
         ctx: &mut Ctx<'_>,
-    ) -> Option<Changes> {
+    ) -> Option<ChangeCounts> {
         let expired = self.hold.expire(now);
         let grace = ctx.config.mass_removal_grace;
-        let applied = match (event, reconcile) {
-            (RegistryEvent::Reset { version, instances }, true) => {
-                self.real.reconcile(*version, instances)
-            }
-            _ => self.real.apply(event),
+        let (version, is_reset) = (event.version(), event.is_reset());
+        let base = match &event {
+            Change::Delta { base, .. } => *base,
+            Change::Reset { version, .. } => *version,
         };
-        let Some(changes) = applied else {
-            let app = ctx.app.to_string();
-            ctx.push(SubscriptionAction::IgnoredOlder {
-                app,
-                version: event.version(),
-                held: self.real.version().unwrap_or_default(),
-            });
-            if always || !expired.is_empty() {
-                self.deliver_change(&Changes::default(), Vec::new(), expired, ctx);
-            }
-            self.sync_hold_timer(now, ctx);
-            return None;
+        let budget = delta_budget(self.real.len().max(event.len()));
+        let applied = if event.fit(self.real.version()) == Fit::Gap {
+            self.keep_gapped(event);
+            Applied::Gap
+        } else {
+            self.real.apply(event, budget)
         };
+        let changes = match applied {
+            Applied::Changed(changes) => changes,
+            skipped => {
+                let app = ctx.app.to_string();
+                let held = self.real.version();
+                if matches!(skipped, Applied::Gap) {
+                    let asked = self.ask.on_gap(now);
+                    ctx.push(SubscriptionAction::Gap {
+                        app,
+                        held,
+                        base,
+                        asked,
+                    });
+                    if asked {
+                        self.gap_resync(ctx);
+                    }
+                } else {
+                    ctx.push(SubscriptionAction::IgnoredOlder {
+                        app,
+                        version,
+                        held: held.unwrap_or_default(),
+                    });
+                }
+                if always || !expired.is_empty() {
+                    self.deliver_change(Changes::default(), Vec::new(), expired, ctx);
+                }
+                self.sync_hold_timer(now, ctx);
+                return None;
+            }
+        };
+        if is_reset {
+            self.ask.on_reset();
+        }
         let step = self.hold.on_changes(&changes, &self.real, grace, now);
         if let (false, Some(held)) = (step.newly_held.is_empty(), self.hold.info(grace)) {
             let app = ctx.app.to_string();
@@ -338,16 +390,51 @@ impl AppSub {
         }
         // The first state is delivered even when empty: "the registry holds
         // no instance" is news too.
-        if always
-            || self.delivered.is_none()
+        let deliver = always
+            || self.out.is_none()
             || !changes.is_empty()
             || !step.newly_held.is_empty()
-            || !expired.is_empty()
-        {
-            self.deliver_change(&changes, step.newly_held, expired, ctx);
+            || !expired.is_empty();
+        let counts = changes.counts();
+        if deliver {
+            self.deliver_change(changes, step.newly_held, expired, ctx);
         }
         self.sync_hold_timer(now, ctx);
-        Some(changes)
+        if is_reset {
+            self.replay_gapped(now, ctx);
+        }
+        Some(counts)
+    }
+
+    /// Keeps a delta that arrived during a gap for [`AppSub::replay_gapped`]
+    /// (within a bound: past it, all are dropped and the app is re-read once
+    /// more after the re-read under way).
+    fn keep_gapped(&mut self, event: RegistryEvent) {
+        let bound = delta_budget(self.real.len()).max(64);
+        let items = self.gapped_items.saturating_add(event.len());
+        if self.gapped_overflow || items > bound {
+            self.gapped.clear();
+            self.gapped_items = 0;
+            self.gapped_overflow = true;
+            return;
+        }
+        self.gapped_items = items;
+        self.gapped.push(event);
+    }
+
+    /// A Reset applied: the deltas kept during the gap are applied in order
+    /// where they now follow; if some were dropped, the app is re-read again.
+    fn replay_gapped(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        self.gapped_items = 0;
+        let overflow = std::mem::take(&mut self.gapped_overflow);
+        for event in std::mem::take(&mut self.gapped) {
+            if event.fit(self.real.version()) != Fit::Older {
+                self.apply(event, false, now, ctx);
+            }
+        }
+        if overflow {
+            self.resume_resync(ctx);
+        }
     }
 
     /// Every instance subscribers see: the registry's plus the held ones.
@@ -359,31 +446,36 @@ impl AppSub {
     }
 
     /// Delivers `changes` of the registry state, except that instances
-    /// newly held stay (or come back), and `expired` held ones leave.
+    /// newly held stay (or come back), and `expired` held ones leave: as a
+    /// delta, or as the whole state when there is none yet or the change is
+    /// larger than [`delta_budget`] of the app.
     fn deliver_change(
         &mut self,
-        changes: &Changes,
+        changes: Changes,
         newly_held: Vec<Arc<Instance>>,
-        expired: Vec<Arc<str>>,
+        expired: Vec<Arc<Instance>>,
         ctx: &mut Ctx<'_>,
     ) {
-        let Some(base) = self.delivered else {
+        let Some(base) = self.out else {
             if self.real.version().is_some() {
-                let all = self.merged();
-                self.deliver(Feed::Reset(all), ctx);
+                self.deliver_all(ctx);
             }
             return;
         };
-        let mut upserts: Vec<Arc<Instance>> = changes
-            .added
-            .iter()
-            .chain(changes.replaced.iter().map(|(_, new)| new))
-            .cloned()
-            .collect();
+        let size = self.real.len().saturating_add(self.hold.len());
+        let total = changes
+            .len()
+            .saturating_add(newly_held.len())
+            .saturating_add(expired.len());
+        let upserts = match changes.upserts {
+            Some(upserts) if total <= delta_budget(size) => upserts,
+            _ => return self.deliver_all(ctx),
+        };
+        let mut upserts = upserts;
         let mut removals: Vec<Arc<str>> =
             changes.removed.iter().map(|i| i.id_arc().clone()).collect();
         for h in newly_held {
-            match removals.iter().position(|id| **id == *h.id()) {
+            match removals.iter().position(|r| **r == *h.id()) {
                 // Removed now: it stays.
                 Some(pos) => {
                     removals.swap_remove(pos);
@@ -392,10 +484,12 @@ impl AppSub {
                 None => upserts.push(h),
             }
         }
-        removals.extend(expired);
+        removals.extend(expired.iter().map(|i| i.id_arc().clone()));
+        let version = self.next_version();
         self.deliver(
-            Feed::Delta {
+            Change::Delta {
                 base,
+                version,
                 upserts,
                 removals,
             },
@@ -403,15 +497,26 @@ impl AppSub {
         );
     }
 
+    /// The version of the next delivery: the registry's, or the step after
+    /// the latest delivery for a change made at the same registry version.
+    fn next_version(&self) -> Version {
+        Version::after(self.out, self.real.version().unwrap_or_default())
+    }
+
+    /// Delivers the whole state (registry instances plus held ones).
+    fn deliver_all(&mut self, ctx: &mut Ctx<'_>) {
+        let version = self.next_version();
+        let items = self.merged();
+        self.deliver(Change::Reset { version, items }, ctx);
+    }
+
     fn deliver(&mut self, feed: Feed, ctx: &mut Ctx<'_>) {
-        let generation = ctx.next_generation();
+        self.out = Some(feed.version());
         let delivery = Delivery {
-            generation,
             feed,
             held: self.hold.info(ctx.config.mass_removal_grace),
             stale_since: self.stale_since,
         };
-        self.delivered = Some(generation);
         let app = ctx.app.to_string();
         ctx.push(SubscriptionAction::Deliver {
             app,
@@ -464,11 +569,15 @@ impl AppSub {
         self.hold_timer = None;
         self.heal = None;
         self.open_watch(ctx);
-        if self.delivered.is_some() {
+        if let Some(delivery) = self.full(ctx.config.mass_removal_grace) {
             // A delivery the old actor computed may never have been sent:
             // everyone gets the whole state again (rare, one pass).
-            let all = self.merged();
-            self.deliver(Feed::Reset(all), ctx);
+            let app = ctx.app.to_string();
+            ctx.push(SubscriptionAction::Deliver {
+                app,
+                to: To::All,
+                delivery,
+            });
         }
         if self.stale_since.is_none() && self.real.version().is_some() {
             self.ensure_periodic(ctx);
@@ -480,7 +589,7 @@ impl AppSub {
     fn deliver_expired(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         let expired = self.hold.expire(now);
         if !expired.is_empty() {
-            self.deliver_change(&Changes::default(), Vec::new(), expired, ctx);
+            self.deliver_change(Changes::default(), Vec::new(), expired, ctx);
         }
         self.sync_hold_timer(now, ctx);
     }

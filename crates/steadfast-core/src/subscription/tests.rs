@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::backoff::BackoffPolicy;
+use crate::change::Change;
 use crate::event::Version;
 use crate::instance::{Instance, RevisionInterner};
 use crate::model::ServiceInstance;
@@ -36,14 +37,14 @@ pub(super) fn decode(state: &[ServiceInstance]) -> Vec<Arc<Instance>> {
 pub(super) fn reset(state: &[ServiceInstance], version: u64) -> RegistryEvent {
     RegistryEvent::Reset {
         version: Version::at(version),
-        instances: decode(state),
+        items: decode(state),
     }
 }
 
 /// A delivery as a subscriber sees it: the whole state its feeds built.
 #[derive(Clone, Debug)]
 pub(super) struct Seen {
-    pub(super) generation: u64,
+    pub(super) version: Version,
     /// Sorted by id.
     pub(super) instances: Vec<ServiceInstance>,
     pub(super) held: Option<HeldInstances>,
@@ -83,6 +84,9 @@ pub(super) struct Sim {
     /// Lists held back, with what they listed.
     pub(super) pending_lists: Vec<(Token, Listing)>,
     pub(super) stream: Option<Token>,
+    /// Version of the latest event the stream yielded (a delta's base: the
+    /// source does not know about changes it failed to notify).
+    pub(super) sent: u64,
     pub(super) log: Vec<(Instant, SubscriptionAction)>,
     pub(super) opens: usize,
     pub(super) lists: usize,
@@ -106,6 +110,7 @@ impl Sim {
             answer_lists: true,
             pending_lists: Vec::new(),
             stream: None,
+            sent: 0,
             log: Vec::new(),
             opens: 0,
             lists: 0,
@@ -133,6 +138,7 @@ impl Sim {
                 SubscriptionAction::ReadStream { app, token } => {
                     self.stream = Some(token);
                     let v = self.current_version();
+                    self.sent = v;
                     let first = reset(&self.state, v);
                     self.m.on_stream_item(&app, token, Ok(first), now)
                 }
@@ -214,6 +220,7 @@ impl Sim {
         self.state = state;
         if let Some(token) = self.stream {
             let v = self.current_version();
+            self.sent = v;
             let event = reset(&self.state, v);
             let acts = self.m.on_stream_item(A, token, Ok(event), self.now);
             self.perform(acts);
@@ -227,7 +234,9 @@ impl Sim {
         self.state.extend(insts(add));
         let version = self.current_version();
         if let Some(token) = self.stream {
+            let base = std::mem::replace(&mut self.sent, version);
             let event = RegistryEvent::Delta {
+                base: Version::at(base),
                 version: Version::at(version),
                 upserts: decode(&insts(add)),
                 removals: insts(remove)
@@ -263,7 +272,7 @@ impl Sim {
     /// Every delivery to subscriber 1, as the state it built.
     pub(super) fn deliveries(&self) -> Vec<(Instant, Seen)> {
         let mut view: BTreeMap<String, ServiceInstance> = BTreeMap::new();
-        let mut held_gen: Option<u64> = None;
+        let mut held_gen: Option<Version> = None;
         let mut out = Vec::new();
         for (t, a) in &self.log {
             let SubscriptionAction::Deliver { delivery, to, .. } = a else {
@@ -273,7 +282,7 @@ impl Sim {
                 continue;
             }
             match &delivery.feed {
-                Feed::Reset(all) => {
+                Change::Reset { items: all, .. } => {
                     view = all
                         .iter()
                         .map(|i| (i.id().to_string(), i.to_record(A)))
@@ -283,6 +292,7 @@ impl Sim {
                     base,
                     upserts,
                     removals,
+                    ..
                 } => {
                     assert_eq!(held_gen, Some(*base), "a delta on top of what is held");
                     for id in removals {
@@ -293,11 +303,11 @@ impl Sim {
                     }
                 }
             }
-            held_gen = Some(delivery.generation);
+            held_gen = Some(delivery.version());
             out.push((
                 *t,
                 Seen {
-                    generation: delivery.generation,
+                    version: delivery.version(),
                     instances: view.values().cloned().collect(),
                     held: delivery.held,
                     stale_since: delivery.stale_since,
@@ -576,7 +586,7 @@ fn a_failed_resync_is_retried_on_the_backoff() {
 #[test]
 fn restart_reopens_every_watch_and_close_silences_everything() {
     let mut sim = Sim::new(config(), insts(&[1]));
-    let gen = sim.last().generation;
+    let (gen, delivered) = (sim.last().version, sim.deliveries().len());
     sim.timers.clear();
     let acts = sim.m.on_restart(sim.now);
     assert!(
@@ -585,9 +595,11 @@ fn restart_reopens_every_watch_and_close_silences_everything() {
     );
     sim.perform(acts);
     assert_eq!(sim.opens, 2);
-    assert!(
-        sim.last().generation > gen,
-        "a new generation after restart"
+    let last = sim.last();
+    assert_eq!(
+        (sim.deliveries().len(), last.version, last.carried),
+        (delivered + 1, gen, 1),
+        "the whole state again after restart (a Reset at the version held)"
     );
     assert_eq!(sim.timers.len(), 1, "the resync timer is re-armed");
     let cancels = sim.m.close();
@@ -633,10 +645,10 @@ fn deltas_and_resets_are_delivered_as_what_changed_and_older_events_are_ignored(
 }
 
 #[test]
-fn a_late_subscriber_gets_the_whole_state_at_the_current_generation() {
+fn a_late_subscriber_gets_the_whole_state_at_the_current_version() {
     let mut sim = Sim::new(config(), insts(&[1, 2]));
     sim.push_delta(&[3], &[]);
-    let gen = sim.last().generation;
+    let gen = sim.last().version;
     let acts = sim.m.subscribe(A, 2, sim.now);
     let reset = acts.iter().find_map(|a| match a {
         SubscriptionAction::Deliver {
@@ -647,8 +659,8 @@ fn a_late_subscriber_gets_the_whole_state_at_the_current_generation() {
         _ => None,
     });
     let d = reset.expect("a catch-up delivery");
-    assert_eq!(d.generation, gen, "the next delta applies on top of it");
-    assert!(matches!(&d.feed, Feed::Reset(all) if all.len() == 3));
+    assert_eq!(d.version(), gen, "the next delta applies on top of it");
+    assert!(matches!(&d.feed, Change::Reset { items: all, .. } if all.len() == 3));
 }
 
 #[test]
@@ -679,4 +691,54 @@ fn an_empty_first_state_is_delivered() {
     let d = sim.last();
     assert!(d.instances.is_empty());
     assert_eq!(d.carried, 0);
+}
+
+#[test]
+fn a_delta_that_does_not_follow_is_a_gap_answered_by_one_re_read() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    let lists = sim.lists;
+    // The registry changes twice and notifies only the second change, with
+    // the version of the first as its base: the watch never saw it.
+    sim.state = insts(&[1, 3]);
+    sim.current_version();
+    sim.sent = sim.version.0;
+    sim.answer_lists = false;
+    sim.push_delta(&[4], &[]);
+    assert_eq!(ports(&sim.last().instances), [1], "not applied");
+    assert_eq!(sim.lists, lists + 1, "re-read at once");
+    assert_eq!(
+        sim.count(|a| matches!(a, SubscriptionAction::Gap { asked: true, .. })),
+        1
+    );
+    // A change notified while the re-read is under way: kept, and applied
+    // once the (older) listing closes the gap; no second re-read.
+    sim.push_delta(&[5], &[]);
+    assert_eq!(sim.lists, lists + 1, "one re-read per gap");
+    let w = &sim.m.inspect_watches()[0];
+    assert_eq!((w.resets_asked, w.gap_since), (1, Some(sim.now)));
+    sim.answer_pending_lists();
+    assert_eq!(
+        ports(&sim.last().instances),
+        [1, 3, 4, 5],
+        "the listing closes the gap, the change kept during it follows"
+    );
+    assert!(sim.m.inspect_watches()[0].gap_since.is_none());
+    assert_eq!(
+        sim.count(|a| matches!(a, SubscriptionAction::Reconciled { added: 2, .. })),
+        1,
+        "counted as missed notifications"
+    );
+    assert_eq!(sim.lists, lists + 1);
+    // Within a second, a new gap waits; after it, it asks again.
+    sim.state = insts(&[1, 3, 4, 5, 6]);
+    sim.current_version();
+    sim.sent = sim.version.0;
+    sim.answer_lists = true;
+    sim.push_delta(&[7], &[]);
+    assert_eq!(sim.lists, lists + 1, "rate limited");
+    sim.advance(Duration::from_secs(1));
+    sim.sent = sim.version.0 + 1;
+    sim.push_delta(&[8], &[]);
+    assert_eq!(sim.lists, lists + 2);
+    assert_eq!(ports(&sim.last().instances), [1, 3, 4, 5, 6, 7, 8]);
 }

@@ -119,7 +119,11 @@ pub fn pump(app: &str, mut stream: EventStream) -> Watch {
         let mut state = InstanceMap::default();
         while let Some(item) = stream.next().await {
             let item = item.map(|event| {
-                let _ = state.apply(&event);
+                let applied = state.apply(event, usize::MAX);
+                assert!(
+                    !matches!(applied, steadfast_core::event::Applied::Gap),
+                    "an etcd delta always follows the event before it"
+                );
                 let mut all: Vec<ServiceInstance> =
                     state.iter().map(|i| i.to_record(&app)).collect();
                 all.sort_by(|a, b| a.id.cmp(&b.id));

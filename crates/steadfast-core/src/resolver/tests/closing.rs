@@ -4,29 +4,15 @@
 //! burst), a plain removal does not, and a full list names every closing
 //! instance.
 
-use std::sync::Arc;
+use crate::change::Change;
 use std::time::Instant;
 
 use super::harness::{inst, meta, KEY};
-use super::views::reset_feed;
+use super::views::{deliver, delta, reset_feed};
 use crate::backoff::BackoffPolicy;
-use crate::instance::{Instance, RevisionInterner};
 use crate::model::{ServiceInstance, CLOSING_KEY};
 use crate::resolver::{ResolverAction, ResolverMachine};
-use crate::subscription::Feed;
-use crate::update::{DirectoryUpdate, UrlChange};
-
-fn decoded(i: &ServiceInstance) -> Arc<Instance> {
-    Arc::new(Instance::decode(i, &mut RevisionInterner::default()))
-}
-
-fn delta(base: u64, upserts: &[ServiceInstance], removals: &[&str]) -> Feed {
-    Feed::Delta {
-        base,
-        upserts: upserts.iter().map(decoded).collect(),
-        removals: removals.iter().map(|r| Arc::from(*r)).collect(),
-    }
-}
+use crate::update::DirectoryUpdate;
 
 fn closing(i: &ServiceInstance) -> ServiceInstance {
     let mut c = i.clone();
@@ -43,7 +29,7 @@ fn resolved(t0: Instant) -> (ResolverMachine, Vec<ServiceInstance>) {
     let all: Vec<ServiceInstance> = (0..4)
         .map(|k| inst(&format!("h{k}"), &m1.revision))
         .collect();
-    let acts = m.on_delivery(1, reset_feed(&all), None, None, t0);
+    let acts = deliver(&mut m, reset_feed(1, &all), None, None, t0);
     let token = acts
         .iter()
         .find_map(|a| match a {
@@ -62,7 +48,7 @@ fn closing_ids(u: &DirectoryUpdate) -> Vec<&str> {
 
 fn removals(u: &DirectoryUpdate) -> Vec<&str> {
     match &u.change {
-        UrlChange::Patch { removals, .. } => removals.iter().map(|r| r.as_ref()).collect(),
+        Change::Delta { removals, .. } => removals.iter().map(|r| r.as_ref()).collect(),
         other => panic!("a patch expected, got {other:?}"),
     }
 }
@@ -71,20 +57,26 @@ fn removals(u: &DirectoryUpdate) -> Vec<&str> {
 fn a_closing_record_is_named_in_the_patch_that_drops_it() {
     let t0 = Instant::now();
     let (mut m, all) = resolved(t0);
-    let _ = m.on_delivery(2, delta(1, &[closing(&all[1])], &[]), None, None, t0);
+    let _ = deliver(
+        &mut m,
+        delta(1, 2, &[closing(&all[1])], &[]),
+        None,
+        None,
+        t0,
+    );
     let u = m.take_updates().pop().unwrap();
     assert_eq!(removals(&u), vec![all[1].id.as_str()]);
     assert_eq!(closing_ids(&u), vec![all[1].id.as_str()]);
 
     // The unregister that follows names the id removed again (its URL had
     // gone already), so the directory learns the registry removed it.
-    let _ = m.on_delivery(3, delta(2, &[], &[&all[1].id]), None, None, t0);
+    let _ = deliver(&mut m, delta(2, 3, &[], &[&all[1].id]), None, None, t0);
     let u = m.take_updates().pop().unwrap();
     assert_eq!(removals(&u), vec![all[1].id.as_str()]);
     assert!(u.closing.is_empty());
 
     // A plain removal is the registry's: not named closing.
-    let _ = m.on_delivery(4, delta(3, &[], &[&all[2].id]), None, None, t0);
+    let _ = deliver(&mut m, delta(3, 4, &[], &[&all[2].id]), None, None, t0);
     let u = m.take_updates().pop().unwrap();
     assert_eq!(removals(&u), vec![all[2].id.as_str()]);
     assert!(u.closing.is_empty());
@@ -94,8 +86,14 @@ fn a_closing_record_is_named_in_the_patch_that_drops_it() {
 fn an_announcement_and_its_unregister_in_one_burst_net_to_the_removal() {
     let t0 = Instant::now();
     let (mut m, all) = resolved(t0);
-    let _ = m.on_delivery(2, delta(1, &[closing(&all[0])], &[]), None, None, t0);
-    let _ = m.on_delivery(3, delta(2, &[], &[&all[0].id]), None, None, t0);
+    let _ = deliver(
+        &mut m,
+        delta(1, 2, &[closing(&all[0])], &[]),
+        None,
+        None,
+        t0,
+    );
+    let _ = deliver(&mut m, delta(2, 3, &[], &[&all[0].id]), None, None, t0);
     let u = m.take_updates().pop().unwrap();
     // The instance is gone: a tombstone would be ended by the removal at
     // once, so the directory is told only that the registry removed it.
@@ -107,9 +105,15 @@ fn an_announcement_and_its_unregister_in_one_burst_net_to_the_removal() {
 fn a_full_list_names_every_closing_instance() {
     let t0 = Instant::now();
     let (mut m, all) = resolved(t0);
-    let _ = m.on_delivery(2, delta(1, &[closing(&all[3])], &[]), None, None, t0);
+    let _ = deliver(
+        &mut m,
+        delta(1, 2, &[closing(&all[3])], &[]),
+        None,
+        None,
+        t0,
+    );
     let _ = m.take_updates();
     let u = m.update_for(KEY);
-    assert!(matches!(&u.change, UrlChange::Full(urls) if urls.len() == 3));
+    assert!(matches!(&u.change, Change::Reset { items: urls, .. } if urls.len() == 3));
     assert_eq!(closing_ids(&u), vec![all[3].id.as_str()]);
 }

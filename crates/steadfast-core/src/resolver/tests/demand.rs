@@ -2,6 +2,7 @@
 //! unresolved revisions at once, never stacking a fetch, and grows the
 //! backoff by the one attempt it makes.
 
+use crate::change::Version;
 use std::time::Instant;
 
 use super::harness::{armed, assert_band, fail, fetched, inst, meta, secs, unresolved, Harness};
@@ -106,7 +107,7 @@ fn resolved_inactive_and_given_up_revisions_are_untouched() {
     let mut m = super::super::ResolverMachine::new(APP, crate::BackoffPolicy::default(), 7)
         .with_max_attempts(Some(1));
     m.subscribe_at(KEY, t0);
-    let a = m.on_snapshot(1, std::sync::Arc::new(vec![inst("a", r1)]), t0);
+    let a = m.on_snapshot(Version::at(1), std::sync::Arc::new(vec![inst("a", r1)]), t0);
     let [ResolverAction::Fetch { token, .. }] = a.as_slice() else {
         panic!("one fetch: {a:?}")
     };

@@ -3,6 +3,7 @@
 //! asserts the machine's invariants after every step; plus fixtures and
 //! action matchers.
 
+use crate::change::Version;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -278,7 +279,9 @@ impl Harness {
             }
         }
         self.revisions = next;
-        let a = self.m.on_snapshot(generation, Arc::new(instances), now);
+        let a = self
+            .m
+            .on_snapshot(Version::at(generation), Arc::new(instances), now);
         self.apply(a)
     }
 

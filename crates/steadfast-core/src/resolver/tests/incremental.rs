@@ -2,29 +2,16 @@
 //! k URLs, a delta on top of a state not held asks for a Reset, and what
 //! the patches build equals what a full rebuild gives.
 
+use crate::change::{Change, Version};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::harness::{inst, meta, secs, KEY};
-use super::views::{reset_feed, urls, Views};
+use super::views::{deliver, delta, reset_feed, urls, Views};
 use crate::backoff::BackoffPolicy;
-use crate::instance::{Instance, RevisionInterner};
 use crate::model::ServiceInstance;
 use crate::resolver::{ResolverAction, ResolverMachine};
-use crate::subscription::Feed;
-use crate::update::{UpdateState, UrlChange};
-
-fn decoded(i: &ServiceInstance) -> Arc<Instance> {
-    Arc::new(Instance::decode(i, &mut RevisionInterner::default()))
-}
-
-fn delta(base: u64, upserts: &[ServiceInstance], removals: &[&str]) -> Feed {
-    Feed::Delta {
-        base,
-        upserts: upserts.iter().map(decoded).collect(),
-        removals: removals.iter().map(|r| Arc::from(*r)).collect(),
-    }
-}
+use crate::update::UpdateState;
 
 /// A resolved machine holding `n` instances of one revision.
 fn resolved(n: u16, t0: Instant) -> (ResolverMachine, Views, Arc<crate::model::MetadataInfo>) {
@@ -34,7 +21,7 @@ fn resolved(n: u16, t0: Instant) -> (ResolverMachine, Views, Arc<crate::model::M
     let all: Vec<ServiceInstance> = (0..n)
         .map(|k| inst(&format!("h{k}"), &m1.revision))
         .collect();
-    let acts = m.on_delivery(1, reset_feed(&all), None, None, t0);
+    let acts = deliver(&mut m, reset_feed(1, &all), None, None, t0);
     let token = acts
         .iter()
         .find_map(|a| match a {
@@ -47,7 +34,9 @@ fn resolved(n: u16, t0: Instant) -> (ResolverMachine, Views, Arc<crate::model::M
         .is_empty());
     let mut views = Views::default();
     for u in m.take_updates() {
-        assert!(matches!(u.change, UrlChange::Full(ref a) if a.len() == usize::from(n)));
+        assert!(
+            matches!(u.change, Change::Reset { items: ref a, .. } if a.len() == usize::from(n))
+        );
         views.absorb(u);
     }
     (m, views, m1)
@@ -60,16 +49,15 @@ fn one_changed_instance_is_one_url_in_a_patch() {
     // A restart: the same id with a new record.
     let mut again = inst("h7", &m1.revision);
     again.weight = 5;
-    assert!(m
-        .on_delivery(2, delta(1, &[again], &[]), None, None, t0)
-        .is_empty());
+    assert!(deliver(&mut m, delta(1, 2, &[again], &[]), None, None, t0).is_empty());
     let u = m.take_updates().pop().unwrap();
     match &u.change {
-        UrlChange::Patch {
-            base: 1,
+        Change::Delta {
+            base,
             upserts,
             removals,
-        } => assert_eq!(
+            ..
+        } if *base == Version::at(1) => assert_eq!(
             (upserts.len(), removals.len(), upserts[0].weight()),
             (1, 0, 5)
         ),
@@ -79,7 +67,7 @@ fn one_changed_instance_is_one_url_in_a_patch() {
     assert_eq!((urls(&u).len(), u.state), (1000, UpdateState::Resolved));
     // A removal and an addition.
     let new = inst("new", &m1.revision);
-    let _ = m.on_delivery(3, delta(2, &[new], &["h3:8080"]), None, None, t0);
+    let _ = deliver(&mut m, delta(2, 3, &[new], &["h3:8080"]), None, None, t0);
     let u = m.take_updates().pop().unwrap();
     assert_eq!(u.change.len(), 2, "{:?}", u.change);
     let u = views.absorb(u);
@@ -92,19 +80,18 @@ fn one_changed_instance_is_one_url_in_a_patch() {
 fn patches_build_what_a_full_rebuild_gives() {
     let t0 = Instant::now();
     let (mut m, mut views, m1) = resolved(50, t0);
-    let mut gen = 1;
     for k in 0..200u16 {
+        let gen = u64::from(k) + 1;
         let host = format!("h{}", k % 60);
         let mut i = inst(&host, &m1.revision);
         i.weight = u32::from(k % 3);
         i.healthy = k % 7 != 0;
         let feed = if k % 5 == 0 {
-            delta(gen, &[], &[&format!("{host}:8080")])
+            delta(gen, gen + 1, &[], &[&format!("{host}:8080")])
         } else {
-            delta(gen, &[i], &[])
+            delta(gen, gen + 1, &[i], &[])
         };
-        gen += 1;
-        let _ = m.on_delivery(gen, feed, None, None, t0 + secs(1));
+        let _ = deliver(&mut m, feed, None, None, t0 + secs(1));
         for u in m.take_updates() {
             let u = views.absorb(u);
             let full = m.update_for(KEY);
@@ -124,26 +111,59 @@ fn a_delta_on_top_of_a_state_not_held_asks_for_a_reset() {
     let (mut m, _, m1) = resolved(3, t0);
     let i = inst("x", &m1.revision);
     assert_eq!(
-        m.on_delivery(5, delta(4, std::slice::from_ref(&i), &[]), None, None, t0),
+        deliver(
+            &mut m,
+            delta(4, 5, std::slice::from_ref(&i), &[]),
+            None,
+            None,
+            t0
+        ),
         vec![ResolverAction::RequestReset]
     );
     assert!(m.take_updates().is_empty(), "nothing applied");
     assert!(
-        m.on_delivery(6, delta(5, std::slice::from_ref(&i), &[]), None, None, t0)
-            .is_empty(),
+        deliver(
+            &mut m,
+            delta(5, 6, std::slice::from_ref(&i), &[]),
+            None,
+            None,
+            t0
+        )
+        .is_empty(),
         "one Reset answers every delta that does not follow: asked once"
     );
-    assert!(m
-        .on_delivery(6, reset_feed(std::slice::from_ref(&i)), None, None, t0)
-        .is_empty());
+    assert!(deliver(
+        &mut m,
+        reset_feed(6, std::slice::from_ref(&i)),
+        None,
+        None,
+        t0
+    )
+    .is_empty());
+    assert!(
+        deliver(
+            &mut m,
+            delta(7, 8, std::slice::from_ref(&i), &[]),
+            None,
+            None,
+            t0
+        )
+        .is_empty(),
+        "rate limited: at most one ask per second"
+    );
     assert_eq!(
-        m.on_delivery(8, delta(7, std::slice::from_ref(&i), &[]), None, None, t0),
+        deliver(
+            &mut m,
+            delta(7, 8, std::slice::from_ref(&i), &[]),
+            None,
+            None,
+            t0 + secs(1)
+        ),
         vec![ResolverAction::RequestReset],
         "after the Reset, a new gap asks again"
     );
     assert!(
-        m.on_delivery(1, delta(0, &[i], &[]), None, None, t0)
-            .is_empty(),
+        deliver(&mut m, delta(0, 1, &[i], &[]), None, None, t0).is_empty(),
         "an old delta is dropped"
     );
 }
@@ -156,7 +176,7 @@ fn a_reset_is_served_in_its_own_order_in_one_full_update() {
         .iter()
         .map(|k| inst(&format!("h{k}"), &m1.revision))
         .collect();
-    let _ = m.on_delivery(2, reset_feed(&order), None, None, t0);
+    let _ = deliver(&mut m, reset_feed(2, &order), None, None, t0);
     let u = m.take_updates().pop().unwrap();
     let got: Vec<String> = urls(&u)
         .iter()

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::harness::{inst, meta, secs, APP, KEY};
+use super::views::deliver;
 use crate::backoff::BackoffPolicy;
+use crate::change::Version;
 use crate::resolver::ResolverMachine;
 use crate::update::HeldInstances;
 
@@ -17,19 +19,22 @@ fn staleness_is_taken_from_the_delivery_not_inferred_from_a_snapshot() {
     let _ = m.subscribe_at(KEY, t0);
     let m1 = meta(20001);
     let snap = Arc::new(vec![inst("a", &m1.revision)]);
-    let feed = || super::views::reset_feed(&snap);
-    let _ = m.on_delivery(1, feed(), None, None, t0);
+    let feed = |v| super::views::reset_feed(v, &snap);
+    let _ = deliver(&mut m, feed(1), None, None, t0);
     assert_eq!(m.take_updates()[0].stale_since, None);
 
     let down = t0 + secs(1);
     m.set_registry_stale(Some(down));
     assert_eq!(m.take_updates()[0].stale_since, Some(down));
     // The hold's end is delivered during the outage: still stale.
-    let _ = m.on_delivery(2, feed(), Some(down), None, t0 + secs(3));
+    let _ = deliver(&mut m, feed(2), Some(down), None, t0 + secs(3));
     let u = m.take_updates();
-    assert_eq!((u[0].generation, u[0].stale_since), (2, Some(down)));
+    assert_eq!(
+        (u[0].version(), u[0].stale_since),
+        (Version::at(2), Some(down))
+    );
     // A bare snapshot does not clear it either.
-    let _ = m.on_snapshot(3, snap.clone(), t0 + secs(4));
+    let _ = m.on_snapshot(Version::at(3), snap.clone(), t0 + secs(4));
     assert_eq!(m.take_updates()[0].stale_since, Some(down));
     // An overtaken delivery changes nothing, its staleness and hold included.
     let held = HeldInstances {
@@ -37,11 +42,14 @@ fn staleness_is_taken_from_the_delivery_not_inferred_from_a_snapshot() {
         until: t0 + secs(9),
         grace: secs(3),
     };
-    let _ = m.on_delivery(1, feed(), None, Some(held), t0 + secs(5));
+    let _ = deliver(&mut m, feed(1), None, Some(held), t0 + secs(5));
     let u = m.update_for(KEY);
-    assert_eq!((u.generation, u.stale_since, u.held), (3, Some(down), None));
+    assert_eq!(
+        (u.version(), u.stale_since, u.held),
+        (Version::at(3), Some(down), None)
+    );
     // The recovery's delivery says fresh, with its hold.
-    let _ = m.on_delivery(4, feed(), None, Some(held), t0 + secs(6));
+    let _ = deliver(&mut m, feed(4), None, Some(held), t0 + secs(6));
     let u = m.take_updates();
     assert_eq!((u[0].stale_since, u[0].held), (None, Some(held)));
 }

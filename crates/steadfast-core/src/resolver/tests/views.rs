@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::update::{DirectoryUpdate, UrlChange};
+use crate::change::{Change, Version};
+use crate::update::DirectoryUpdate;
 use crate::url::Endpoint;
 
 /// The URLs of each key, built from full updates and patches.
 #[derive(Debug, Default)]
 pub(crate) struct Views {
-    keys: BTreeMap<String, (u64, BTreeMap<String, Endpoint>)>,
+    keys: BTreeMap<String, (Option<Version>, BTreeMap<String, Endpoint>)>,
 }
 
 impl Views {
@@ -18,18 +19,19 @@ impl Views {
     pub(crate) fn absorb(&mut self, u: DirectoryUpdate) -> DirectoryUpdate {
         let entry = self.keys.entry(u.subscribe_key.clone()).or_default();
         match &u.change {
-            UrlChange::Full(all) => {
-                entry.1 = all
+            Change::Reset { items, .. } => {
+                entry.1 = items
                     .iter()
                     .map(|e| (e.instance_id().to_string(), e.clone()))
                     .collect();
             }
-            UrlChange::Patch {
+            Change::Delta {
                 base,
                 upserts,
                 removals,
+                ..
             } => {
-                assert_eq!(entry.0, *base, "a patch on top of the update held");
+                assert_eq!(entry.0, Some(*base), "a patch on top of the update held");
                 for id in removals {
                     entry.1.remove(id.as_ref());
                 }
@@ -38,9 +40,12 @@ impl Views {
                 }
             }
         }
-        entry.0 = u.generation;
+        entry.0 = Some(u.version());
         DirectoryUpdate {
-            change: UrlChange::Full(entry.1.values().cloned().collect()),
+            change: Change::Reset {
+                version: u.version(),
+                items: entry.1.values().cloned().collect(),
+            },
             ..u
         }
     }
@@ -49,18 +54,61 @@ impl Views {
 /// The URLs of a full update.
 pub(crate) fn urls(u: &DirectoryUpdate) -> &[Endpoint] {
     match &u.change {
-        UrlChange::Full(all) => all,
-        UrlChange::Patch { .. } => panic!("a full update expected, got {u:?}"),
+        Change::Reset { items, .. } => items,
+        Change::Delta { .. } => panic!("a full update expected, got {u:?}"),
     }
 }
 
-/// A Reset feed of owned records (decoded here).
-pub(crate) fn reset_feed(instances: &[crate::model::ServiceInstance]) -> crate::subscription::Feed {
+/// A Reset feed at version `version` of owned records (decoded here).
+pub(crate) fn reset_feed(
+    version: u64,
+    instances: &[crate::model::ServiceInstance],
+) -> crate::subscription::Feed {
     let mut revs = crate::instance::RevisionInterner::default();
-    crate::subscription::Feed::Reset(
-        instances
+    crate::change::Change::Reset {
+        version: crate::change::Version::at(version),
+        items: instances
             .iter()
             .map(|i| std::sync::Arc::new(crate::instance::Instance::decode(i, &mut revs)))
             .collect(),
+    }
+}
+
+/// A delta feed from version `base` to `version` of owned records
+/// (decoded here) and removed ids.
+pub(crate) fn delta(
+    base: u64,
+    version: u64,
+    upserts: &[crate::model::ServiceInstance],
+    removals: &[&str],
+) -> crate::subscription::Feed {
+    let mut revs = crate::instance::RevisionInterner::default();
+    crate::change::Change::Delta {
+        base: crate::change::Version::at(base),
+        version: crate::change::Version::at(version),
+        upserts: upserts
+            .iter()
+            .map(|i| std::sync::Arc::new(crate::instance::Instance::decode(i, &mut revs)))
+            .collect(),
+        removals: removals.iter().map(|r| std::sync::Arc::from(*r)).collect(),
+    }
+}
+
+/// `feed` through the machine's entry point, with the registry's
+/// staleness and hold.
+pub(crate) fn deliver(
+    m: &mut crate::resolver::ResolverMachine,
+    feed: crate::subscription::Feed,
+    stale_since: Option<std::time::Instant>,
+    held: Option<crate::update::HeldInstances>,
+    now: std::time::Instant,
+) -> Vec<crate::resolver::ResolverAction> {
+    m.on_delivery(
+        crate::subscription::Delivery {
+            feed,
+            held,
+            stale_since,
+        },
+        now,
     )
 }

@@ -1,7 +1,8 @@
 //! The full re-read of one app: periodic (jittered), owed on resume after
-//! an outage (unless the backend re-reads by itself), dropped when a push
-//! overtakes it and then retried on the recover schedule, and applied only
-//! where it differs from the pushed state.
+//! an outage (unless the backend re-reads by itself) and after a delta that
+//! did not follow (a lost notification), dropped when the watch goes stale
+//! meanwhile and then retried on the recover schedule, and applied only
+//! where it differs from the pushed state and is not older than it.
 
 use std::time::Instant;
 
@@ -39,7 +40,7 @@ impl AppSub {
 
     pub(super) fn resume_resync(&mut self, ctx: &mut Ctx<'_>) {
         match &mut self.resync {
-            // Already invalidated by the snapshot; retried soon on its result.
+            // In flight: its listing answers; if dropped, retried soon.
             Resync::InFlight { resume, .. } => *resume = true,
             Resync::Idle | Resync::Armed { .. } => self.start_resync(true, ctx),
         }
@@ -81,30 +82,20 @@ impl AppSub {
             return;
         }
         if !valid {
-            // A push overtook the list. The resume resync is still owed:
-            // retried on the recover schedule (a busy app backs off).
+            // The watch went stale meanwhile. A resync owed still is.
             if !resume {
                 self.ensure_periodic(ctx);
                 return;
             }
-            let policy = &ctx.config.recover;
-            match self
-                .resync_recover
-                .on_failure(policy, ErrorClass::Transient, now, ctx.rng)
-            {
-                Retry::After(delay) => {
-                    let token = ctx.arm(delay, TimerKind::Resync);
-                    self.resync = Resync::Armed {
-                        token,
-                        resume: true,
-                    };
-                }
-                Retry::GiveUp => {
-                    self.resync_recover = Recover::new();
-                    self.ensure_periodic(ctx);
-                }
-            }
-            return;
+            return self.retry_owed(now, ctx);
+        }
+        // A listing older than the state pushed since is not applied; a
+        // re-read that is owed is then tried again on the recover schedule
+        // (a busy app backs off).
+        let overtaken = matches!(&result, Ok(list)
+            if self.real.version().is_some_and(|held| list.version < held));
+        if overtaken && resume {
+            return self.retry_owed(now, ctx);
         }
         match result {
             Ok(list) => {
@@ -130,7 +121,27 @@ impl AppSub {
         }
     }
 
-    /// Applies a listed state that differs from the pushed one.
+    /// An owed re-read did not land: tried again on the recover schedule.
+    fn retry_owed(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+        let policy = &ctx.config.recover;
+        match self
+            .resync_recover
+            .on_failure(policy, ErrorClass::Transient, now, ctx.rng)
+        {
+            Retry::After(delay) => {
+                let token = ctx.arm(delay, TimerKind::Resync);
+                self.resync = Resync::Armed {
+                    token,
+                    resume: true,
+                };
+            }
+            Retry::GiveUp => {
+                self.resync_recover = Recover::new();
+                self.ensure_periodic(ctx);
+            }
+        }
+    }
+
     /// Applies a full listing where it is not older than the pushed state
     /// and differs from it, and reports the difference (a listing at the
     /// version held that differs means the source lost a notification).
@@ -139,7 +150,7 @@ impl AppSub {
             return;
         }
         let event = RegistryEvent::reset(list);
-        let Some(changes) = self.apply(&event, false, true, now, ctx) else {
+        let Some(changes) = self.apply(event, false, now, ctx) else {
             return;
         };
         if changes.is_empty() {
@@ -148,9 +159,16 @@ impl AppSub {
         let app = ctx.app.to_string();
         ctx.push(SubscriptionAction::Reconciled {
             app,
-            added: changes.added.len(),
-            removed: changes.removed.len(),
-            changed: changes.replaced.len(),
+            added: changes.added,
+            removed: changes.removed,
+            changed: changes.replaced,
         });
+    }
+
+    /// A delta did not follow the state held: re-read the app now, as a
+    /// re-read that is owed (retried on the recover schedule if a push
+    /// overtakes it); one in flight already answers the gap.
+    pub(in crate::subscription) fn gap_resync(&mut self, ctx: &mut Ctx<'_>) {
+        self.resume_resync(ctx);
     }
 }
