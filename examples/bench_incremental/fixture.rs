@@ -1,13 +1,15 @@
 //! One app of N instances, fully resolved and ready, on the embedded
 //! [`MemoryRegistry`] or on a real etcd, plus the writer the benchmark
 //! changes it through (on the benchmark's thread, never the engine's) and
-//! the marker instance whose changes are observed through `select()`.
+//! the marker instance whose changes are observed in the published snapshot.
 //!
 //! The marker carries weight `u32::MAX` against weight 1 for every other
-//! instance, so `select()` (one cheap pick, unlike a full `view()`) returns
-//! it with probability > 0.99997 at 100k while it is present: a changed
-//! marker incarnation is seen on the first poll after it is published, and
-//! its removal as soon as `select()` returns anything else.
+//! instance, so a weighted point read of the published snapshot
+//! (`DirectorySnapshot::pick`, two binary searches, whatever strategy the
+//! directory's callers use) lands on it with probability > 0.99997 at 100k
+//! while it is present: a changed marker incarnation is seen on the first
+//! poll after it is published, and its removal as soon as the read lands
+//! on anything else.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,10 +144,14 @@ pub fn marker(revisions: &[String], gen: u16, seq: u64) -> ServiceInstance {
         .build()
 }
 
-/// The marker sequence number `select()` returns now: `Some(seq)` when the
-/// pick is the marker generation `id`, `None` for any other pick.
+/// The marker sequence number the published snapshot shows now: `Some(seq)`
+/// when a weighted read of it lands on the marker generation `id`, `None`
+/// on any other endpoint (see the module docs).
 pub async fn picked_marker(dir: &Directory, id: &str) -> Result<Option<u64>, BoxError> {
-    let pick = dir.select()?;
+    let snapshot = dir.snapshot()?;
+    let Some(pick) = snapshot.pick(steadfast::core::thread_random()) else {
+        return Ok(None);
+    };
     Ok((pick.instance_id() == id).then(|| {
         pick.incarnation()
             .map_or(0, |i| i.export_ms.saturating_sub(BASE_MS))

@@ -2,7 +2,7 @@
 //!
 //! Every event restarts one ordinary instance (round robin over the app, a
 //! new incarnation each time). Every 20 ms one event is a marker restart
-//! instead: a probe whose sequence number shows up in `select()` once the
+//! instead: a probe whose sequence number shows up in the published snapshot once the
 //! directory has caught up to it (events are applied in registry order, so
 //! a visible probe means everything pushed before it is visible too). The
 //! directory's lag is the time from a probe's registry call until a poll
@@ -58,7 +58,7 @@ impl Step {
 }
 
 /// Burst outcome.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Burst {
     /// Events pushed (fewer than asked when pushing hit its bound).
     pub events: usize,
@@ -179,7 +179,7 @@ impl Fixture {
         })
     }
 
-    /// The marker sequence `select()` shows now (None: picked another).
+    /// The marker sequence the published snapshot shows now (None: another).
     async fn pick_marker_seq(&self) -> Result<Option<u64>, BoxError> {
         picked_marker(&self.dir, &self.marker_id()).await
     }

@@ -8,7 +8,7 @@
 //! Measured per registry and size:
 //! - (a) engine CPU per change (restart / remove / add of one instance),
 //!   median over the rounds, nothing polling meanwhile;
-//! - (b) registry call -> change visible in `select()`, median;
+//! - (b) registry call -> change visible in the published snapshot, median;
 //! - (c) sustained: a ladder of offered single-instance event rates; the
 //!   best achieved rate with the directory never more than 100 ms behind;
 //! - (d) a burst of 1000 events: last registry call -> visible.
@@ -17,8 +17,9 @@
 //! `MemoryRegistry`, `EtcdRegistry`, testkit builders, `ScriptedFetcher`).
 //!
 //! Run: `cargo run --release --example bench_incremental [-- --sizes 10000,100000
-//! --registries embedded,etcd --rounds 21 --step-secs 2 --burst 1000]`
+//! --registries embedded,etcd --rounds 21 --step-secs 2 --burst 1000 --no-load]`
 
+#[path = "../common/engine_thread.rs"]
 mod engine_thread;
 mod fixture;
 mod load;
@@ -47,6 +48,9 @@ struct Opts {
     rounds: usize,
     step: Duration,
     burst: usize,
+    /// Skip the sustained ladder and the burst (`--no-load`, for profiling
+    /// one change).
+    no_load: bool,
 }
 
 fn arg(name: &str) -> Option<String> {
@@ -80,6 +84,7 @@ fn opts() -> Opts {
         rounds: num("--rounds", 21).max(3),
         step: Duration::from_secs(num("--step-secs", 2).clamp(1, 30) as u64),
         burst: num("--burst", 1000).clamp(1, 100_000),
+        no_load: std::env::args().any(|a| a == "--no-load"),
     }
 }
 
@@ -152,14 +157,19 @@ async fn run(kind: Kind, n: usize, o: &Opts) -> Result<Row, BoxError> {
     let cpu = f.cpu_rounds(o.rounds).await?;
     let visible = f.latency_rounds(o.rounds).await?;
     f.ensure_marker().await?;
-    let steps = ladder(&mut f, o.step).await?;
-    let (_, idle_before_burst) = f.engine.wait_idle(
-        one_change::QUIET,
-        one_change::NOISE,
-        Duration::from_secs(30),
-    );
-    let mut burst = f.burst(o.burst).await?;
-    burst.engine_was_idle = idle_before_burst;
+    let (steps, burst) = if o.no_load {
+        (Vec::new(), Burst::default())
+    } else {
+        let steps = ladder(&mut f, o.step).await?;
+        let (_, idle_before_burst) = f.engine.wait_idle(
+            one_change::QUIET,
+            one_change::NOISE,
+            Duration::from_secs(30),
+        );
+        let mut burst = f.burst(o.burst).await?;
+        burst.engine_was_idle = idle_before_burst;
+        (steps, burst)
+    };
     let row = Row {
         kind,
         n,
@@ -219,7 +229,7 @@ fn print(rows: &[Row], o: &Opts) {
     println!(
         "  fill: writing the N records; warm: engine start -> directory Ready with N;\n  \
          idle: engine CPU us per second with nothing changing; CPU: engine thread, from idle\n  \
-         to idle again (40 ms quiet) around one change; visible: registry call -> select() shows it;\n  \
+         to idle again (40 ms quiet) around one change; visible: registry call -> the published snapshot shows it;\n  \
          call: the registry call alone (part of visible; on the benchmark's thread, not engine CPU)."
     );
 

@@ -5,7 +5,7 @@
 //!   thread's CPU is read again once it has been quiet for 40 ms (longer than
 //!   any deferred free); nothing polls the directory meanwhile. The change
 //!   is then checked to be visible (off the clock).
-//! - Latency rounds: from the registry call until `select()` shows the
+//! - Latency rounds: from the registry call until the published snapshot shows the
 //!   change, polling every ~20 us from the benchmark's thread.
 
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ impl Change {
     }
 }
 
-/// What `select()` must show once a change is visible.
+/// What the snapshot must show once a change is visible.
 #[derive(Clone, Debug)]
 pub enum Expect {
     /// The marker `id` at sequence `seq` or later.

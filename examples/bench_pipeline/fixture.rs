@@ -10,7 +10,7 @@ use steadfast::core::{
     Applied, Delivery, DirectoryMachine, Feed, Instance, Published, ResolverAction,
     ResolverMachine, RevisionInterner, Version,
 };
-use steadfast::{BackoffPolicy, MetadataInfo, Reference, CLOSING_KEY};
+use steadfast::{BackoffPolicy, MetadataInfo, Reference, ServiceInstance, CLOSING_KEY};
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder};
 
 /// The provider app.
@@ -20,7 +20,8 @@ pub const REVISIONS: usize = 100;
 /// Every `NO_KEY`-th revision does not export the subscribed service.
 const NO_KEY: usize = 20;
 const IFACES: [&str; 3] = ["bench.Alpha", "bench.Beta", "bench.Gamma"];
-const SUBSCRIBED: &str = "bench.Beta";
+/// The subscribed service.
+pub const SUBSCRIBED: &str = "bench.Beta";
 const BASE_WEIGHT: u32 = 100;
 
 /// The reference's subscribe key.
@@ -52,16 +53,10 @@ pub fn serves(i: usize) -> bool {
     !i.is_multiple_of(97) && !i.is_multiple_of(89) && i % REVISIONS % NO_KEY != NO_KEY - 1
 }
 
-/// The decoded record of instance `i` in `round` and `boot`: `round` sets
-/// its port (hence its id), `boot` its weight and incarnation. Every 97th
-/// is unhealthy, every 89th closing; weights vary with `i`.
-pub fn instance(
-    i: usize,
-    round: u32,
-    boot: u32,
-    metas: &[Arc<MetadataInfo>],
-    interner: &mut RevisionInterner,
-) -> Arc<Instance> {
+/// The record of instance `i` in `round` and `boot`: `round` sets its port
+/// (hence its id), `boot` its weight and incarnation. Every 97th is
+/// unhealthy, every 89th closing; weights vary with `i`.
+pub fn record(i: usize, round: u32, boot: u32, metas: &[Arc<MetadataInfo>]) -> ServiceInstance {
     let host = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
     let mut b = InstanceBuilder::new(APP, host, 20_000u16.wrapping_add(round as u16))
         .weight(BASE_WEIGHT + boot % 1000 + (i % 5) as u32)
@@ -71,7 +66,23 @@ pub fn instance(
     if i.is_multiple_of(89) {
         b = b.metadata(CLOSING_KEY, "true");
     }
-    Arc::new(Instance::decode(&b.build(), interner))
+    b.build()
+}
+
+/// Every record of a full state of `n` instances for `round`.
+pub fn records(n: usize, round: u32, metas: &[Arc<MetadataInfo>]) -> Vec<ServiceInstance> {
+    (0..n).map(|i| record(i, round, round, metas)).collect()
+}
+
+/// [`record`] decoded as the registry decodes it.
+pub fn instance(
+    i: usize,
+    round: u32,
+    boot: u32,
+    metas: &[Arc<MetadataInfo>],
+    interner: &mut RevisionInterner,
+) -> Arc<Instance> {
+    Arc::new(Instance::decode(&record(i, round, boot, metas), interner))
 }
 
 /// A full Reset of `n` instances for `round`.

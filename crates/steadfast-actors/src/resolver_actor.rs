@@ -103,7 +103,18 @@ impl ResolverActor {
         self
     }
 
+    /// Performs `actions` and queues a [`Flush`] behind the current burst of
+    /// inputs (one publish per burst).
     fn perform(&mut self, actions: Vec<ResolverAction>, ctx: &mut Context<Self>) {
+        self.perform_only(actions, ctx);
+        if !self.flush_scheduled && !self.terminated {
+            self.flush_scheduled = true;
+            ctx.notify(Flush);
+        }
+    }
+
+    /// Performs `actions`; the caller publishes (see [`ResolverActor::flush`]).
+    fn perform_only(&mut self, actions: Vec<ResolverAction>, ctx: &mut Context<Self>) {
         self.containment.drill_point();
         let app = self.machine.app().to_string();
         let _app = tracing::info_span!("app", app = %app).entered();
@@ -169,10 +180,18 @@ impl ResolverActor {
                 }
             }
         }
-        if !self.flush_scheduled && !self.terminated {
-            self.flush_scheduled = true;
-            ctx.notify(Flush);
+    }
+
+    /// Publishes the machine's updates to the attached directories.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        let mut changed = false;
+        for update in self.machine.take_updates() {
+            EngineStats::bump(&self.stats.updates_published);
+            self.send_to(update);
+            changed = true;
         }
+        self.snapshot_after_flush(changed, ctx);
+        Graveyard::arm(self, ctx);
     }
 
     /// Queues `update` for every directory of its key (a directory too far
@@ -288,7 +307,9 @@ impl Handler<Wake> for ResolverActor {
                     }
                 }
             }
-            act.perform(actions, ctx);
+            // The feed is a burst already: published at once.
+            act.perform_only(actions, ctx);
+            act.flush(ctx);
         });
     }
 }
@@ -377,14 +398,7 @@ impl Handler<Flush> for ResolverActor {
     fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             act.flush_scheduled = false;
-            let mut changed = false;
-            for update in act.machine.take_updates() {
-                EngineStats::bump(&act.stats.updates_published);
-                act.send_to(update);
-                changed = true;
-            }
-            act.snapshot_after_flush(changed, ctx);
-            Graveyard::arm(act, ctx);
+            act.flush(ctx);
         });
     }
 }

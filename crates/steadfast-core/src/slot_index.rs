@@ -1,8 +1,10 @@
-//! An index from instance id to slot number that stores only the slot (a
-//! `u32` per entry, no key beside it): the instance is read back from the
-//! slot through an accessor the caller passes in. Ids are hashed once, at
-//! decode ([`Instance`] keeps the hash), so neither a lookup by instance nor
-//! a rehash reads an id string; only a lookup by a bare id string hashes it.
+//! An index from instance id to slot number that stores no key beside the
+//! slot: an entry is the slot (`u32`) and 32 bits of the id's hash, and the
+//! instance is read back from the slot through an accessor the caller
+//! passes in only when those 32 bits match (so a probe that misses reads
+//! no instance). Ids are hashed once, at decode ([`Instance`] keeps the
+//! hash), so neither a lookup by instance nor a rehash reads an id string;
+//! only a lookup by a bare id string hashes it.
 //! Used by every stage that keeps an app's instances (the subscription, the
 //! resolver's table, the directory's endpoint sets, the embedded registry).
 
@@ -16,26 +18,49 @@ use crate::instance::Instance;
 /// Slot numbers found by the instance stored in each slot.
 #[derive(Clone, Debug, Default)]
 pub struct SlotIndex {
-    table: HashTable<u32>,
+    table: HashTable<Entry>,
 }
 
-/// The hash of `id` in every index (what [`Instance::id_hash`] holds).
-pub fn hash_id(id: &str) -> u64 {
-    FxBuildHasher.hash_one(id)
+/// One entry: a slot and the bits 20..52 of its id's hash (bits the
+/// table's own position and tag, the low and the top 7 bits, do not use).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    slot: u32,
+    check: u32,
 }
 
-/// Whether slot `k` (read through `at`) holds the instance with `id`
-/// (`hash` being its hash): the hashes first, the strings only then.
 #[inline]
-fn holds<'a>(at: &impl Fn(u32) -> Option<&'a Instance>, k: u32, hash: u64, id: &str) -> bool {
-    at(k).is_some_and(|i| i.id_hash() == hash && i.id() == id)
+fn check_of(hash: u64) -> u32 {
+    (hash >> 20) as u32
 }
 
-/// The hash of the instance in slot `k` (0 for an empty slot: never asked
+/// The hash of `id` in every index (what [`Instance::id_hash`] holds):
+/// FxHash, then a full avalanche (murmur3's finalizer). The index's tag is
+/// the hash's top 7 bits; FxHash alone leaves them poorly mixed for ids that
+/// differ in a few characters (`10.0.1.2:20001`, `10.0.1.3:20001`), so a
+/// probe would compare many ids through their instances.
+pub fn hash_id(id: &str) -> u64 {
+    let mut x = FxBuildHasher.hash_one(id);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// Whether entry `e` (its instance read through `at`) holds the instance
+/// with `id` (`hash` being its hash): the stored hash bits first, the
+/// instance's hash and id only then.
+#[inline]
+fn holds<'a>(at: &impl Fn(u32) -> Option<&'a Instance>, e: &Entry, hash: u64, id: &str) -> bool {
+    e.check == check_of(hash) && at(e.slot).is_some_and(|i| i.id_hash() == hash && i.id() == id)
+}
+
+/// The hash of the instance of entry `e` (0 for an empty slot: never asked
 /// by a consistent caller).
 #[inline]
-fn hash_at<'a>(at: &impl Fn(u32) -> Option<&'a Instance>, k: u32) -> u64 {
-    at(k).map_or(0, Instance::id_hash)
+fn hash_at<'a>(at: &impl Fn(u32) -> Option<&'a Instance>, e: &Entry) -> u64 {
+    at(e.slot).map_or(0, Instance::id_hash)
 }
 
 impl SlotIndex {
@@ -63,7 +88,9 @@ impl SlotIndex {
         id: &str,
         at: impl Fn(u32) -> Option<&'a Instance>,
     ) -> Option<u32> {
-        self.table.find(hash, |&k| holds(&at, k, hash, id)).copied()
+        self.table
+            .find(hash, |e| holds(&at, e, hash, id))
+            .map(|e| e.slot)
     }
 
     /// The slot holding an instance with `inst`'s id.
@@ -91,7 +118,9 @@ impl SlotIndex {
         slot: u32,
         at: impl Fn(u32) -> Option<&'a Instance>,
     ) {
-        self.table.insert_unique(hash, slot, |&k| hash_at(&at, k));
+        let check = check_of(hash);
+        self.table
+            .insert_unique(hash, Entry { slot, check }, |e| hash_at(&at, e));
     }
 
     /// Adds `slot` for `inst` unless its id is present; returns the slot
@@ -107,11 +136,12 @@ impl SlotIndex {
         let (hash, id) = (inst.id_hash(), inst.id());
         match self
             .table
-            .entry(hash, |&k| holds(&at, k, hash, id), |&k| hash_at(&at, k))
+            .entry(hash, |e| holds(&at, e, hash, id), |e| hash_at(&at, e))
         {
-            hashbrown::hash_table::Entry::Occupied(e) => Some(*e.get()),
+            hashbrown::hash_table::Entry::Occupied(e) => Some(e.get().slot),
             hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert(slot);
+                let check = check_of(hash);
+                e.insert(Entry { slot, check });
                 None
             }
         }
@@ -119,7 +149,7 @@ impl SlotIndex {
 
     /// Reserves room for `more` entries (`at` reads every slot indexed).
     pub fn reserve<'a>(&mut self, more: usize, at: impl Fn(u32) -> Option<&'a Instance>) {
-        self.table.reserve(more, |&k| hash_at(&at, k));
+        self.table.reserve(more, |e| hash_at(&at, e));
     }
 
     /// Removes the entry of instance `id` (hash `hash`); returns its slot.
@@ -131,16 +161,16 @@ impl SlotIndex {
     ) -> Option<u32> {
         let entry = self
             .table
-            .find_entry(hash, |&k| holds(&at, k, hash, id))
+            .find_entry(hash, |e| holds(&at, e, hash, id))
             .ok()?;
-        Some(entry.remove().0)
+        Some(entry.remove().0.slot)
     }
 
     /// The entry of the instance hashed `hash` that points at `from` now
     /// points at `to` (it moved slots; its old slot may no longer read back).
     pub fn moved(&mut self, hash: u64, from: u32, to: u32) {
-        if let Some(k) = self.table.find_mut(hash, |&k| k == from) {
-            *k = to;
+        if let Some(e) = self.table.find_mut(hash, |e| e.slot == from) {
+            e.slot = to;
         }
     }
 }
