@@ -35,8 +35,9 @@ use one_change::{medians, Sample};
 pub type BoxError = Box<dyn std::error::Error>;
 
 /// Offered rates, climbed from the first.
-const RATES: [f64; 9] = [
-    100.0, 200.0, 500.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0, 20_000.0, 50_000.0,
+const RATES: [f64; 11] = [
+    100.0, 200.0, 500.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0, 20_000.0, 50_000.0, 100_000.0,
+    200_000.0,
 ];
 /// Tried, in order, only when the directory cannot keep up with 100/s.
 const SLOW_RATES: [f64; 3] = [50.0, 20.0, 10.0];
@@ -346,24 +347,35 @@ fn targets(rows: &[Row]) {
     let per = |f: &dyn Fn(&Row) -> f64| -> Vec<(Kind, f64)> {
         big.iter().map(|r| (r.kind, f(r))).collect()
     };
-    let cpu = per(&|r| medians(&r.cpu).0.as_secs_f64() * 1e6);
-    target_line("incremental-100k one change cpu", &cpu, "us", 100.0, false);
-    let vis = per(&|r| medians(&r.visible).0.as_secs_f64() * 1e3);
-    target_line(
-        "incremental-100k one change visible",
-        &vis,
-        "ms",
-        1.0,
-        false,
-    );
-    for (kind, bound) in [(Kind::Embedded, 10_000.0), (Kind::Etcd, 2_000.0)] {
+    for (kind, bound) in [(Kind::Embedded, 100.0), (Kind::Etcd, 150.0)] {
         if let Some(r) = big.iter().find(|r| r.kind == kind) {
+            let c = medians(&r.cpu).0.as_secs_f64() * 1e6;
+            println!(
+                "target incremental-100k one change cpu {} = {c:.1} us (<= {bound} us) {}",
+                kind.name(),
+                verdict(c <= bound)
+            );
+        }
+    }
+    if let Some(r) = big.iter().find(|r| r.kind == Kind::Embedded) {
+        let v = medians(&r.visible).0.as_secs_f64() * 1e3;
+        println!(
+            "target incremental-100k one change visible embedded = {v:.3} ms (<= 1 ms) {}",
+            verdict(v <= 1.0)
+        );
+        if !r.steps.is_empty() {
             let s = r.sustained();
             println!(
-                "target incremental-100k sustained {} = {s:.0} ev/s (>= {bound} ev/s) {}",
-                kind.name(),
-                verdict(s >= bound)
+                "target incremental-100k sustained embedded = {s:.0} ev/s (>= 50000 ev/s) {}",
+                verdict(s >= 50_000.0)
             );
+        }
+    }
+    if let Some(r) = big.iter().find(|r| r.kind == Kind::Etcd) {
+        let v = medians(&r.visible).0.as_secs_f64() * 1e3;
+        println!("  etcd: one change visible {v:.3} ms (no target; the etcd put is part of it)");
+        if !r.steps.is_empty() {
+            println!("  etcd: sustained {:.0} ev/s (no target)", r.sustained());
         }
     }
     let settle = per(&|r| {
@@ -371,7 +383,9 @@ fn targets(rows: &[Row]) {
             .settle
             .map_or(f64::INFINITY, |d| d.as_secs_f64() * 1e3)
     });
-    target_line("incremental-100k burst settle", &settle, "ms", 100.0, false);
+    if big.iter().all(|r| !r.steps.is_empty()) {
+        target_line("incremental-100k burst settle", &settle, "ms", 50.0, false);
+    }
 }
 
 fn main() -> Result<(), BoxError> {

@@ -4,16 +4,17 @@
 //! Output: the serving URLs in the Reset's order, one `Arc<ServiceUrl>`
 //! each, sharing one `Arc<ServiceEndpoint>` per revision, laid out like
 //! the directory's `EndpointSet`: chunks of `CHUNK` URLs (one `Arc` per
-//! chunk, each with its running weights) and the running totals over
-//! chunks. It builds the readers' structure and nothing else: no index by
-//! id (the directory's editor keeps one to apply patches; that is engine
-//! bookkeeping, charged to the engine).
+//! chunk, each with its running weights), pages of `PAGE` chunks (one `Arc`
+//! per page, with the running totals over its chunks) and the running
+//! totals over pages. It builds the readers' structure and nothing else:
+//! no index by id (the directory's editor keeps one to apply patches; that
+//! is engine bookkeeping, charged to the engine).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use steadfast::core::{EndpointSet, Instance, ServiceEndpoint, CHUNK};
+use steadfast::core::{EndpointSet, Instance, ServiceEndpoint, CHUNK, PAGE};
 use steadfast::{Endpoint, MetadataInfo, ServiceUrl};
 
 /// Up to `CHUNK` URLs and their running weights (as the engine's chunk).
@@ -23,26 +24,40 @@ pub struct Chunk {
     cum: Vec<u64>,
 }
 
+/// Up to `PAGE` chunks and their running weights (as the engine's page).
+pub struct Page {
+    chunks: Vec<Arc<Chunk>>,
+    /// `tops[c]`: weight of `chunks[..=c]`.
+    tops: Vec<u64>,
+}
+
 /// The floor's output: the directory's content, built by hand.
 #[derive(Default)]
 pub struct FloorSet {
-    chunks: Vec<Arc<Chunk>>,
-    /// `tops[c]`: weight of `chunks[..=c]`.
+    pages: Vec<Arc<Page>>,
+    /// `tops[p]`: weight of `pages[..=p]`.
     tops: Vec<u64>,
 }
 
 impl FloorSet {
     /// Number of URLs.
     pub fn len(&self) -> usize {
-        self.chunks.iter().map(|c| c.items.len()).sum()
+        self.pages
+            .iter()
+            .flat_map(|p| p.chunks.iter())
+            .map(|c| c.items.len())
+            .sum()
     }
 
     /// Every URL with the running weight up to and including it.
     fn running(&self) -> impl Iterator<Item = (&Endpoint, u64)> + '_ {
-        self.chunks.iter().enumerate().flat_map(move |(c, chunk)| {
-            let before = c.checked_sub(1).map_or(0, |p| self.tops[p]);
-            let items = chunk.items.iter();
-            items.zip(chunk.cum.iter().map(move |w| before + w))
+        self.pages.iter().enumerate().flat_map(move |(p, page)| {
+            let before_p = p.checked_sub(1).map_or(0, |q| self.tops[q]);
+            page.chunks.iter().enumerate().flat_map(move |(c, chunk)| {
+                let before = before_p + c.checked_sub(1).map_or(0, |q| page.tops[q]);
+                let items = chunk.items.iter();
+                items.zip(chunk.cum.iter().map(move |w| before + w))
+            })
         })
     }
 }
@@ -88,12 +103,18 @@ pub fn floor(
     key: &str,
 ) -> FloorSet {
     let mut offers = Offers::new(metas, key);
+    let per_page = CHUNK * PAGE;
     let mut out = FloorSet {
-        chunks: Vec::with_capacity(instances.len().div_ceil(CHUNK)),
-        tops: Vec::with_capacity(instances.len().div_ceil(CHUNK)),
+        pages: Vec::with_capacity(instances.len().div_ceil(per_page)),
+        tops: Vec::with_capacity(instances.len().div_ceil(per_page)),
     };
+    let new_page = || Page {
+        chunks: Vec::with_capacity(PAGE),
+        tops: Vec::with_capacity(PAGE),
+    };
+    let mut page = new_page();
     let mut cur: Option<Chunk> = None;
-    let (mut run, mut total) = (0u64, 0u64);
+    let (mut run, mut page_run, mut total) = (0u64, 0u64, 0u64);
     for inst in instances {
         let Some(url) = offers.url(inst) else {
             continue;
@@ -106,15 +127,27 @@ pub fn floor(
         chunk.items.push(url);
         chunk.cum.push(run);
         if chunk.items.len() == CHUNK {
-            total = total.saturating_add(run);
-            out.tops.push(total);
-            out.chunks.extend(cur.take().map(Arc::new));
+            page_run = page_run.saturating_add(run);
+            page.tops.push(page_run);
+            page.chunks.extend(cur.take().map(Arc::new));
             run = 0;
+            if page.chunks.len() == PAGE {
+                total = total.saturating_add(page_run);
+                out.tops.push(total);
+                out.pages
+                    .push(Arc::new(std::mem::replace(&mut page, new_page())));
+                page_run = 0;
+            }
         }
     }
     if let Some(chunk) = cur {
-        out.tops.push(total.saturating_add(run));
-        out.chunks.push(Arc::new(chunk));
+        page_run = page_run.saturating_add(run);
+        page.tops.push(page_run);
+        page.chunks.push(Arc::new(chunk));
+    }
+    if !page.chunks.is_empty() {
+        out.tops.push(total.saturating_add(page_run));
+        out.pages.push(Arc::new(page));
     }
     out
 }

@@ -13,8 +13,9 @@
 //! thread and is charged to neither side.
 //!
 //! The floor (`floor.rs`) is a plain function building the same URLs in the
-//! same order from the same records (decoded off the clock, as the registry
-//! decodes them for the engine), sharing one endpoint per revision, with the
+//! same order from the same records (decoded off the clock on another
+//! thread, as the registry decodes them for the engine on the writer's
+//! thread), sharing one endpoint per revision, with the
 //! same chunked running weights, and freeing its previous output and the
 //! previous round's decoded records on the clock (the engine frees its
 //! previous records too: it holds their last handle). After each round the
@@ -80,10 +81,19 @@ fn bench_size(n: usize, rounds: u32) -> Result<Row, Box<dyn std::error::Error>> 
     let first_serving = (0..n).find(|&i| serves(i)).unwrap_or(0);
     let running = Running::start(records(n, 0, &metas), serving, &metas)?;
     let mut interner = RevisionInterner::default();
+    // The floor's records are decoded on another thread, as the registry
+    // decodes the engine's on the writer's thread: both sides then free
+    // records another thread allocated.
     let decode = |recs: &[steadfast::ServiceInstance], interner: &mut RevisionInterner| {
-        recs.iter()
-            .map(|r| Arc::new(Instance::decode(r, interner)))
-            .collect::<Vec<_>>()
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                recs.iter()
+                    .map(|r| Arc::new(Instance::decode(r, interner)))
+                    .collect::<Vec<_>>()
+            })
+            .join()
+            .expect("decoder thread")
+        })
     };
     let mut input: Vec<Arc<Instance>> = decode(&records(n, 0, &metas), &mut interner);
     let mut floor_out: FloorSet = floor(&input, &by_rev, &key);

@@ -3,13 +3,15 @@
 //! writer-side handle that edits it by copy-on-write.
 //!
 //! # Layout
-//! Two levels: a top array of `Arc<Chunk>`, each chunk holding up to
-//! [`CHUNK`] endpoints with their running weight totals, and on top the
-//! running totals over chunks. Cloning a set is one reference-count
+//! Three levels: a top array of `Arc<Page>`, each page holding up to
+//! [`PAGE`] `Arc<Chunk>`s, each chunk up to [`CHUNK`] endpoints, every level
+//! with its running weight totals. Cloning a set is one reference-count
 //! increment; publishing the result of an edit copies the top arrays
-//! (`n / CHUNK` entries) and only the chunks the edit touched (each
-//! `CHUNK` entries): editing `k` endpoints of an `n`-endpoint set costs
-//! `O(k * CHUNK + n / CHUNK)`, never `O(n)`. A pick is two binary searches.
+//! (`n / (PAGE * CHUNK)` entries), the pages the edit touched (`PAGE`
+//! entries each) and the chunks it touched (`CHUNK` entries each): editing
+//! `k` endpoints of an `n`-endpoint set costs
+//! `O(k * (CHUNK + PAGE) + n / (PAGE * CHUNK))`, never `O(n)`, and every
+//! block it allocates stays small (1 KiB). A pick is three binary searches.
 //!
 //! # Order
 //! Slot order, deterministic: an insert appends, an upsert of a known id
@@ -42,7 +44,18 @@ pub use published::{thread_random, Closed, DirectorySnapshot, Published, THREAD_
 
 /// Endpoints per chunk: a chunk copy (on the first edit of a chunk after a
 /// publish) clones this many handles; a pick searches this many totals.
-pub const CHUNK: usize = 256;
+pub const CHUNK: usize = 128;
+
+/// Chunks per page: a page copy (on the first edit of a page after a
+/// publish) clones this many chunk handles.
+#[cfg(not(test))]
+pub const PAGE: usize = 64;
+/// Chunks per page (small in unit tests, so that their edits cross pages).
+#[cfg(test)]
+pub const PAGE: usize = 4;
+
+/// Endpoints per full page.
+const PAGE_LEN: usize = CHUNK * PAGE;
 
 /// Up to [`CHUNK`] endpoints and their running weight totals.
 #[derive(Clone, Default)]
@@ -76,12 +89,52 @@ impl Chunk {
             self.cum.push(total);
         }
     }
+
+    fn push(&mut self, ep: Endpoint) {
+        let total = self.total().saturating_add(u64::from(ep.weight()));
+        self.items.push(ep);
+        self.cum.push(total);
+    }
+}
+
+/// Up to [`PAGE`] chunks and their running weight totals.
+#[derive(Clone, Default)]
+struct Page {
+    chunks: Vec<Arc<Chunk>>,
+    /// `tops[c]`: weight of `chunks[..=c]`, saturating.
+    tops: Vec<u64>,
+}
+
+impl Page {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            chunks: Vec::with_capacity(n),
+            tops: Vec::with_capacity(n),
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.tops.last().copied().unwrap_or(0)
+    }
+
+    /// Recomputes the running totals from chunk `from` on.
+    fn reweigh(&mut self, from: usize) {
+        self.tops.truncate(from);
+        let mut total = from
+            .checked_sub(1)
+            .and_then(|i| self.tops.get(i).copied())
+            .unwrap_or(0);
+        for chunk in self.chunks.iter().skip(from) {
+            total = total.saturating_add(chunk.total());
+            self.tops.push(total);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Layout {
-    chunks: Vec<Arc<Chunk>>,
-    /// `tops[c]`: weight of `chunks[..=c]`, saturating.
+    pages: Vec<Arc<Page>>,
+    /// `tops[p]`: weight of `pages[..=p]`, saturating.
     tops: Vec<u64>,
     len: usize,
 }
@@ -98,6 +151,28 @@ pub struct EndpointSet {
 pub(crate) fn scale(r: u64, total: u64) -> u64 {
     let wide = u128::from(r) * u128::from(total);
     u64::try_from(wide >> 64).unwrap_or(u64::MAX)
+}
+
+/// Page, chunk and item of slot `k`.
+#[inline]
+fn split(k: usize) -> (usize, usize, usize) {
+    (k / PAGE_LEN, (k % PAGE_LEN) / CHUNK, k % CHUNK)
+}
+
+/// The chunk holding slot `k` of `pages`, and the item's index in it.
+#[inline]
+fn chunk_of(pages: &[Arc<Page>], k: usize) -> Option<(&Chunk, usize)> {
+    let (p, c, i) = split(k);
+    Some((pages.get(p)?.chunks.get(c)?, i))
+}
+
+/// The index of the first running total above `point`, and the total
+/// before it (`tops` ascending).
+#[inline]
+fn locate(tops: &[u64], point: u64) -> (usize, u64) {
+    let at = tops.partition_point(|&t| t <= point);
+    let before = at.checked_sub(1).and_then(|p| tops.get(p)).copied();
+    (at, before.unwrap_or(0))
 }
 
 impl EndpointSet {
@@ -131,17 +206,17 @@ impl EndpointSet {
     }
 
     /// The endpoint in slot `index`.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<&Endpoint> {
-        let chunk = self.layout.chunks.get(index / CHUNK)?;
-        chunk.items.get(index % CHUNK)
+        let (chunk, i) = chunk_of(&self.layout.pages, index)?;
+        chunk.items.get(i)
     }
 
     /// The endpoint in slot `index` and its weight, read from the running
     /// totals (no load of the endpoint's record).
     #[inline]
     pub fn get_weighted(&self, index: usize) -> Option<(&Endpoint, u32)> {
-        let chunk = self.layout.chunks.get(index / CHUNK)?;
-        let i = index % CHUNK;
+        let (chunk, i) = chunk_of(&self.layout.pages, index)?;
         let upto = *chunk.cum.get(i)?;
         let before = i.checked_sub(1).map_or(0, |p| chunk.cum[p]);
         let weight = u32::try_from(upto.saturating_sub(before)).unwrap_or(u32::MAX);
@@ -150,7 +225,11 @@ impl EndpointSet {
 
     /// Every endpoint, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &Endpoint> + '_ {
-        self.layout.chunks.iter().flat_map(|c| c.items.iter())
+        self.layout
+            .pages
+            .iter()
+            .flat_map(|p| p.chunks.iter())
+            .flat_map(|c| c.items.iter())
     }
 
     /// Every endpoint, in slot order, as a vector of shared handles.
@@ -173,11 +252,12 @@ impl EndpointSet {
     /// holds `point`, or `None` when `point >= total_weight()`.
     #[inline]
     pub fn pick_point(&self, point: u64) -> Option<&Endpoint> {
-        let tops = &self.layout.tops;
-        let c = tops.partition_point(|&t| t <= point);
-        let chunk = self.layout.chunks.get(c)?;
-        let before = c.checked_sub(1).map_or(0, |p| tops[p]);
+        let (p, before) = locate(&self.layout.tops, point);
+        let page = self.layout.pages.get(p)?;
         let local = point.checked_sub(before)?;
+        let (c, before) = locate(&page.tops, local);
+        let chunk = page.chunks.get(c)?;
+        let local = local.checked_sub(before)?;
         let i = chunk.cum.partition_point(|&w| w <= local);
         chunk.items.get(i)
     }
@@ -186,16 +266,16 @@ impl EndpointSet {
     /// (`O(n)` once); keep the editor alive to make later edits cost only
     /// what they touch.
     pub fn edit(&self) -> EndpointSetEditor {
-        let chunks = self.layout.chunks.clone();
+        let pages = self.layout.pages.clone();
         let mut index = SlotIndex::default();
-        index.reserve(self.len(), at(&chunks));
+        index.reserve(self.len(), at(&pages));
         for (slot, ep) in self.iter().enumerate() {
-            index.insert_unique(ep.instance.id_hash(), slot as u32, at(&chunks));
+            index.insert_unique(ep.instance.id_hash(), slot as u32, at(&pages));
         }
         EndpointSetEditor {
-            chunks,
+            pages,
             tops: self.layout.tops.clone(),
-            tops_valid: self.layout.chunks.len(),
+            tops_valid: self.layout.pages.len(),
             index,
         }
     }
@@ -216,40 +296,95 @@ impl fmt::Debug for EndpointSet {
 }
 
 /// Writer-side handle on an [`EndpointSet`]: an index by instance id plus
-/// the chunks, shared with the sets already published and copied on the
+/// the pages, shared with the sets already published and copied on the
 /// first write after each publish ([`EndpointSetEditor::snapshot`]).
 #[derive(Clone, Default)]
 pub struct EndpointSetEditor {
-    chunks: Vec<Arc<Chunk>>,
+    pages: Vec<Arc<Page>>,
+    /// Running totals over pages; `tops[..tops_valid]` are up to date.
     tops: Vec<u64>,
-    /// `tops[..tops_valid]` are up to date.
     tops_valid: usize,
-    /// Instance id -> slot (the id read back from the slot).
+    /// Instance id -> slot (the instance read back from the slot).
     index: SlotIndex,
 }
 
-/// The instance of the endpoint in slot `k` of `chunks`.
+/// The instance of the endpoint in slot `k` of `pages`.
 #[inline]
-fn at<'a>(chunks: &'a [Arc<Chunk>]) -> impl Fn(u32) -> Option<&'a Instance> + 'a {
+fn at<'a>(pages: &'a [Arc<Page>]) -> impl Fn(u32) -> Option<&'a Instance> + 'a {
     move |k| {
-        let k = k as usize;
-        Some(&chunks.get(k / CHUNK)?.items.get(k % CHUNK)?.instance)
+        let (chunk, i) = chunk_of(pages, k as usize)?;
+        Some(&chunk.items.get(i)?.instance)
     }
 }
 
-/// The instance of the endpoint in slot `k` of the chunks `done` followed
-/// by `cur` (a rebuild in progress).
-#[inline]
-fn at_in<'a>(done: &'a [Arc<Chunk>], cur: &'a Chunk) -> impl Fn(u32) -> Option<&'a Instance> {
-    move |k| {
-        let k = k as usize;
-        let (c, i) = (k / CHUNK, k % CHUNK);
-        let chunk = match done.get(c) {
-            Some(chunk) => chunk.as_ref(),
-            None if c == done.len() => cur,
+/// A set under construction, in order: full pages, then the page and the
+/// chunk being filled.
+struct Builder {
+    done: Vec<Arc<Page>>,
+    page: Page,
+    chunk: Chunk,
+    /// Endpoints still to come (for the capacities of the next blocks).
+    rest: usize,
+}
+
+impl Builder {
+    fn new(n: usize) -> Self {
+        Self {
+            done: Vec::with_capacity(n.div_ceil(PAGE_LEN)),
+            page: Page::with_capacity(PAGE.min(n.div_ceil(CHUNK))),
+            chunk: Chunk::with_capacity(CHUNK.min(n)),
+            rest: n,
+        }
+    }
+
+    /// The slot the next endpoint takes.
+    fn next_slot(&self) -> usize {
+        self.done.len() * PAGE_LEN + self.page.chunks.len() * CHUNK + self.chunk.items.len()
+    }
+
+    /// The instance of slot `k` built so far.
+    fn at(&self, k: u32) -> Option<&Instance> {
+        let (p, c, i) = split(k as usize);
+        let chunk = match self.done.get(p) {
+            Some(page) => page.chunks.get(c)?.as_ref(),
+            None if p == self.done.len() => match self.page.chunks.get(c) {
+                Some(chunk) => chunk.as_ref(),
+                None if c == self.page.chunks.len() => &self.chunk,
+                None => return None,
+            },
             None => return None,
         };
         Some(&chunk.items.get(i)?.instance)
+    }
+
+    /// Seals the chunk being filled once full, and the page once full.
+    fn seal_full(&mut self) {
+        self.rest = self.rest.saturating_sub(1);
+        if self.chunk.items.len() < CHUNK {
+            return;
+        }
+        let next = Chunk::with_capacity(CHUNK.min(self.rest));
+        let full = std::mem::replace(&mut self.chunk, next);
+        let total = self.page.total().saturating_add(full.total());
+        self.page.chunks.push(Arc::new(full));
+        self.page.tops.push(total);
+        if self.page.chunks.len() == PAGE {
+            let next = Page::with_capacity(PAGE.min(self.rest.div_ceil(CHUNK)));
+            self.done
+                .push(Arc::new(std::mem::replace(&mut self.page, next)));
+        }
+    }
+
+    fn finish(mut self) -> Vec<Arc<Page>> {
+        if !self.chunk.items.is_empty() {
+            let total = self.page.total().saturating_add(self.chunk.total());
+            self.page.chunks.push(Arc::new(self.chunk));
+            self.page.tops.push(total);
+        }
+        if !self.page.chunks.is_empty() {
+            self.done.push(Arc::new(self.page));
+        }
+        self.done
     }
 }
 
@@ -271,88 +406,87 @@ impl EndpointSetEditor {
 
     /// The endpoint of instance `id`.
     pub fn get(&self, id: &str) -> Option<&Endpoint> {
-        let slot = self.index.find_id(id, at(&self.chunks))?;
+        let slot = self.index.find_id(id, at(&self.pages))?;
         self.at_slot(slot)
     }
 
     /// The endpoint of the instance with `inst`'s id (no id hashing).
     pub fn get_like(&self, inst: &Instance) -> Option<&Endpoint> {
-        let slot = self.index.find_instance(inst, at(&self.chunks))?;
+        let slot = self.index.find_instance(inst, at(&self.pages))?;
         self.at_slot(slot)
     }
 
     fn at_slot(&self, slot: u32) -> Option<&Endpoint> {
-        let slot = slot as usize;
-        self.chunks.get(slot / CHUNK)?.items.get(slot % CHUNK)
+        let (chunk, i) = chunk_of(&self.pages, slot as usize)?;
+        chunk.items.get(i)
     }
 
     /// Inserts `endpoint` (appended), or replaces the endpoint of the same
     /// instance id in place (inheriting its balancing statistics when of
     /// the same incarnation, see [`EndpointSetEditor::rebuild`]); returns
-    /// the replaced one. `O(CHUNK)`.
+    /// the replaced one. `O(CHUNK + PAGE)`.
     pub fn upsert(&mut self, endpoint: Endpoint) -> Option<Endpoint> {
         if let Some(slot) = self
             .index
-            .find_instance(&endpoint.instance, at(&self.chunks))
+            .find_instance(&endpoint.instance, at(&self.pages))
         {
             return Some(self.put(slot as usize, endpoint));
         }
         let slot = self.index.len();
-        let full = match self.chunks.last() {
-            Some(c) => c.items.len() >= CHUNK,
-            None => true,
-        };
-        if full {
-            self.chunks.push(Arc::new(Chunk {
-                items: Vec::with_capacity(CHUNK),
-                cum: Vec::with_capacity(CHUNK),
-            }));
+        let (p, c, _) = split(slot);
+        if p == self.pages.len() {
+            self.pages.push(Arc::new(Page::with_capacity(PAGE)));
         }
-        let c = self.chunks.len() - 1;
-        let chunk = Arc::make_mut(&mut self.chunks[c]);
-        let total = chunk.total().saturating_add(u64::from(endpoint.weight()));
+        let page = Arc::make_mut(&mut self.pages[p]);
+        if c == page.chunks.len() {
+            page.chunks.push(Arc::new(Chunk::with_capacity(CHUNK)));
+        }
         let hash = endpoint.instance.id_hash();
-        chunk.items.push(endpoint);
-        chunk.cum.push(total);
-        self.tops_valid = self.tops_valid.min(c);
+        Arc::make_mut(&mut page.chunks[c]).push(endpoint);
+        page.reweigh(c);
+        self.tops_valid = self.tops_valid.min(p);
         // Slots are u32: a set holds fewer than 2^32 endpoints.
-        self.index
-            .insert_unique(hash, slot as u32, at(&self.chunks));
+        self.index.insert_unique(hash, slot as u32, at(&self.pages));
         None
     }
 
     /// Upserts every endpoint of `endpoints`, in order.
     pub fn extend(&mut self, endpoints: impl IntoIterator<Item = Endpoint>) {
         let endpoints = endpoints.into_iter();
-        self.index
-            .reserve(endpoints.size_hint().0, at(&self.chunks));
+        self.index.reserve(endpoints.size_hint().0, at(&self.pages));
         for ep in endpoints {
             self.upsert(ep);
         }
     }
 
     /// Removes the endpoint of instance `id` (the last endpoint moves into
-    /// its slot); returns it. `O(CHUNK)`.
+    /// its slot); returns it. `O(CHUNK + PAGE)`.
     pub fn remove(&mut self, id: &str) -> Option<Endpoint> {
         self.remove_hashed(hash_id(id), id)
     }
 
     /// Removes the endpoint of the instance with `inst`'s id (no id
-    /// hashing); returns it. `O(CHUNK)`.
+    /// hashing); returns it. `O(CHUNK + PAGE)`.
     pub fn remove_like(&mut self, inst: &Instance) -> Option<Endpoint> {
         self.remove_hashed(inst.id_hash(), inst.id())
     }
 
     fn remove_hashed(&mut self, hash: u64, id: &str) -> Option<Endpoint> {
-        let slot = self.index.remove(hash, id, at(&self.chunks))? as usize;
-        let last_c = self.chunks.len().checked_sub(1)?;
-        let last_chunk = Arc::make_mut(&mut self.chunks[last_c]);
-        let moved = last_chunk.items.pop()?;
-        last_chunk.cum.pop();
-        if last_chunk.items.is_empty() {
-            self.chunks.pop();
+        let slot = self.index.remove(hash, id, at(&self.pages))? as usize;
+        let last_p = self.pages.len().checked_sub(1)?;
+        let page = Arc::make_mut(&mut self.pages[last_p]);
+        let last_c = page.chunks.len().checked_sub(1)?;
+        let chunk = Arc::make_mut(&mut page.chunks[last_c]);
+        let moved = chunk.items.pop()?;
+        chunk.cum.pop();
+        if chunk.items.is_empty() {
+            page.chunks.pop();
         }
-        self.tops_valid = self.tops_valid.min(last_c);
+        page.reweigh(last_c);
+        if page.chunks.is_empty() {
+            self.pages.pop();
+        }
+        self.tops_valid = self.tops_valid.min(last_p);
         let last_slot = self.index.len();
         if slot == last_slot {
             return Some(moved);
@@ -364,28 +498,28 @@ impl EndpointSetEditor {
 
     /// Removes every endpoint.
     pub fn clear(&mut self) {
-        self.chunks.clear();
+        self.pages.clear();
         self.tops.clear();
         self.tops_valid = 0;
         self.index.clear();
     }
 
     /// Replaces the whole content with `endpoints` in one pass (see
-    /// [`EndpointSet::from_vec`] for order): each chunk is filled as a
-    /// plain chunk and shared once full, the index is pre-sized and takes
-    /// one probe per endpoint.
+    /// [`EndpointSet::from_vec`] for order): each chunk and page is filled
+    /// as a plain block and shared once full, the index is pre-sized and
+    /// takes one probe per endpoint.
     ///
     /// An endpoint replacing one of the same id and incarnation inherits
-    /// its balancing statistics (latency, failures, ejection): a weight or
-    /// metadata change keeps them, a restart starts afresh.
+    /// its balancing statistics (latency, failures, ejection, calls in
+    /// flight): a weight or metadata change keeps them, a restart starts
+    /// afresh.
     pub fn rebuild(&mut self, endpoints: Vec<Endpoint>) {
         let old = std::mem::take(self);
         let n = endpoints.len();
         self.index.reserve(n, |_| None);
-        let mut done: Vec<Arc<Chunk>> = Vec::with_capacity(n.div_ceil(CHUNK));
-        let mut cur = Chunk::with_capacity(CHUNK.min(n));
+        let mut b = Builder::new(n);
         let mut repeated = Vec::new();
-        for (i, ep) in endpoints.into_iter().enumerate() {
+        for ep in endpoints {
             if !old.is_empty() {
                 // One probe of the old index (no id hashed): an endpoint of
                 // the same id and incarnation keeps its statistics.
@@ -393,45 +527,37 @@ impl EndpointSetEditor {
                     ep.inherit_stats(prev);
                 }
             }
-            let slot = done.len() * CHUNK + cur.items.len();
-            let total = cur.total().saturating_add(u64::from(ep.weight()));
-            cur.items.push(ep);
-            cur.cum.push(total);
-            let Some(inst) = cur.items.last().map(|e| &*e.instance) else {
+            let slot = b.next_slot();
+            b.chunk.push(ep);
+            let Some(inst) = b.chunk.items.last().map(|e| &*e.instance) else {
                 continue;
             };
             // Slots are u32: a set holds fewer than 2^32 endpoints.
-            let first = self
-                .index
-                .insert_or_find(inst, slot as u32, at_in(&done, &cur));
+            let first = self.index.insert_or_find(inst, slot as u32, |k| b.at(k));
             if first.is_some() {
                 // A repeated id: it replaces its first slot, below.
-                cur.cum.pop();
-                repeated.extend(cur.items.pop());
-            } else if cur.items.len() == CHUNK {
-                let rest = n.saturating_sub(i + 1);
-                let next = Chunk::with_capacity(CHUNK.min(rest));
-                done.push(Arc::new(std::mem::replace(&mut cur, next)));
+                b.chunk.cum.pop();
+                repeated.extend(b.chunk.items.pop());
+            } else {
+                b.seal_full();
             }
         }
         drop(old);
-        if !cur.items.is_empty() {
-            done.push(Arc::new(cur));
-        }
-        self.chunks = done;
+        self.pages = b.finish();
         self.tops_valid = 0;
         for ep in repeated {
             self.upsert(ep);
         }
     }
 
-    /// The current content as an immutable set, sharing every chunk with
-    /// the editor: `O(n / CHUNK)`. The next edit of a chunk copies it.
+    /// The current content as an immutable set, sharing every page with the
+    /// editor: `O(n / (PAGE * CHUNK))`. The next edit of a page or chunk
+    /// copies it.
     pub fn snapshot(&mut self) -> EndpointSet {
         self.fix_tops();
         EndpointSet {
             layout: Arc::new(Layout {
-                chunks: self.chunks.clone(),
+                pages: self.pages.clone(),
                 tops: self.tops.clone(),
                 len: self.index.len(),
             }),
@@ -444,7 +570,7 @@ impl EndpointSetEditor {
         let len = self.index.len();
         EndpointSet {
             layout: Arc::new(Layout {
-                chunks: self.chunks,
+                pages: self.pages,
                 tops: self.tops,
                 len,
             }),
@@ -453,25 +579,27 @@ impl EndpointSetEditor {
 
     /// Writes `endpoint` into `slot`, returning what was there.
     fn put(&mut self, slot: usize, endpoint: Endpoint) -> Endpoint {
-        let (c, i) = (slot / CHUNK, slot % CHUNK);
-        let chunk = Arc::make_mut(&mut self.chunks[c]);
+        let (p, c, i) = split(slot);
+        let page = Arc::make_mut(&mut self.pages[p]);
+        let chunk = Arc::make_mut(&mut page.chunks[c]);
         let old = std::mem::replace(&mut chunk.items[i], endpoint);
         chunk.items[i].inherit_stats(&old);
         chunk.reweigh(i);
-        self.tops_valid = self.tops_valid.min(c);
+        page.reweigh(c);
+        self.tops_valid = self.tops_valid.min(p);
         old
     }
 
     fn fix_tops(&mut self) {
-        let n = self.chunks.len();
+        let n = self.pages.len();
         let from = self.tops_valid.min(n);
         self.tops.truncate(from);
         let mut total = from
             .checked_sub(1)
             .and_then(|i| self.tops.get(i).copied())
             .unwrap_or(0);
-        for chunk in &self.chunks[from..] {
-            total = total.saturating_add(chunk.total());
+        for page in &self.pages[from..] {
+            total = total.saturating_add(page.total());
             self.tops.push(total);
         }
         self.tops_valid = n;

@@ -70,7 +70,7 @@ pub use directory::{
 };
 pub use endpoint_set::{
     thread_random, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
-    THREAD_CACHE,
+    PAGE, THREAD_CACHE,
 };
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};

@@ -243,31 +243,47 @@ fn from_vec_keeps_order_and_a_repeated_id_replaces_its_first_slot() {
 }
 
 #[test]
-fn an_edit_copies_only_the_chunks_it_touches() {
-    let n = 40 * CHUNK as u32;
+fn an_edit_copies_only_the_pages_and_chunks_it_touches() {
+    let n = (2 * PAGE * CHUNK + CHUNK / 2) as u32;
     let mut editor = EndpointSetEditor::new();
     editor.extend((0..n).map(|i| ep(i, 1)));
     let before = editor.snapshot();
+    // (pages, chunks) of `a` not shared with `b`.
     let differing = |a: &EndpointSet, b: &EndpointSet| {
-        let (a, b) = (&a.layout.chunks, &b.layout.chunks);
-        let common = a.iter().zip(b.iter()).filter(|(x, y)| Arc::ptr_eq(x, y));
-        a.len().max(b.len()) - common.count()
+        let (a, b) = (&a.layout.pages, &b.layout.pages);
+        let pages = a.len().max(b.len())
+            - a.iter()
+                .zip(b.iter())
+                .filter(|(x, y)| Arc::ptr_eq(x, y))
+                .count();
+        let chunks = |p: &[Arc<Page>]| -> Vec<Arc<Chunk>> {
+            p.iter().flat_map(|p| p.chunks.iter().cloned()).collect()
+        };
+        let (ca, cb) = (chunks(a), chunks(b));
+        let common = ca.iter().zip(cb.iter()).filter(|(x, y)| Arc::ptr_eq(x, y));
+        (pages, ca.len().max(cb.len()) - common.count())
     };
+    assert_eq!(before.layout.pages.len(), 3);
     editor.upsert(ep(5, 3));
     let after = editor.snapshot();
-    assert_eq!(differing(&before, &after), 1, "one chunk copied");
+    assert_eq!(
+        differing(&before, &after),
+        (1, 1),
+        "one page, one chunk copied"
+    );
     assert_eq!(after.total_weight(), u64::from(n) + 2);
     editor.remove(&id(7));
     let removed = editor.snapshot();
     assert_eq!(
         differing(&after, &removed),
-        2,
-        "the slot's chunk and the last"
+        (2, 2),
+        "the slot's page and chunk, and the last ones"
     );
     assert_eq!(
         removed.get(7).map(|e| e.host()),
         Some(&*format!("h{}", n - 1))
     );
+    assert_eq!(removed.len(), n as usize - 1);
     assert!(before.clone().ptr_eq(&before));
 }
 

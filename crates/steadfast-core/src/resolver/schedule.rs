@@ -11,11 +11,12 @@ use crate::error::{ErrorClass, FetchError};
 use crate::model::ServiceInstance;
 use crate::recover::{Recover, Retry};
 
-/// Most instances a fetch is offered (serving ones first, rotated by
-/// attempt): far more than the fetch plan's fan-out and retry budget ever
-/// try, and bounded, so a fresh revision of a 100k-instance app does not
-/// copy 100k records into one fetch.
-pub const MAX_CANDIDATES: usize = 64;
+/// Most instances a fetch is offered (serving ones first, from a slot that
+/// moves with the attempt): a retry tries 2 of them, a first fetch hedges
+/// through at most 20 in its 5 s deadline, and the bound keeps a fresh
+/// revision of a 100k-instance app from walking and copying 100k records
+/// into one fetch.
+pub const MAX_CANDIDATES: usize = 16;
 
 /// What the status said about a parked revision, so it says the same when
 /// the revision comes back.
@@ -230,26 +231,37 @@ impl ResolverMachine {
         });
     }
 
-    /// Instances advertising `rev`: serving ones first, rotated by the
-    /// attempt number so consecutive attempts start at different instances,
-    /// then the non-serving ones as a last resort.
+    /// Instances advertising `rev`, at most [`MAX_CANDIDATES`]: serving ones
+    /// first, then non-serving ones as a last resort. The walk over the
+    /// app starts at a slot that moves with the attempt number, so
+    /// consecutive attempts start at different instances, and stops once it
+    /// has enough serving ones: a fetch costs O(candidates x instances /
+    /// instances of `rev`), not a pass over the app.
     pub(super) fn candidates(&self, rev: &str, attempt: usize) -> Vec<ServiceInstance> {
+        let cap = self.table.capacity();
         let mut serving = Vec::new();
         let mut resting = Vec::new();
-        for (_, slot) in self.table.iter() {
+        let start = if cap == 0 {
+            0
+        } else {
+            attempt.wrapping_mul(7919) % cap
+        };
+        for k in (start..cap).chain(0..start) {
+            let Some(slot) = self.table.get(k as u32) else {
+                continue;
+            };
             let inst = slot.instance;
             if inst.revision() != Some(rev) {
                 continue;
             }
             if inst.is_serving() {
                 serving.push(inst);
+                if serving.len() == MAX_CANDIDATES {
+                    break;
+                }
             } else if resting.len() < MAX_CANDIDATES {
                 resting.push(inst);
             }
-        }
-        if !serving.is_empty() {
-            let k = attempt % serving.len();
-            serving.rotate_left(k);
         }
         serving
             .into_iter()
