@@ -61,6 +61,13 @@ pub struct ReferenceReport {
     /// registry still lists them, else the instance id.
     #[serde(default)]
     pub tombstoned: Vec<String>,
+    /// Whole states this directory asked of its resolvers after updates
+    /// that did not follow (a lost update), so far.
+    #[serde(default)]
+    pub resets_asked: u64,
+    /// How long the oldest such gap has waited for its whole state.
+    #[serde(default)]
+    pub gap_for_ms: Option<u64>,
 }
 
 /// One endpoint of a reference.
@@ -89,6 +96,18 @@ pub struct AppReport {
     pub instances: Vec<InstanceReport>,
     /// Its revisions, in order.
     pub revisions: Vec<RevisionReport>,
+    /// Version of the latest registry delivery the resolver applied
+    /// (`revision`, `epoch:revision`, or with `.step` for a change it made
+    /// at that registry version).
+    #[serde(default)]
+    pub version: String,
+    /// Whole states the resolver asked of the registry actor after
+    /// deliveries that did not follow, so far.
+    #[serde(default)]
+    pub resets_asked: u64,
+    /// How long the current such gap has waited for its whole state.
+    #[serde(default)]
+    pub gap_for_ms: Option<u64>,
 }
 
 /// One instance of a provider app.
@@ -155,6 +174,16 @@ pub struct WatchReport {
     pub stale_for_ms: Option<u64>,
     /// While opening the watch keeps failing: the failure, rendered.
     pub subscribe_error: Option<String>,
+    /// Version of the registry state held (`None`: nothing yet).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Re-reads asked after registry deltas that did not follow (a lost
+    /// notification), so far.
+    #[serde(default)]
+    pub resets_asked: u64,
+    /// How long the current such gap has waited for its re-read.
+    #[serde(default)]
+    pub gap_for_ms: Option<u64>,
 }
 
 /// One registration the registrar keeps.

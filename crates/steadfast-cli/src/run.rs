@@ -153,6 +153,7 @@ mod tests {
                 app: "a".into(),
                 instances: vec![],
                 revisions: vec![rev],
+                ..Default::default()
             }],
             ..Default::default()
         }

@@ -44,14 +44,21 @@ pub(crate) fn render(report: &EngineReport, source: &str) -> String {
         None => o.push_str(", no event yet"),
     }
     o.push('\n');
-    for w in r
-        .watches
-        .iter()
-        .filter(|w| w.stale_for_ms.is_some() || w.subscribe_error.is_some())
-    {
+    for w in r.watches.iter().filter(|w| {
+        w.stale_for_ms.is_some()
+            || w.subscribe_error.is_some()
+            || w.gap_for_ms.is_some()
+            || w.resets_asked > 0
+    }) {
         let _ = write!(o, "  watch {}:", w.app);
         if let Some(ms) = w.stale_for_ms {
             let _ = write!(o, " stale for {}", dur(ms));
+        }
+        if let Some(ms) = w.gap_for_ms {
+            let _ = write!(o, " re-reading for {}", dur(ms));
+        }
+        if w.resets_asked > 0 {
+            let _ = write!(o, " {} re-read(s) asked", w.resets_asked);
         }
         if let Some(e) = &w.subscribe_error {
             let _ = write!(o, " failing: {e}");
@@ -178,6 +185,7 @@ mod tests {
                     instances: 1,
                     phase: "waiting".into(),
                 }],
+                ..Default::default()
             }],
             references: vec![ReferenceReport {
                 reference: "demo.Greeter:tri".into(),
@@ -211,6 +219,34 @@ mod tests {
         );
         assert!(
             text.starts_with("registry etcd://e:2379: connected") || text.contains("NOT CONNECTED")
+        );
+    }
+
+    #[test]
+    fn names_a_watch_re_reading_after_a_gap() {
+        let mut report = EngineReport::default();
+        report.registry.watches = vec![
+            steadfast_actors::WatchReport {
+                app: "greeter".into(),
+                version: Some("41".into()),
+                resets_asked: 2,
+                gap_for_ms: Some(1_200),
+                ..Default::default()
+            },
+            steadfast_actors::WatchReport {
+                app: "quiet".into(),
+                version: Some("41".into()),
+                ..Default::default()
+            },
+        ];
+        let text = render(&report, "memory");
+        assert!(
+            text.contains("watch greeter: re-reading for 1.2 s 2 re-read(s) asked"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("watch quiet"),
+            "a healthy watch is not listed"
         );
     }
 }

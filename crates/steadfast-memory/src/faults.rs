@@ -8,20 +8,18 @@
 //!
 //! [`MemoryRegistry::drop_next_pushes`] and
 //! [`MemoryRegistry::set_instances_silently`] change the state and bump the
-//! registry's version without telling the live watches. A Delta carries
-//! the version of its own change only, not a proof that its reader saw
-//! every earlier one: after a missed change at `v1`, the next notified
-//! change at `v2` brings a watcher to `v2` without the change of `v1`. A
-//! listing taken then is at `v2` too, the very version the watcher holds,
-//! yet its contents differ. So, with these faults, an equal version does
-//! NOT mean equal contents: a resync that skips a listing "not newer than
-//! held" keeps the wrong state (until the next Reset); one that compares
-//! contents at an equal version corrects it. Before any later notified
-//! change, the listing is strictly newer than the watcher's version. The
-//! version is registry-wide, so a listing can also be newer with no change
-//! of its app at all. Without these two faults every change of an app is
-//! notified to its watches in version order, and a watcher at `v` holds
-//! exactly the app's state at `v`.
+//! registry's version without telling the live watches. Every Delta names
+//! its base, the version of the app's previous change, notified or not:
+//! after a missed change at `v1`, the next notified change at `v2` is a
+//! Delta from `v1` to `v2`, which a watcher holding an older version
+//! cannot apply ([`steadfast_core::Change::fit`] says `Gap`), so it learns
+//! of the loss at that Delta and re-reads the app. Until a later change is
+//! notified nothing shows the loss; only a resync (a listing at a newer
+//! version) or a later Reset brings the missed change. The version is
+//! registry-wide, so a listing can also be newer with no change of its app
+//! at all. Without these two faults every change of an app is notified to
+//! its watches in version order, and a watcher at `v` holds exactly the
+//! app's state at `v`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -128,11 +126,10 @@ impl MemoryRegistry {
     }
 
     /// Swallows the next `n` notifications of `app`: state and version still
-    /// change, but the watchers never see those changes (later Deltas carry
-    /// only their own change; only a resync or a later Reset brings them).
-    /// A later notified change then brings a watcher to the version a
-    /// listing has, with different contents: see the module docs
-    /// ("Missed notifications and versions"). Replaces any remaining count.
+    /// change, but the watchers never see those changes. The next notified
+    /// Delta names the last swallowed change as its base, so a watcher sees
+    /// the gap there and re-reads: see the module docs ("Missed
+    /// notifications and versions"). Replaces any remaining count.
     pub fn drop_next_pushes(&self, app: &str, n: usize) {
         self.state().app(app).drop_pushes = n;
     }

@@ -153,9 +153,7 @@ impl MemoryRegistry {
     /// live watches never see it: a later Delta carries only its own change,
     /// on top of this (unseen) version, so a watcher learns of the gap with
     /// the next Delta and re-reads; a resync (a listing applied as a Reset)
-    /// or a later Reset (`set_instances`, a coalesced queue) brings it too. See
-    /// [`MemoryRegistry::drop_next_pushes`] for the version a watcher then
-    /// holds.
+    /// or a later Reset (`set_instances`, a coalesced queue) brings it too.
     pub fn set_instances_silently(&self, app: &str, instances: Vec<ServiceInstance>) {
         let mut state = self.state();
         state.app(app).replace_all(&instances);

@@ -172,6 +172,14 @@ async fn inspect_shows_a_ready_and_an_unresolved_reference_with_their_apps() {
     assert!(report.registry.stale_for_ms.is_none());
     assert!(report.registry.last_event_ago_ms.is_some());
     assert_eq!(report.registry.watches.len(), 2);
+    for w in &report.registry.watches {
+        assert!(w.version.is_some(), "a version held: {w:?}");
+        assert_eq!((w.resets_asked, w.gap_for_ms), (0, None), "{w:?}");
+    }
+    assert!(!app.version.is_empty());
+    assert_eq!((app.resets_asked, app.gap_for_ms), (0, None));
+    let r = reference(&report, "demo.Ready");
+    assert_eq!((r.resets_asked, r.gap_for_ms), (0, None));
 
     // Serializable both ways.
     let json = serde_json::to_string(&report).expect("serialize");
@@ -206,6 +214,32 @@ async fn inspect_marks_ejected_and_tombstoned_endpoints() {
         .endpoints
         .iter()
         .all(|e| e.latency_ms.is_some() || e.address != "127.0.0.1:20000"));
+}
+
+#[actix_rt::test]
+async fn a_lost_notification_shows_as_a_re_read_asked_and_heals() {
+    let f = start().await;
+    // The registry swallows one change (.5 joins unseen); the next notified
+    // change (.6) names it as its base, so the watch sees the gap, re-reads
+    // the app, and both instances arrive.
+    f.registry.drop_next_pushes(READY_APP, 1);
+    f.registry
+        .put(instance_for(&f.ready_meta, "127.0.0.5", 8005));
+    f.registry
+        .put(instance_for(&f.ready_meta, "127.0.0.6", 8006));
+    eventually("both new instances", || {
+        f.ready.snapshot().is_ok_and(|s| s.len() == 6)
+    })
+    .await;
+    let report = f.engine.inspect().await.expect("inspect");
+    let watch = report
+        .registry
+        .watches
+        .iter()
+        .find(|w| w.app == READY_APP)
+        .expect("watch");
+    assert_eq!(watch.resets_asked, 1, "{watch:?}");
+    assert_eq!(watch.gap_for_ms, None, "answered: {watch:?}");
 }
 
 #[actix_rt::test]

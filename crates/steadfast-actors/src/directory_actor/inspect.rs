@@ -8,6 +8,7 @@ use crate::inspect::collect::InspectTombstones;
 impl Handler<InspectTombstones> for DirectoryActor {
     type Result = MessageResult<InspectTombstones>;
     fn handle(&mut self, _: InspectTombstones, _: &mut Self::Context) -> Self::Result {
-        MessageResult(self.machine.tombstoned())
+        let (asked, since) = self.machine.reset_asks();
+        MessageResult((self.machine.tombstoned(), asked, since))
     }
 }

@@ -107,7 +107,8 @@ async fn publishes_lock_free_and_refetches_a_full_update_on_a_refused_patch() {
     let resolver = lone_resolver(&stats);
     let shared = Arc::new(DirectoryShared::default());
     let resolvers = vec![resolver.downgrade()];
-    let addr = DirectoryActor::new(7, &reference, resolvers, shared.clone(), 1, stats).start();
+    let addr =
+        DirectoryActor::new(7, &reference, resolvers, shared.clone(), 1, stats.clone()).start();
     let dir = Directory::new(reference, addr.downgrade(), shared);
 
     // The resolver answers the attach with a full (empty, pending) update.
@@ -124,13 +125,35 @@ async fn publishes_lock_free_and_refetches_a_full_update_on_a_refused_patch() {
     let refetched = until_version(&dir, 2).await;
     assert!(refetched.is_empty(), "the refused patch left nothing");
     assert_eq!(refetched.version(), 2);
+    // Counted and shown in inspect: one ask, answered.
+    let mut asks = (0, None);
+    for _ in 0..1000 {
+        let (_, asked, waiting) = addr
+            .send(crate::inspect::collect::InspectTombstones)
+            .await
+            .expect("answered");
+        asks = (asked, waiting);
+        if asked > 0 && waiting.is_none() {
+            break;
+        }
+        actix_rt::task::yield_now().await;
+    }
+    assert_eq!(asks, (1, None));
+    assert_eq!(
+        stats.snapshot().resets_requested,
+        1,
+        "the ask is counted in the engine's stats"
+    );
 
     // A patch on the version held applies and is published.
     let ep = endpoint(8);
     addr.do_send(patch(&key, 0, 1, vec![ep.clone()]));
     let ready = dir.ready(Duration::from_secs(5)).await.expect("ready");
     assert!(ready.status().is_ready(), "{:?}", ready.status());
-    assert_eq!(ready.version(), 3);
+    assert!(
+        ready.version() > refetched.version(),
+        "the applied patch is published as a newer snapshot"
+    );
 
     // Read from a plain thread, never messaging the actor: a shared handle
     // on the very endpoint the directory holds.

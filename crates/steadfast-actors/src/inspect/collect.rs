@@ -34,9 +34,10 @@ pub(crate) struct InspectEngine;
 #[rtype(result = "Option<AppInspection>")]
 pub(crate) struct InspectApp;
 
-/// Coordinator -> directory: the tombstoned endpoints.
+/// Coordinator -> directory: the tombstoned endpoints and the Reset asks
+/// (count, since when the oldest gap waits).
 #[derive(Message)]
-#[rtype(result = "Vec<String>")]
+#[rtype(result = "(Vec<String>, u64, Option<Instant>)")]
 pub(crate) struct InspectTombstones;
 
 /// Coordinator -> registry actor: watch health and the latest event time.
@@ -90,8 +91,13 @@ pub(crate) async fn gather(parts: Parts) -> EngineReport {
             .map(|(mut r, addr)| async move {
                 let t = bounded(addr.send(InspectTombstones)).await;
                 match t {
-                    Some(t) => {
+                    Some((t, asked, since)) => {
                         r.tombstoned = t;
+                        r.resets_asked = asked;
+                        r.gap_for_ms = since.map(|s| {
+                            let d = now.saturating_duration_since(s);
+                            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+                        });
                         (r, true)
                     }
                     None => (r, false),
@@ -137,7 +143,7 @@ pub(crate) async fn gather(parts: Parts) -> EngineReport {
         .sort_by(|a, b| a.reference.cmp(&b.reference));
     for (app, inspection) in apps {
         match inspection {
-            Some(i) => report.apps.push(render::app(i)),
+            Some(i) => report.apps.push(render::app(i, now)),
             None => report.missing.push(format!("resolver:{app}")),
         }
     }

@@ -57,12 +57,17 @@ pub(crate) fn reference(
         status: status.to_string(),
         endpoints,
         tombstoned: Vec::new(),
+        resets_asked: 0,
+        gap_for_ms: None,
     }
 }
 
 /// The report of one app from its resolver's inspection.
-pub(crate) fn app(inspection: AppInspection) -> AppReport {
+pub(crate) fn app(inspection: AppInspection, now: Instant) -> AppReport {
     AppReport {
+        version: inspection.version.to_string(),
+        resets_asked: inspection.resets_asked,
+        gap_for_ms: inspection.gap_since.map(|t| ago(now, t)),
         app: inspection.app,
         instances: inspection
             .instances
@@ -116,6 +121,9 @@ pub(crate) fn registry(
             .map(|w| WatchReport {
                 stale_for_ms: w.stale_since.map(|t| ago(now, t)),
                 subscribe_error: w.subscribe_failure.map(|f| f.to_string()),
+                version: w.version.map(|v| v.to_string()),
+                resets_asked: w.resets_asked,
+                gap_for_ms: w.gap_since.map(|t| ago(now, t)),
                 app: w.app,
             })
             .collect(),

@@ -5,6 +5,15 @@
 use super::DirectoryMachine;
 
 impl DirectoryMachine {
+    /// Resets asked of this directory's resolvers after updates that did
+    /// not follow, so far, and since when the oldest gap waits for its
+    /// Reset (if one does).
+    pub fn reset_asks(&self) -> (u64, Option<std::time::Instant>) {
+        let asked = self.asks.values().map(|a| a.asks()).sum();
+        let since = self.asks.values().filter_map(|a| a.pending_since()).min();
+        (asked, since)
+    }
+
     /// The tombstoned endpoints of every app, sorted: `host:port` when the
     /// tombstone holds back a URL the registry still lists, else the
     /// instance id (a tombstone is keyed by id).

@@ -82,6 +82,13 @@ pub struct AppInspection {
     pub instances: Vec<InstanceInspection>,
     /// Its revisions, in order.
     pub revisions: Vec<RevisionInspection>,
+    /// Version of the latest registry delivery applied.
+    pub version: crate::change::Version,
+    /// Resets asked of the registry side after deliveries that did not
+    /// follow, so far.
+    pub resets_asked: u64,
+    /// Since when a delivery that did not follow waits for its Reset.
+    pub gap_since: Option<Instant>,
 }
 
 impl ResolverMachine {
@@ -152,6 +159,9 @@ impl ResolverMachine {
             app: self.app.clone(),
             instances,
             revisions,
+            version: self.version,
+            resets_asked: self.ask.asks(),
+            gap_since: self.ask.pending_since(),
         }
     }
 }

@@ -21,6 +21,8 @@ pub struct WatchInspection {
     pub gap_since: Option<Instant>,
     /// Re-reads asked for after deltas that did not follow, so far.
     pub resets_asked: u64,
+    /// Version of the registry state held (`None`: nothing yet).
+    pub version: Option<crate::change::Version>,
 }
 
 impl SubscriptionMachine {
@@ -34,6 +36,7 @@ impl SubscriptionMachine {
                 subscribe_failure: sub.failing.clone(),
                 gap_since: sub.ask.pending_since(),
                 resets_asked: sub.ask.asks(),
+                version: sub.real.version(),
             })
             .collect()
     }

@@ -164,17 +164,25 @@ fn registry(h: &mut String, report: &EngineReport) {
     if r.watches.is_empty() {
         return;
     }
-    h.push_str("<table><tr><th>app</th><th>watch</th><th>error</th></tr>");
+    h.push_str(
+        "<table><tr><th>app</th><th>watch</th><th>version</th>\
+         <th>re-reads asked</th><th>error</th></tr>",
+    );
     for w in &r.watches {
-        let state = match (w.stale_for_ms, &w.subscribe_error) {
-            (_, Some(_)) => "<span class=\"bad\">failing</span>".to_string(),
-            (Some(ms), None) => format!("<span class=\"warn\">stale {}</span>", dur(ms)),
-            (None, None) => "<span class=\"ok\">healthy</span>".to_string(),
+        let state = match (w.stale_for_ms, &w.subscribe_error, w.gap_for_ms) {
+            (_, Some(_), _) => "<span class=\"bad\">failing</span>".to_string(),
+            (Some(ms), None, _) => format!("<span class=\"warn\">stale {}</span>", dur(ms)),
+            (None, None, Some(ms)) => {
+                format!("<span class=\"warn\">re-reading {}</span>", dur(ms))
+            }
+            (None, None, None) => "<span class=\"ok\">healthy</span>".to_string(),
         };
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{state}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{state}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&w.app),
+            esc(w.version.as_deref().unwrap_or("-")),
+            w.resets_asked,
             esc(w.subscribe_error.as_deref().unwrap_or(""))
         );
     }
@@ -320,7 +328,9 @@ fn registrations(h: &mut String, report: &EngineReport) {
 
 #[cfg(test)]
 mod tests {
-    use super::{dur, esc, utc};
+    use steadfast_actors::{EngineReport, WatchReport};
+
+    use super::{dur, esc, registry, utc};
 
     #[test]
     fn escapes_markup_and_quotes() {
@@ -344,5 +354,26 @@ mod tests {
         assert_eq!(dur(1_200), "1.2 s");
         assert_eq!(dur(185_000), "3 min 5 s");
         assert_eq!(dur(7_260_000), "2 h 1 min");
+    }
+
+    #[test]
+    fn a_watch_re_reading_after_a_gap_shows_its_version_and_asks_escaped() {
+        let mut report = EngineReport::default();
+        report.registry.watches = vec![WatchReport {
+            app: "<app>".into(),
+            version: Some("3:41.2".into()),
+            resets_asked: 2,
+            gap_for_ms: Some(1_200),
+            ..Default::default()
+        }];
+        let mut h = String::new();
+        registry(&mut h, &report);
+        assert!(
+            h.contains(
+                "<tr><td>&lt;app&gt;</td><td><span class=\"warn\">re-reading 1.2 s</span></td>\
+                 <td>3:41.2</td><td>2</td><td></td></tr>"
+            ),
+            "{h}"
+        );
     }
 }
