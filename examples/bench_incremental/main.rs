@@ -234,6 +234,10 @@ fn print(rows: &[Row], o: &Opts) {
          call: the registry call alone (part of visible; on the benchmark's thread, not engine CPU)."
     );
 
+    if o.no_load {
+        println!("\nsustained and burst: skipped (--no-load)");
+        return;
+    }
     println!(
         "\nsustained ({} s per offered rate; kept up = every probe visible within {} ms)",
         o.step.as_secs(),
