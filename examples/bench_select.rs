@@ -19,8 +19,9 @@
 //!    directory actor uses) and applies 1000 single-endpoint patches
 //!    (restart, removal or addition), publishing after each, while 2 reader
 //!    threads time every `select()`. p99 per burst; median over rounds. The
-//!    current resolver still sends full lists, so the writer is driven
-//!    directly rather than through the registry.
+//!    writer is the directory's machine alone (no registry or actors), so
+//!    edits land as fast as a directory can apply them: the hardest case
+//!    for the readers.
 //!
 //! Run: `cargo run --release --example bench_select [-- --quick] [--burst-only]`.
 

@@ -1,10 +1,12 @@
 //! The directory actor of one reference: a thin shell around
 //! [`DirectoryMachine`]. It attaches to the resolvers of the reference's
-//! provider apps, applies their updates (full lists or patches), and
-//! publishes each new immutable snapshot into the directory's
-//! [`Published`] slot, which handles read without messaging the actor. A
-//! patch the machine refuses ([`Applied::NeedFull`]) makes it re-attach to
-//! that app's resolver, which answers with a full update. Closing notices
+//! provider apps, takes their queued updates (Resets or Deltas) in one go
+//! on each [`Wake`](crate::link::Wake), and publishes each new immutable
+//! snapshot into the directory's [`Published`] slot, which handles read
+//! without messaging the actor. An update that does not follow the version
+//! held ([`Applied::Gap`]) makes it re-attach to that app's resolver (at
+//! most once per second per app, counted), which answers with a Reset.
+//! Closing notices
 //! (from the registry's closing flag in an update, or [`EndpointClosing`]
 //! from a caller) write tombstones in the machine; one timer, armed at the
 //! machine's next tombstone expiry, delivers the expiry.

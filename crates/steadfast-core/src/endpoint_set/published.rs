@@ -7,7 +7,7 @@
 //! [`EndpointSet`] per app plus a tiny running-total array over apps
 //! (rather than one merged set): an update of one app then rebuilds or
 //! patches that app's set only, sharing the other apps' sets as they are,
-//! and per-app generations stay per-app. A pick scans the (few) app totals,
+//! and per-app versions stay per-app. A pick scans the (few) app totals,
 //! then searches the app's set.
 
 use std::cell::{Cell, RefCell};
