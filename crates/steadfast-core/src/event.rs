@@ -181,14 +181,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::instance::RevisionInterner;
-    use crate::model::ServiceInstance;
-
-    fn inst(port: u16, weight: u32) -> Arc<Instance> {
-        let mut r = ServiceInstance::new("a", "h", port);
-        r.weight = weight;
-        Arc::new(Instance::decode(&r, &mut RevisionInterner::default()))
-    }
+    use crate::instance::test_instance as inst;
 
     fn changed(a: Applied) -> Changes {
         match a {

@@ -284,6 +284,15 @@ impl Instance {
     }
 }
 
+/// A decoded record `h:port` of app `a` with `weight` (tests of the sets
+/// and maps built on instances).
+#[cfg(test)]
+pub(crate) fn test_instance(port: u16, weight: u32) -> Arc<Instance> {
+    let mut r = ServiceInstance::new("a", "h", port);
+    r.weight = weight;
+    Arc::new(Instance::decode(&r, &mut RevisionInterner::default()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -282,14 +282,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::instance::RevisionInterner;
-    use crate::model::ServiceInstance;
-
-    fn inst(port: u16, weight: u32) -> Arc<Instance> {
-        let mut r = ServiceInstance::new("a", "h", port);
-        r.weight = weight;
-        Arc::new(Instance::decode(&r, &mut RevisionInterner::default()))
-    }
+    use crate::instance::test_instance as inst;
 
     fn ids(s: &InstanceSet) -> Vec<String> {
         s.iter().map(|i| i.id().to_string()).collect()
@@ -314,6 +307,19 @@ mod tests {
         assert_eq!(s.len(), 2);
     }
 
+    /// The model's upsert: a known id keeps its rank, a new one takes the next.
+    fn place(model: &mut BTreeMap<String, (u64, Arc<Instance>)>, rank: &mut u64, i: Arc<Instance>) {
+        let id = i.id().to_string();
+        let r = model.get(&id).map_or_else(
+            || {
+                *rank += 1;
+                *rank
+            },
+            |(r, _)| *r,
+        );
+        model.insert(id, (r, i));
+    }
+
     #[test]
     fn random_edits_and_resets_match_a_plain_model_and_diff_exactly() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
@@ -332,15 +338,7 @@ mod tests {
                     // A Reset's order is its own (a repeated id keeps its
                     // first place, the later record wins).
                     for i in &all {
-                        let id = i.id().to_string();
-                        let r = model.get(&id).map_or_else(
-                            || {
-                                rank += 1;
-                                rank
-                            },
-                            |(r, _)| *r,
-                        );
-                        model.insert(id, (r, i.clone()));
+                        place(&mut model, &mut rank, i.clone());
                     }
                     let budget = rng.gen_range(0..50);
                     let diff = set.replace_all(all, budget);
@@ -363,15 +361,7 @@ mod tests {
                 }
                 1..=9 => {
                     let i = inst(rng.gen_range(0..60), rng.gen_range(0..3));
-                    let id = i.id().to_string();
-                    let r = model.get(&id).map_or_else(
-                        || {
-                            rank += 1;
-                            rank
-                        },
-                        |(r, _)| *r,
-                    );
-                    model.insert(id, (r, i.clone()));
+                    place(&mut model, &mut rank, i.clone());
                     set.upsert(i);
                 }
                 _ => {
