@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+
 use steadfast::{
     Directory, DirectorySnapshot, DirectoryStatus, Engine, MemoryRegistry, MetadataInfo, Reference,
     ServiceInstance,
@@ -31,6 +33,34 @@ pub struct Running {
     engine: EngineThread,
     registry: MemoryRegistry,
     dir: Directory,
+    /// Runs the bounded waits on the directory's changes on this thread.
+    waits: tokio::runtime::Runtime,
+}
+
+/// Waits on `dir`'s published changes (woken by each publish, no polling)
+/// until `done` holds for the current snapshot, at most [`ROUND_DEADLINE`].
+fn wait_for(
+    waits: &tokio::runtime::Runtime,
+    dir: &Directory,
+    what: &str,
+    mut done: impl FnMut(&DirectorySnapshot) -> bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    waits.block_on(async {
+        let mut changes = std::pin::pin!(dir.changes());
+        let bounded = tokio::time::timeout(ROUND_DEADLINE, async {
+            loop {
+                if done(&*dir.snapshot()?) {
+                    return Ok(());
+                }
+                if changes.next().await.is_none() {
+                    return Err(Box::<dyn std::error::Error>::from("the directory closed"));
+                }
+            }
+        });
+        bounded
+            .await
+            .map_err(|_| format!("{what} not within {ROUND_DEADLINE:?}"))?
+    })
 }
 
 /// What one round cost.
@@ -67,23 +97,18 @@ impl Running {
             "tri",
             [APP],
         )))?;
-        let start = Instant::now();
-        loop {
-            let s = dir.snapshot()?;
-            if matches!(s.status(), DirectoryStatus::Ready { endpoints, degraded, .. }
+        let waits = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        wait_for(&waits, &dir, "ready", |s| {
+            matches!(s.status(), DirectoryStatus::Ready { endpoints, degraded, .. }
                 if *endpoints == serving && degraded.is_empty())
-            {
-                break;
-            }
-            if start.elapsed() > ROUND_DEADLINE {
-                return Err(format!("not ready in time: {:?}", s.status()).into());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })?;
         Ok(Self {
             engine,
             registry,
             dir,
+            waits,
         })
     }
 
@@ -103,20 +128,12 @@ impl Running {
         let before = self.dir.snapshot()?.version();
         self.registry.set_instances(APP, next);
         let written = Instant::now();
-        loop {
-            let s = self.dir.snapshot()?;
+        wait_for(&self.waits, &self.dir, "the new state visible", |s| {
             let first = s.sets().first().and_then(|set| set.get(0));
-            if s.version() > before
+            s.version() > before
                 && s.len() == serving
                 && first.is_some_and(|e| e.instance_id() == first_id)
-            {
-                break;
-            }
-            if written.elapsed() > ROUND_DEADLINE {
-                return Err("the new state never became visible".into());
-            }
-            std::thread::sleep(Duration::from_micros(20));
-        }
+        })?;
         let visible_ms = written.elapsed().as_secs_f64() * 1e3;
         let (c1, quiet) = self.engine.wait_idle(QUIET, NOISE, ROUND_DEADLINE);
         if !quiet {
