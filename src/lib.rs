@@ -28,14 +28,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-/// Engine counters (`Engine::stats`); `StatsSnapshot` is its deprecated former name.
-pub use steadfast_actors::EngineStatsSnapshot;
-#[allow(deprecated)]
-pub use steadfast_actors::StatsSnapshot;
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
     ShutdownReport, SnapshotConfig,
+};
+/// Engine counters (`Engine::stats`) and the one table they are exported from.
+pub use steadfast_actors::{
+    CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS,
 };
 /// Balancing: strategies, leases and outcome feedback, outlier ejection.
 pub use steadfast_core::balance::{

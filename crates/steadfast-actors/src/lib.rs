@@ -54,6 +54,4 @@ pub use inspect::{
 };
 pub use live_config::{CallerConfig, LiveConfig};
 pub use snapshot_config::SnapshotConfig;
-pub use stats::EngineStatsSnapshot;
-#[allow(deprecated)]
-pub use stats::StatsSnapshot;
+pub use stats::{CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS};

@@ -8,283 +8,276 @@ use std::sync::Arc;
 
 use steadfast_core::{FetchError, TombstoneCounts};
 
-/// Shared counters of one engine.
-#[derive(Debug, Default)]
-pub struct EngineStats {
-    pub(crate) actors_alive: AtomicI64,
-    pub(crate) resolvers_alive: AtomicI64,
-    pub(crate) directories_alive: AtomicI64,
-    pub(crate) flights_in_flight: AtomicI64,
-    pub(crate) timers_pending: AtomicI64,
-    pub(crate) watches_active: AtomicI64,
-    pub(crate) resyncs_scheduled: AtomicI64,
-    pub(crate) fetch_attempts: AtomicU64,
-    pub(crate) fetch_failures: AtomicU64,
-    fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
-    pub(crate) fetch_hedged: AtomicU64,
-    pub(crate) fetch_deadlines: AtomicU64,
-    pub(crate) handler_panics: AtomicU64,
-    pub(crate) flights_started: AtomicU64,
-    pub(crate) timers_fired: AtomicU64,
-    pub(crate) snapshots_received: AtomicU64,
-    pub(crate) updates_published: AtomicU64,
-    pub(crate) watch_failures: AtomicU64,
-    pub(crate) register_failures: AtomicU64,
-    pub(crate) restarts: AtomicU64,
-    pub(crate) missed_notifications: AtomicU64,
-    pub(crate) registry_panics: AtomicU64,
-    pub(crate) instances_held: AtomicU64,
-    pub(crate) older_events_ignored: AtomicU64,
-    pub(crate) resets_requested: AtomicU64,
-    pub(crate) queue_collapses: AtomicU64,
-    pub(crate) demand_probes: AtomicU64,
-    pub(crate) demand_fetches: AtomicU64,
-    pub(crate) linger_unsubscribes: AtomicU64,
-    pub(crate) tombstones_written: AtomicU64,
-    pub(crate) closing_readds_vetoed: AtomicU64,
-    pub(crate) tombstones_cleared_by_restart: AtomicU64,
-    pub(crate) tombstones_cleared_by_removal: AtomicU64,
-    pub(crate) closings_ignored: AtomicU64,
-    pub(crate) tombstones_expired: AtomicU64,
-    pub(crate) vetoed_readds_replayed: AtomicU64,
-    pub(crate) lookups: AtomicU64,
-    pub(crate) lookup_registry_calls: AtomicU64,
-    pub(crate) lookup_watch_answers: AtomicU64,
-    pub(crate) lookup_cache_hits: AtomicU64,
-    pub(crate) lookup_stale_answers: AtomicU64,
-    pub(crate) lookup_throttled: AtomicU64,
-    pub(crate) lookup_unavailable: AtomicU64,
-    pub(crate) lookup_not_found: AtomicU64,
-    pub(crate) lookup_too_stale: AtomicU64,
-    pub(crate) lookup_evictions: AtomicU64,
-    pub(crate) snapshot_loaded: AtomicU64,
-    pub(crate) snapshot_rejected: AtomicU64,
-    pub(crate) snapshot_written: AtomicU64,
-    pub(crate) snapshot_write_failures: AtomicU64,
-    pub(crate) mapping_write_failures: AtomicU64,
-    pub(crate) mapping_read_failures: AtomicU64,
-    pub(crate) mapping_attach_failures: AtomicU64,
-    pub(crate) registrar_retries: AtomicU64,
-    pub(crate) session_losses: AtomicU64,
-    pub(crate) unregister_failures: AtomicU64,
-    pub(crate) metadata_cache_hits: AtomicU64,
+/// How a row of [`ENGINE_COUNTERS`] is exported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CounterKind {
+    /// A gauge (a level that goes up and down).
+    Gauge,
+    /// A monotonic counter.
+    Counter,
+    /// A monotonic counter exported per [`FetchError::label`] (label `kind`);
+    /// its samples add up to the row's value.
+    CounterByFetchError,
 }
 
-/// A point-in-time copy of [`EngineStats`] (named apart from the etcd
-/// backend's `EtcdStatsSnapshot`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EngineStatsSnapshot {
+/// One row of the engine's counter table: the snapshot field, the metric
+/// family it is exported as (`steadfast_` prefix added by the encoder, and
+/// `_total` for counters), its help text and its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CounterSpec {
+    /// The [`EngineStatsSnapshot`] field.
+    pub field: &'static str,
+    /// The metric family name, without the `steadfast_` prefix.
+    pub name: &'static str,
+    /// The metric's help text.
+    pub help: &'static str,
+    /// How it is exported.
+    pub kind: CounterKind,
+}
+
+/// A counter's value read at one snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CounterValue {
+    /// A gauge's level.
+    Level(i64),
+    /// A counter's count.
+    Count(u64),
+}
+
+macro_rules! counter_atomic {
+    (gauge) => {
+        AtomicI64
+    };
+    (counter) => {
+        AtomicU64
+    };
+    (by_kind) => {
+        AtomicU64
+    };
+}
+macro_rules! counter_plain {
+    (gauge) => {
+        i64
+    };
+    (counter) => {
+        u64
+    };
+    (by_kind) => {
+        u64
+    };
+}
+macro_rules! counter_kind {
+    (gauge) => {
+        CounterKind::Gauge
+    };
+    (counter) => {
+        CounterKind::Counter
+    };
+    (by_kind) => {
+        CounterKind::CounterByFetchError
+    };
+}
+macro_rules! counter_value {
+    (gauge, $v:expr) => {
+        CounterValue::Level($v)
+    };
+    (counter, $v:expr) => {
+        CounterValue::Count($v)
+    };
+    (by_kind, $v:expr) => {
+        CounterValue::Count($v)
+    };
+}
+
+/// Declares every engine counter once: the shared atomics, the snapshot
+/// struct with its docs, the copy, and the exported table.
+macro_rules! engine_counters {
+    ($( $(#[doc = $doc:literal])* $kind:ident $field:ident : $name:literal, $help:literal; )*) => {
+        /// Shared counters of one engine (declared once, in the table of
+        /// [`ENGINE_COUNTERS`]).
+        #[derive(Debug, Default)]
+        pub struct EngineStats {
+            $( pub(crate) $field: counter_atomic!($kind), )*
+            fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
+        }
+
+        /// A point-in-time copy of [`EngineStats`] (named apart from the etcd
+        /// backend's `EtcdStatsSnapshot`).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct EngineStatsSnapshot {
+            $( $(#[doc = $doc])* pub $field: counter_plain!($kind), )*
+        }
+
+        /// Every engine counter and gauge, in snapshot order: the one table
+        /// the snapshot, inspect and the Prometheus export are read from.
+        pub const ENGINE_COUNTERS: &[CounterSpec] = &[
+            $( CounterSpec { field: stringify!($field), name: $name, help: $help, kind: counter_kind!($kind) }, )*
+        ];
+
+        impl EngineStats {
+            /// Copies every counter.
+            pub fn snapshot(&self) -> EngineStatsSnapshot {
+                EngineStatsSnapshot {
+                    $( $field: self.$field.load(Ordering::SeqCst), )*
+                }
+            }
+        }
+
+        impl EngineStatsSnapshot {
+            /// Every row of [`ENGINE_COUNTERS`] with its value, in table order.
+            pub fn values(&self) -> Vec<(&'static CounterSpec, CounterValue)> {
+                let vals = [ $( counter_value!($kind, self.$field), )* ];
+                ENGINE_COUNTERS.iter().zip(vals).collect()
+            }
+        }
+    };
+}
+
+engine_counters! {
     /// Actors currently alive (registry, cache, resolvers, directories, engine).
-    pub actors_alive: i64,
+    gauge actors_alive: "actors", "Actors alive";
     /// Resolver actors alive.
-    pub resolvers_alive: i64,
+    gauge resolvers_alive: "resolvers", "Resolver actors alive (one per provider app)";
     /// Directory actors alive.
-    pub directories_alive: i64,
+    gauge directories_alive: "directories", "Directory actors alive (one per reference)";
     /// Metadata fetch flights under way (spawned and not finished or dropped).
-    pub flights_in_flight: i64,
+    gauge flights_in_flight: "metadata_fetches_in_flight", "Metadata fetch flights under way";
     /// Timers armed and not yet fired or cancelled (retries and re-subscribes).
-    pub timers_pending: i64,
+    gauge timers_pending: "retry_timers_pending", "Retry and re-subscribe timers armed, not yet fired";
     /// Registry watch streams open.
-    pub watches_active: i64,
+    gauge watches_active: "registry_watches", "Registry watch streams open";
     /// Resync timers armed (periodic full re-reads of subscribed apps; not
     /// counted in `timers_pending`).
-    pub resyncs_scheduled: i64,
+    gauge resyncs_scheduled: "resync_timers_pending", "Periodic full re-read timers armed";
     /// Calls made to the metadata fetcher (one per candidate tried).
-    pub fetch_attempts: u64,
+    counter fetch_attempts: "metadata_fetch_attempts", "Metadata fetcher calls (one per candidate tried, hedges included)";
     /// Fetcher calls that failed (each counted when it fails; a call still
     /// pending at the fetch deadline fails then, as a timeout).
-    pub fetch_failures: u64,
+    by_kind fetch_failures: "metadata_fetch_failures", "Failed metadata fetcher calls by error kind";
     /// Fetcher calls started by the hedge (nothing had answered within the
     /// hedge delay).
-    pub fetch_hedged: u64,
+    counter fetch_hedged: "metadata_fetch_hedged", "Fetcher calls started by the hedge";
     /// Flights that ended at their whole-fetch deadline.
-    pub fetch_deadlines: u64,
+    counter fetch_deadlines: "metadata_fetch_deadlines", "Fetch flights that ended at their whole-fetch deadline";
     /// Actor handlers that panicked; each one restarted its actor.
-    pub handler_panics: u64,
+    counter handler_panics: "handler_panics", "Actor handlers that panicked (contained, actor restarted)";
     /// Flights started (one per (app, revision) at a time, shared by listeners).
-    pub flights_started: u64,
+    counter flights_started: "metadata_flights", "Fetch flights started (one per app and revision at a time)";
     /// Timers that fired.
-    pub timers_fired: u64,
+    counter timers_fired: "timers_fired", "Retry and re-subscribe timers that fired";
     /// Registry snapshots received.
-    pub snapshots_received: u64,
+    counter snapshots_received: "registry_snapshots", "Registry snapshots received";
     /// Directory updates published by resolvers.
-    pub updates_published: u64,
+    counter updates_published: "directory_updates", "Directory updates published by resolvers";
     /// Registry watch failures: failed opens, `Err` items (the stream is
     /// kept) and ended streams (re-established).
-    pub watch_failures: u64,
+    counter watch_failures: "registry_watch_failures", "Registry watch failures (failed opens, error items, ended streams)";
     /// Failed register/unregister attempts.
-    pub register_failures: u64,
+    counter register_failures: "register_failures", "Failed register or unregister attempts";
     /// Actor restarts under supervision.
-    pub restarts: u64,
+    counter restarts: "actor_restarts", "Actor restarts under supervision";
     /// Missed registry notifications found by resyncs, counted per instance
     /// that differed from the pushed state (added, removed or changed), as
     /// the etcd backend counts its re-reads; the listed state was applied.
-    pub missed_notifications: u64,
+    counter missed_notifications: "registry_missed_notifications", "Instances a resync found differing from the pushed state";
     /// Registry calls or watch streams that panicked (contained).
-    pub registry_panics: u64,
+    counter registry_panics: "registry_panics", "Registry calls or streams that panicked (contained)";
     /// Registry events (or listings) not newer than the state held, ignored
     /// so that a replay of an older state is never served.
-    pub older_events_ignored: u64,
+    counter older_events_ignored: "registry_older_events_ignored", "Registry events not newer than the state held";
     /// Resets asked for after a change that did not follow the version a
     /// stage held (a lost notification or delivery): re-reads of the
     /// registry by the subscription, whole states asked of the registry
     /// actor by a resolver or of a resolver by a directory (one per gap, at
     /// most one per second per receiver).
-    pub resets_requested: u64,
+    counter resets_requested: "resets_requested", "Resets asked for after a change that did not follow the state held";
     /// Times a consumer fell so far behind that its queue of changes was
     /// replaced by one Reset of the producer's state.
-    pub queue_collapses: u64,
+    counter queue_collapses: "queue_collapses", "Change queues replaced by one Reset because their consumer fell behind";
     /// Instances held after a mass expiry right after a registry recovery.
-    pub instances_held: u64,
+    counter instances_held: "instances_held", "Instances held after a mass expiry right after a registry recovery";
     /// Demand-driven re-resolves a directory asked of its resolvers because
     /// callers waited on it while its metadata was unresolved (at most one
     /// per `min_probe_interval` per directory).
-    pub demand_probes: u64,
+    counter demand_probes: "metadata_demand_probes", "Re-resolves asked because callers waited on unresolved metadata";
     /// Metadata fetches started early by those demands (a revision already
     /// being fetched is not fetched twice).
-    pub demand_fetches: u64,
+    counter demand_fetches: "metadata_demand_fetches", "Fetches started early because callers waited";
     /// References unsubscribed because their last handle was dropped and
     /// `unsubscribe_linger` passed.
-    pub linger_unsubscribes: u64,
+    counter linger_unsubscribes: "linger_unsubscribes", "References unsubscribed after their last handle was dropped";
     /// Closing tombstones written (a directory held an endpoint that
     /// announced closing, in the registry or through a failed call).
-    pub tombstones_written: u64,
+    counter tombstones_written: "tombstones_written", "Closing tombstones written";
     /// Re-adds vetoed by a tombstone (same incarnation as the closed one).
-    pub closing_readds_vetoed: u64,
+    counter closing_readds_vetoed: "tombstone_vetoes", "Re-adds vetoed by a tombstone (same incarnation as the closed one)";
     /// Tombstones cleared by a re-add of another incarnation (a restart).
-    pub tombstones_cleared_by_restart: u64,
+    counter tombstones_cleared_by_restart: "tombstones_cleared_by_restart", "Tombstones cleared by a re-add of another incarnation (a restart)";
     /// Tombstones cleared by the registry removing the instance.
-    pub tombstones_cleared_by_removal: u64,
+    counter tombstones_cleared_by_removal: "tombstones_cleared_by_removal", "Tombstones cleared by the registry removing the instance";
     /// Closing notices that wrote no tombstone (endpoint not held, another
     /// incarnation, another directory).
-    pub closings_ignored: u64,
+    counter closings_ignored: "closings_ignored", "Closing notices that wrote no tombstone";
     /// Tombstones expired.
-    pub tombstones_expired: u64,
+    counter tombstones_expired: "tombstones_expired", "Tombstones expired";
     /// Vetoed endpoints re-added when their tombstone expired.
-    pub vetoed_readds_replayed: u64,
+    counter vetoed_readds_replayed: "vetoed_readds_replayed", "Vetoed endpoints re-added when their tombstone expired";
     /// One-shot instance queries (`Engine::instances`).
-    pub lookups: u64,
+    counter lookups: "lookups", "One-shot instance queries";
     /// Registry `list` calls made by the lookup cache (one per app per flight, shared by its
     /// concurrent callers).
-    pub lookup_registry_calls: u64,
+    counter lookup_registry_calls: "lookup_registry_calls", "Registry list calls made by the lookup cache";
     /// Queries answered from the live watch of a subscribed app (no registry call).
-    pub lookup_watch_answers: u64,
+    counter lookup_watch_answers: "lookup_watch_answers", "Instance queries answered from a live watch";
     /// Queries answered fresh from the lookup cache (no registry call).
-    pub lookup_cache_hits: u64,
+    counter lookup_cache_hits: "lookup_cache_hits", "Instance queries answered fresh from the lookup cache";
     /// Queries answered with a stale copy (the registry could not confirm it, or the app's watch
     /// is stale).
-    pub lookup_stale_answers: u64,
+    counter lookup_stale_answers: "lookup_stale_answers", "Instance queries answered with a stale copy";
     /// Queries refused `Throttled`: no copy held and the app's registry call was less than
     /// `min_retry_interval` ago.
-    pub lookup_throttled: u64,
+    counter lookup_throttled: "lookup_throttled", "Instance queries refused Throttled";
     /// Queries refused `Unavailable`: the registry call failed and no copy was held.
-    pub lookup_unavailable: u64,
+    counter lookup_unavailable: "lookup_unavailable", "Instance queries refused Unavailable";
     /// Queries answered `NotFound` (the registry listed no instance).
-    pub lookup_not_found: u64,
+    counter lookup_not_found: "lookup_not_found", "Instance queries answered NotFound";
     /// Queries refused `TooStale` (the copy was older than `max_staleness`).
-    pub lookup_too_stale: u64,
+    counter lookup_too_stale: "lookup_too_stale", "Instance queries refused TooStale";
     /// Apps dropped from the lookup cache to keep within its capacity.
-    pub lookup_evictions: u64,
+    counter lookup_evictions: "lookup_evictions", "Apps dropped from the lookup cache to keep within its capacity";
     /// Disk snapshots served at a cold start (an app seeded from its
     /// snapshot before the registry delivered a state).
-    pub snapshot_loaded: u64,
+    counter snapshot_loaded: "snapshot_loaded", "Disk snapshots served at a cold start";
     /// Snapshot files refused (corrupt, truncated, foreign, unsupported
     /// version, too large, too old, unreadable); never served.
-    pub snapshot_rejected: u64,
+    counter snapshot_rejected: "snapshot_rejected", "Snapshot files refused (never served)";
     /// Snapshot files written (atomically).
-    pub snapshot_written: u64,
+    counter snapshot_written: "snapshot_written", "Snapshot files written";
     /// Snapshot writes that failed (io, deadline, too large).
-    pub snapshot_write_failures: u64,
+    counter snapshot_write_failures: "snapshot_write_failures", "Snapshot writes that failed";
     /// Failed interface -> app mapping writes at export (one per interface
     /// and attempt; retried until they land).
-    pub mapping_write_failures: u64,
+    counter mapping_write_failures: "mapping_write_failures", "Failed interface mapping writes at export";
     /// Interface mapping watch failures: failed opens, `Err` items (the
     /// stream is kept) and ended streams (re-watched).
-    pub mapping_read_failures: u64,
+    counter mapping_read_failures: "mapping_read_failures", "Interface mapping watch failures";
     /// Apps of a followed mapping that could not be attached (no resolver
     /// could be had); each is retried at the interface's next mapping event.
-    pub mapping_attach_failures: u64,
+    counter mapping_attach_failures: "mapping_attach_failures", "Apps of a followed mapping that could not be attached";
     /// Registrar retries armed after a failed register or unregister.
-    pub registrar_retries: u64,
+    counter registrar_retries: "registrar_retries", "Registrar retries armed after a failed register or unregister";
     /// Registry session losses seen (each re-registers and re-subscribes
     /// everything, spread).
-    pub session_losses: u64,
+    counter session_losses: "registry_session_losses", "Registry session losses seen";
     /// Failed unregister calls (each retried by the registrar).
-    pub unregister_failures: u64,
+    counter unregister_failures: "unregister_failures", "Failed unregister calls (each retried)";
     /// Metadata requests of resolvers answered from the shared cache (no
     /// fetcher call).
-    pub metadata_cache_hits: u64,
+    counter metadata_cache_hits: "metadata_cache_hits", "Metadata requests answered from the shared cache";
 }
 
-/// The former name of [`EngineStatsSnapshot`].
-#[deprecated(note = "renamed EngineStatsSnapshot (the etcd backend has its own EtcdStatsSnapshot)")]
-pub type StatsSnapshot = EngineStatsSnapshot;
-
 impl EngineStats {
-    /// Copies every counter.
-    pub fn snapshot(&self) -> EngineStatsSnapshot {
-        let i = |a: &AtomicI64| a.load(Ordering::SeqCst);
-        let u = |a: &AtomicU64| a.load(Ordering::SeqCst);
-        EngineStatsSnapshot {
-            actors_alive: i(&self.actors_alive),
-            resolvers_alive: i(&self.resolvers_alive),
-            directories_alive: i(&self.directories_alive),
-            flights_in_flight: i(&self.flights_in_flight),
-            timers_pending: i(&self.timers_pending),
-            watches_active: i(&self.watches_active),
-            resyncs_scheduled: i(&self.resyncs_scheduled),
-            fetch_attempts: u(&self.fetch_attempts),
-            fetch_failures: u(&self.fetch_failures),
-            fetch_hedged: u(&self.fetch_hedged),
-            fetch_deadlines: u(&self.fetch_deadlines),
-            handler_panics: u(&self.handler_panics),
-            flights_started: u(&self.flights_started),
-            timers_fired: u(&self.timers_fired),
-            snapshots_received: u(&self.snapshots_received),
-            updates_published: u(&self.updates_published),
-            watch_failures: u(&self.watch_failures),
-            register_failures: u(&self.register_failures),
-            restarts: u(&self.restarts),
-            missed_notifications: u(&self.missed_notifications),
-            registry_panics: u(&self.registry_panics),
-            instances_held: u(&self.instances_held),
-            older_events_ignored: u(&self.older_events_ignored),
-            resets_requested: u(&self.resets_requested),
-            queue_collapses: u(&self.queue_collapses),
-            demand_probes: u(&self.demand_probes),
-            demand_fetches: u(&self.demand_fetches),
-            linger_unsubscribes: u(&self.linger_unsubscribes),
-            tombstones_written: u(&self.tombstones_written),
-            closing_readds_vetoed: u(&self.closing_readds_vetoed),
-            tombstones_cleared_by_restart: u(&self.tombstones_cleared_by_restart),
-            tombstones_cleared_by_removal: u(&self.tombstones_cleared_by_removal),
-            closings_ignored: u(&self.closings_ignored),
-            tombstones_expired: u(&self.tombstones_expired),
-            vetoed_readds_replayed: u(&self.vetoed_readds_replayed),
-            lookups: u(&self.lookups),
-            lookup_registry_calls: u(&self.lookup_registry_calls),
-            lookup_watch_answers: u(&self.lookup_watch_answers),
-            lookup_cache_hits: u(&self.lookup_cache_hits),
-            lookup_stale_answers: u(&self.lookup_stale_answers),
-            lookup_throttled: u(&self.lookup_throttled),
-            lookup_unavailable: u(&self.lookup_unavailable),
-            lookup_not_found: u(&self.lookup_not_found),
-            lookup_too_stale: u(&self.lookup_too_stale),
-            lookup_evictions: u(&self.lookup_evictions),
-            snapshot_loaded: u(&self.snapshot_loaded),
-            snapshot_rejected: u(&self.snapshot_rejected),
-            snapshot_written: u(&self.snapshot_written),
-            snapshot_write_failures: u(&self.snapshot_write_failures),
-            mapping_write_failures: u(&self.mapping_write_failures),
-            mapping_read_failures: u(&self.mapping_read_failures),
-            mapping_attach_failures: u(&self.mapping_attach_failures),
-            registrar_retries: u(&self.registrar_retries),
-            session_losses: u(&self.session_losses),
-            unregister_failures: u(&self.unregister_failures),
-            metadata_cache_hits: u(&self.metadata_cache_hits),
-        }
-    }
-
     /// Failed fetcher calls per [`FetchError::label`], for metrics: a
     /// provider serving malformed or mismatched metadata shows up as such.
     pub fn fetch_failures_by_kind(&self) -> Vec<(&'static str, u64)> {

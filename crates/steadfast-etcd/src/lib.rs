@@ -113,8 +113,6 @@ pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
 pub use registry::{EtcdRegistry, EventStream};
-#[allow(deprecated)]
-pub use stats::StatsSnapshot;
 pub use stats::{EtcdStats, EtcdStatsSnapshot};
 /// Moved to core; re-exported here for convenience.
 pub use steadfast_core::FallbackFetcher;

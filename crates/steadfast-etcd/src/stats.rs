@@ -77,10 +77,6 @@ pub struct EtcdStatsSnapshot {
     pub range_batches: u64,
 }
 
-/// The former name of [`EtcdStatsSnapshot`].
-#[deprecated(note = "renamed EtcdStatsSnapshot (the engine has its own EngineStatsSnapshot)")]
-pub type StatsSnapshot = EtcdStatsSnapshot;
-
 impl EtcdStats {
     /// Adds one to `counter`.
     pub fn bump(counter: &AtomicU64) {

@@ -1,0 +1,126 @@
+//! The one counter table: every row of `ENGINE_COUNTERS` is exported, under
+//! its declared type and name, with the value the snapshot holds.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use steadfast_actors::{CounterKind, CounterValue, Engine, ENGINE_COUNTERS};
+use steadfast_core::Reference;
+use steadfast_memory::MemoryRegistry;
+use steadfast_metrics::Metrics;
+use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
+
+/// The samples of family `name` (`name` or `name{...}` series), summed.
+fn family_sum(text: &str, series: &str) -> Option<f64> {
+    let mut found = false;
+    let mut sum = 0.0;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = l.strip_prefix(series) else {
+            continue;
+        };
+        let value = match rest.strip_prefix('{') {
+            Some(labelled) => labelled.rsplit_once("} ").map(|(_, v)| v),
+            None => rest.strip_prefix(' '),
+        };
+        if let Some(v) = value.and_then(|v| v.parse::<f64>().ok()) {
+            found = true;
+            sum += v;
+        }
+    }
+    found.then_some(sum)
+}
+
+#[actix_rt::test]
+async fn every_counter_of_the_table_is_exported_with_its_value() {
+    tokio::time::pause();
+    let registry = MemoryRegistry::new();
+    let fetcher = ScriptedFetcher::new();
+    let engine = Engine::builder()
+        .registry(registry.clone())
+        .fetcher(fetcher.clone())
+        .seed(3)
+        .start()
+        .expect("engine starts");
+    let info = MetadataBuilder::new("greeter")
+        .service("demo.Greeter", "tri", 20000)
+        .build();
+    fetcher.serve(info.clone());
+    fetcher.fail_next(&info.revision, 1);
+    let dir = engine
+        .subscribe(Reference::new("demo.Greeter", "tri", ["greeter"]))
+        .await
+        .expect("subscribed");
+    registry.put(instance_for(&info, "127.0.0.1", 8001));
+    for _ in 0..500 {
+        if dir.select().is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(dir.select().is_ok(), "the directory serves");
+
+    let names: HashSet<&str> = ENGINE_COUNTERS.iter().map(|c| c.name).collect();
+    assert_eq!(
+        names.len(),
+        ENGINE_COUNTERS.len(),
+        "family names are unique"
+    );
+    let fields: HashSet<&str> = ENGINE_COUNTERS.iter().map(|c| c.field).collect();
+    assert_eq!(fields.len(), ENGINE_COUNTERS.len(), "fields are unique");
+
+    let text = Metrics::new().engine(&engine).encode().await;
+    let snapshot = engine.stats();
+    let values = snapshot.values();
+    assert_eq!(values.len(), ENGINE_COUNTERS.len());
+    let mut nonzero = 0;
+    for (spec, value) in values {
+        let (ty, series) = match spec.kind {
+            CounterKind::Gauge => ("gauge", format!("steadfast_{}", spec.name)),
+            _ => ("counter", format!("steadfast_{}_total", spec.name)),
+        };
+        let type_line = format!("# TYPE steadfast_{} {ty}", spec.name);
+        assert!(
+            text.lines().any(|l| l == type_line),
+            "{} ({}) is declared in the table but not exported as {type_line:?}",
+            spec.field,
+            spec.name
+        );
+        let got = family_sum(&text, &series)
+            .unwrap_or_else(|| panic!("{} has no sample {series}", spec.field));
+        let want = match value {
+            CounterValue::Level(v) => v as f64,
+            CounterValue::Count(v) => v as f64,
+        };
+        // The encode itself may move a gauge (an inspect in flight), never
+        // a counter backwards.
+        match value {
+            CounterValue::Count(_) => assert!(got >= want, "{}: {got} < {want}", spec.field),
+            CounterValue::Level(_) => {}
+        }
+        if want > 0.0 {
+            nonzero += 1;
+        }
+    }
+    assert!(nonzero >= 3, "the engine did work the table shows");
+    assert!(snapshot.fetch_attempts >= 2, "a failure, then the answer");
+    assert!(snapshot.fetch_failures >= 1);
+    engine.shutdown().await;
+}
+
+#[test]
+fn the_operations_guide_lists_every_counter_of_the_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/operations.md");
+    let doc = std::fs::read_to_string(path).expect("docs/operations.md");
+    for spec in ENGINE_COUNTERS {
+        let (ty, series) = match spec.kind {
+            CounterKind::Gauge => ("gauge", format!("steadfast_{}", spec.name)),
+            _ => ("counter", format!("steadfast_{}_total", spec.name)),
+        };
+        let row = format!("| `{series}` | {ty} |");
+        assert!(
+            doc.lines().any(|l| l.starts_with(&row)),
+            "docs/operations.md has no row {row:?} for {}",
+            spec.field
+        );
+    }
+}
