@@ -224,3 +224,48 @@ async fn a_coordinator_restart_during_the_linger_does_not_forget_it() {
     assert_eq!(s.timers_pending, 0, "{s:?}");
     fx.engine.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn dropping_every_engine_and_handle_stops_the_engine_at_once() {
+    tokio::time::pause();
+    let (registry, fetcher) = (MemoryRegistry::new(), ScriptedFetcher::new());
+    let good = metadata(APP, 20000, "t1");
+    let bad = metadata(APP, 20001, "t2");
+    fetcher.serve(good.clone());
+    fetcher.serve(bad.clone());
+    fetcher.fail_always(&bad.revision);
+    registry.put(instance(&good, 8001));
+    registry.put(instance(&bad, 8002));
+    let engine = steadfast::Engine::builder()
+        .registry(registry.clone())
+        .fetcher(fetcher.clone())
+        .seed(7)
+        .start()
+        .expect("engine starts");
+    let dir = engine.subscribe(reference()).await.expect("subscribe");
+    let first = dir.select_ready(Duration::from_secs(1)).await;
+    assert_eq!(first.expect("served").port(), 20000);
+    let before = fetcher.calls(&bad.revision);
+    advance(Duration::from_secs(5)).await;
+    assert!(
+        fetcher.calls(&bad.revision) > before,
+        "the failing revision is being retried"
+    );
+    assert_eq!(registry.watcher_count(APP), 1);
+
+    // No shutdown: the last engine value and the last handle just go.
+    drop(dir);
+    drop(engine);
+    settle().await;
+    let calls = fetcher.total_calls();
+    assert_eq!(
+        registry.watcher_count(APP),
+        0,
+        "the watch closed at the drop"
+    );
+    assert_eq!(fetcher.in_flight(), 0, "no fetch outlives the drop");
+    // Well past the default linger (30 s) and many retry periods.
+    advance(Duration::from_secs(120)).await;
+    assert_eq!(fetcher.total_calls(), calls, "no fetch after the drop");
+    assert_eq!(registry.watcher_count(APP), 0);
+}

@@ -1,13 +1,16 @@
-//! The engine coordinator: the only holder of strong actor addresses. It
-//! creates one resolver per provider app and one directory per reference,
-//! reference-counts them, and tears them down on unsubscribe and shutdown.
-//! Every other reference between actors is weak, so once the coordinator
-//! lets go, nothing can keep an actor (or its timers) alive.
+//! The engine coordinator: it holds the strong addresses of the actors it
+//! starts (registry, registrar, cache, snapshot, resolvers, directories,
+//! exports, mappings), creates one resolver per provider app and one
+//! directory per reference, reference-counts them, and tears them down on
+//! unsubscribe and shutdown. Every reference between those actors is weak,
+//! so once the coordinator lets go, nothing can keep an actor (or its
+//! timers) alive.
 //!
-//! Lifetimes: the coordinator itself runs while any `Engine` value or any
-//! [`Directory`] handle holds its address (handles hold it through one
-//! shared `HandleHold` per reference, of which the coordinator keeps only
-//! a weak pointer). When the last handle of a reference drops, the
+//! Lifetimes: the coordinator's and the lookup actor's own strong addresses
+//! are held by one shared `EngineLife`, which every `Engine` value and every
+//! [`Directory`] handle's `HandleHold` holds. When the last of them drops,
+//! the coordinator is told (`Orphaned`) and stops everything at once. When
+//! the last handle of a reference drops while the engine lives on, the
 //! reference is unsubscribed after the live `unsubscribe_linger` unless a
 //! handle of it exists again by then (see [`Directory`]'s lifetime docs).
 
@@ -30,7 +33,7 @@ use crate::export::{
     build_export, ExportActor, ExportHandle, ExportParts, ExportSpec, GracefulStop, InFlight,
     ShutdownReport,
 };
-use crate::handle::Directory;
+use crate::handle::{Directory, EngineLife};
 use crate::live_config::LiveConfig;
 use crate::messages::{ForceRestart, Shutdown};
 use crate::registrar_actor::RegistrarActor;
@@ -53,10 +56,15 @@ pub enum RestartTarget {
     Coordinator,
 }
 
-/// Subscribe to a reference.
+/// Subscribe to a reference; the handles returned share `.1`.
 #[derive(Message)]
 #[rtype(result = "Result<Directory, EngineError>")]
-pub(crate) struct Subscribe(pub Reference);
+pub(crate) struct Subscribe(pub Reference, pub Arc<EngineLife>);
+
+/// The last `Engine` value and the last handle are gone: stop at once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Orphaned;
 
 /// Unsubscribe from a reference; true when the last subscription ended.
 #[derive(Message)]
@@ -346,6 +354,16 @@ impl Handler<Shutdown> for Coordinator {
                 ctx.stop();
             }),
         )
+    }
+}
+
+impl Handler<Orphaned> for Coordinator {
+    type Result = ();
+    fn handle(&mut self, _: Orphaned, ctx: &mut Self::Context) {
+        if !self.shut_down {
+            self.shutdown_all(ctx);
+        }
+        ctx.stop();
     }
 }
 

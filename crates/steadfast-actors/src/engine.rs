@@ -18,7 +18,7 @@ use crate::coordinator::{
 };
 use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
-use crate::handle::Directory;
+use crate::handle::{Directory, EngineLife};
 use crate::live_config::{CallerConfig, LiveConfig};
 use crate::lookup_actor::{Instances, LookupActor};
 use crate::messages::Shutdown;
@@ -34,7 +34,9 @@ use crate::stats::{EngineStats, EngineStatsSnapshot};
 /// alive, until [`Engine::shutdown`]: dropping every `Engine` value while a
 /// directory handle is kept (say, one returned from a function) leaves the
 /// directory serving and updating. Once the last `Engine` and the last
-/// handle are gone, nothing can reach the engine and it stops. A reference
+/// handle are gone, nothing can reach the engine and it stops at once, as
+/// `shutdown` would stop it (without the graceful unregister wait): no
+/// linger, retry, fetch or timer of it runs after the drop. A reference
 /// ends when `unsubscribe` was called as often as `subscribe`, or when no
 /// handle of it has been alive for [`CallerConfig::unsubscribe_linger`]
 /// (default 30 s; `None`: never), or at shutdown; see [`Directory`].
@@ -42,11 +44,12 @@ use crate::stats::{EngineStats, EngineStatsSnapshot};
 /// answer `NotSubscribed` / `DirectoryClosed`.
 #[derive(Clone)]
 pub struct Engine {
-    pub(crate) coordinator: Addr<Coordinator>,
+    /// The strong addresses of the coordinator and the lookup actor, shared
+    /// with every directory handle: the engine stops when the last goes.
+    pub(crate) life: Arc<EngineLife>,
     stats: Arc<EngineStats>,
     registry: Arc<dyn Registry>,
     live: LiveConfig,
-    lookup: Addr<LookupActor>,
     /// Bound of a whole `instances()` query.
     lookup_limit: Duration,
 }
@@ -61,8 +64,9 @@ impl Engine {
     /// same reference again returns the same directory (reference-counted),
     /// also within the linger after its last handle was dropped.
     pub async fn subscribe(&self, reference: Reference) -> Result<Directory, EngineError> {
-        self.coordinator
-            .send(Subscribe(reference))
+        self.life
+            .coordinator
+            .send(Subscribe(reference, self.life.clone()))
             .await
             .map_err(|_| EngineError::ShutDown)?
     }
@@ -72,7 +76,8 @@ impl Engine {
     /// directory, and any resolver no longer needed, stopped (at once, even
     /// while handles of it are alive).
     pub async fn unsubscribe(&self, reference: &Reference) -> Result<bool, EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(Unsubscribe(reference.clone()))
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -90,17 +95,18 @@ impl Engine {
         // `Engine::register` registered), then stops every actor.
         // Both are queued at once (no await in between), so work sent after
         // `shutdown()` started is refused.
-        self.lookup.do_send(Shutdown);
-        let _ = self.coordinator.send(Shutdown).await;
+        self.life.lookup.do_send(Shutdown);
+        let _ = self.life.coordinator.send(Shutdown).await;
         // Stopped by now (its mailbox is short); a second send only waits.
-        let _ = self.lookup.send(Shutdown).await;
+        let _ = self.life.lookup.send(Shutdown).await;
     }
 
     /// Exports a provider instance: computes its revision, stamps its
     /// incarnation, publishes its metadata to every configured publisher and
     /// registers it, retrying with backoff until it lands.
     pub async fn export(&self, spec: ExportSpec) -> Result<ExportHandle, EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(Export(spec))
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -112,7 +118,8 @@ impl Engine {
     /// [`Engine::unregister`]. Returns at once; the latest intent per
     /// (app, instance id) wins.
     pub async fn register(&self, instance: ServiceInstance) -> Result<(), EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(RegisterInstance(instance))
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -121,7 +128,8 @@ impl Engine {
     /// Wants `instance` unregistered: cancels a pending register of it, and
     /// retries a failed unregister until it lands. Returns at once.
     pub async fn unregister(&self, instance: ServiceInstance) -> Result<(), EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(UnregisterInstance(instance))
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -133,7 +141,8 @@ impl Engine {
     pub async fn registrations(
         &self,
     ) -> Result<Vec<(RegistrationKey, RegistrationState)>, EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(ListRegistrations)
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -141,7 +150,8 @@ impl Engine {
 
     /// Makes one actor crash-restart under its supervisor (tests, drills).
     pub async fn force_restart(&self, target: RestartTarget) -> Result<(), EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(Restart(target))
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -152,7 +162,8 @@ impl Engine {
     /// (`handler_panics`), and the actor restarts under its supervisor with
     /// its state resynced.
     pub async fn drill_panic(&self, target: RestartTarget) -> Result<(), EngineError> {
-        self.coordinator
+        self.life
+            .coordinator
             .send(Panic(target))
             .await
             .map_err(|_| EngineError::ShutDown)?
@@ -196,7 +207,7 @@ impl Engine {
     /// `min_retry_interval` old. Every registry call has the registry call
     /// deadline, and the whole query is bounded by twice it plus 1 s.
     pub async fn instances(&self, app: &str) -> Result<InstancesAnswer, LookupError> {
-        let ask = self.lookup.send(Instances {
+        let ask = self.life.lookup.send(Instances {
             app: app.to_string(),
         });
         match tokio::time::timeout(self.lookup_limit, ask).await {
@@ -476,11 +487,13 @@ impl EngineBuilder {
             Coordinator::new(config, backends, registry_actor, cache, st, lv)
         });
         Ok(Engine {
-            coordinator,
+            life: Arc::new(EngineLife {
+                coordinator,
+                lookup,
+            }),
             stats,
             registry,
             live,
-            lookup,
             lookup_limit,
         })
     }

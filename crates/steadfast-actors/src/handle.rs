@@ -8,7 +8,7 @@
 mod hold;
 mod wait;
 
-pub(crate) use hold::HandleHold;
+pub(crate) use hold::{EngineLife, HandleHold};
 pub use wait::Deadline;
 
 use std::sync::Arc;

@@ -257,7 +257,7 @@ impl crate::Engine {
 
     /// [`Engine::inspect`] bounded by `limit` as a whole.
     pub async fn inspect_within(&self, limit: Duration) -> Result<EngineReport, EngineError> {
-        let ask = self.coordinator.send(InspectEngine);
+        let ask = self.life.coordinator.send(InspectEngine);
         match tokio::time::timeout(limit, ask).await {
             Ok(Ok(report)) => report,
             Ok(Err(_)) => Err(EngineError::ShutDown),

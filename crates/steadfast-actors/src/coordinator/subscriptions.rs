@@ -7,13 +7,14 @@
 use std::sync::{Arc, Weak};
 
 use actix::prelude::*;
+use actix::WeakAddr;
 use steadfast_core::Reference;
 
 use super::{panicked, Coordinator, Counted, Subscribe, Unsubscribe};
 use crate::contain::Contain;
 use crate::directory_actor::{DirectoryActor, DirectoryShared};
 use crate::error::EngineError;
-use crate::handle::{Directory, HandleHold};
+use crate::handle::{Directory, EngineLife, HandleHold};
 use crate::messages::Shutdown;
 use crate::stats::EngineStats;
 
@@ -40,8 +41,8 @@ pub(super) struct Subscribed {
 impl Handler<Subscribe> for Coordinator {
     type Result = Result<Directory, EngineError>;
     fn handle(&mut self, msg: Subscribe, ctx: &mut Self::Context) -> Self::Result {
-        let me = ctx.address();
-        panicked(self.contained(ctx, |act, ctx| act.subscribe(msg.0, me, ctx)))
+        let me = ctx.address().downgrade();
+        panicked(self.contained(ctx, |act, ctx| act.subscribe(msg.0, msg.1, me, ctx)))
     }
 }
 
@@ -49,7 +50,8 @@ impl Coordinator {
     fn subscribe(
         &mut self,
         reference: Reference,
-        me: Addr<Coordinator>,
+        life: Arc<EngineLife>,
+        me_weak: WeakAddr<Coordinator>,
         ctx: &mut Context<Self>,
     ) -> Result<Directory, EngineError> {
         self.containment.drill_point();
@@ -71,7 +73,7 @@ impl Coordinator {
             let hold = match d.hold.0.upgrade() {
                 Some(hold) => hold,
                 None => {
-                    let hold = Arc::new(HandleHold::new(me, reference, next));
+                    let hold = Arc::new(HandleHold::new(life, reference, next));
                     d.hold = (Arc::downgrade(&hold), next);
                     hold
                 }
@@ -93,8 +95,7 @@ impl Coordinator {
         });
         let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
         let hold_id = self.id();
-        let me_weak = me.downgrade();
-        let hold = Arc::new(HandleHold::new(me, reference.clone(), hold_id));
+        let hold = Arc::new(HandleHold::new(life, reference.clone(), hold_id));
         let returned = handle.with_hold(hold.clone());
         let mapped = reference.apps.is_empty().then(|| reference.clone());
         self.directories.insert(
