@@ -89,6 +89,9 @@ pub enum GatewayError {
     /// certificate or key).
     #[error("invalid etcd TLS settings: {0}")]
     TlsConfig(String),
+    /// The registry was dropped while the call waited for its turn.
+    #[error("the etcd registry was closed")]
+    Closed,
 }
 
 impl GatewayError {
@@ -125,7 +128,8 @@ impl GatewayError {
             | GatewayError::Decode(_)
             | GatewayError::Auth(_)
             | GatewayError::Tls { .. }
-            | GatewayError::TlsConfig(_) => false,
+            | GatewayError::TlsConfig(_)
+            | GatewayError::Closed => false,
         }
     }
 

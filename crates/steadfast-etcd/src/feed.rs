@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::stream::{self, StreamExt};
 use steadfast_core::{EventStream, RegistryError, RegistryEvent};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 use crate::mux::SubKey;
 
@@ -98,26 +98,59 @@ impl Feed {
     }
 }
 
+/// The subscribers that left, for the hub to drop. Bounded by
+/// construction: each subscription's stream adds its key once, when it is
+/// dropped, so it never holds more keys than there are subscriptions (no
+/// channel can grow under load).
+#[derive(Debug, Default)]
+pub(crate) struct Leavers {
+    keys: std::sync::Mutex<Vec<SubKey>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Leavers {
+    /// `key`'s stream was dropped (from any thread; never blocks on the hub).
+    fn left(&self, key: SubKey) {
+        self.keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(key);
+        // A permit is kept when the hub is not waiting: no wake-up is lost.
+        self.wake.notify_one();
+    }
+
+    /// Waits until some subscriber left.
+    pub(crate) async fn wait(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Takes every key that left.
+    pub(crate) fn take(&self) -> Vec<SubKey> {
+        std::mem::take(
+            &mut *self
+                .keys
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
 /// Tells the hub when the subscriber's stream is dropped.
 struct Leave {
     key: SubKey,
-    tx: mpsc::UnboundedSender<SubKey>,
+    leavers: Arc<Leavers>,
 }
 
 impl Drop for Leave {
     fn drop(&mut self) {
-        let _ = self.tx.send(self.key);
+        self.leavers.left(self.key);
     }
 }
 
-/// The subscriber's stream over `feed`; dropping it sends `key` on
-/// `leave`.
-pub(crate) fn event_stream(
-    feed: Arc<Feed>,
-    key: SubKey,
-    leave: mpsc::UnboundedSender<SubKey>,
-) -> EventStream {
-    let guard = Leave { key, tx: leave };
+/// The subscriber's stream over `feed`; dropping it adds `key` to
+/// `leavers`.
+pub(crate) fn event_stream(feed: Arc<Feed>, key: SubKey, leavers: Arc<Leavers>) -> EventStream {
+    let guard = Leave { key, leavers };
     stream::unfold((feed, guard), |(feed, guard)| async move {
         let item = feed.pop().await?;
         Some((item, (feed, guard)))
@@ -154,8 +187,8 @@ mod tests {
     #[tokio::test]
     async fn a_full_queue_collapses_to_the_current_state_and_the_drop_is_told() {
         let feed = Feed::new(4);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut s = event_stream(feed.clone(), 7, tx);
+        let leavers = Arc::new(Leavers::default());
+        let mut s = event_stream(feed.clone(), 7, leavers.clone());
         for rev in 1..=1000 {
             feed.push(delta(rev), || reset(rev));
         }
@@ -176,6 +209,7 @@ mod tests {
         feed.close();
         assert!(s.next().await.is_none());
         drop(s);
-        assert_eq!(rx.recv().await, Some(7));
+        leavers.wait().await;
+        assert_eq!(leavers.take(), vec![7]);
     }
 }

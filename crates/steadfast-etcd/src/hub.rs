@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::EtcdConfig;
 use crate::epoch::Epochs;
 use crate::error::GatewayError;
-use crate::feed::{event_stream, Feed};
+use crate::feed::{event_stream, Feed, Leavers};
 use crate::gateway::{EtcdClient, WatchError, WatchStream};
 use crate::mux::{Mux, MuxPolicy, RangeBatcher, Slot, SubKey};
 use crate::prober::{ProbeSub, Want};
@@ -65,14 +65,16 @@ fn now() -> Instant {
 pub(crate) struct Subscribe {
     app: String,
     reply: Reply,
-    leave: mpsc::UnboundedSender<SubKey>,
 }
 
+/// Subscribe requests queued for the hub at most: a caller past it waits
+/// (its own call deadline bounds the wait).
+const SUBSCRIBE_QUEUE: usize = 256;
+
 /// The registry's handle on its hub.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct HubHandle {
-    cmd: mpsc::UnboundedSender<Subscribe>,
-    leave: mpsc::UnboundedSender<SubKey>,
+    cmd: mpsc::Sender<Subscribe>,
 }
 
 impl HubHandle {
@@ -84,17 +86,21 @@ impl HubHandle {
         stats: Arc<EtcdStats>,
         epochs: Epochs,
     ) -> Self {
-        let (cmd, cmd_rx) = mpsc::unbounded_channel();
-        let (leave, leave_rx) = mpsc::unbounded_channel();
+        let (cmd, cmd_rx) = mpsc::channel(SUBSCRIBE_QUEUE);
         let hub = Hub::new(client, config, layout, stats, epochs);
-        tokio::spawn(hub.run(cmd_rx, leave_rx));
-        Self { cmd, leave }
+        tokio::spawn(hub.run(cmd_rx));
+        Self { cmd }
+    }
+
+    /// Whether the hub still takes subscriptions.
+    pub(crate) fn is_alive(&self) -> bool {
+        !self.cmd.is_closed()
     }
 
     /// Subscribes to `app`: resolves once its first range answered (with
     /// the stream, whose first item is that Reset) or failed. `None` when
     /// the hub is gone.
-    pub(crate) fn subscribe(
+    pub(crate) async fn subscribe(
         &self,
         app: &str,
     ) -> Option<oneshot::Receiver<Result<EventStream, RegistryError>>> {
@@ -102,9 +108,8 @@ impl HubHandle {
         let s = Subscribe {
             app: app.to_string(),
             reply,
-            leave: self.leave.clone(),
         };
-        self.cmd.send(s).ok().map(|()| rx)
+        self.cmd.send(s).await.ok().map(|()| rx)
     }
 }
 
@@ -119,7 +124,7 @@ struct Sub {
     machine: WatchMachine,
     prefix: String,
     feed: Option<Arc<Feed>>,
-    reply: Option<(Reply, mpsc::UnboundedSender<SubKey>)>,
+    reply: Option<Reply>,
     io: SubIo,
     wake: Option<Instant>,
     need: ProbeNeed,
@@ -133,7 +138,7 @@ enum SlotIo {
 
 enum Event {
     Subscribe(Option<Subscribe>),
-    Leave(SubKey),
+    Leave,
     Ranged(Ranged),
     Opened(Slot, Opened),
     Message(Slot, Option<Result<WatchResponse, WatchError>>),
@@ -161,6 +166,8 @@ struct Hub {
     wants_dirty: bool,
     verdicts: tokio::sync::watch::Receiver<Verdicts>,
     seen: Verdicts,
+    /// Subscribers whose stream was dropped (bounded by the subscriptions).
+    leavers: Arc<Leavers>,
 }
 
 impl Drop for Hub {
@@ -213,6 +220,7 @@ impl Hub {
         let mut verdicts = probes[0].verdicts();
         let seen = verdicts.borrow_and_update().clone();
         Self {
+            leavers: Arc::default(),
             mux: Mux::new(MuxPolicy {
                 debounce: config.watch_rebuild_debounce,
                 max_delay: config.watch_rebuild_max_delay,
@@ -238,11 +246,8 @@ impl Hub {
         }
     }
 
-    async fn run(
-        mut self,
-        mut cmd: mpsc::UnboundedReceiver<Subscribe>,
-        mut leave: mpsc::UnboundedReceiver<SubKey>,
-    ) {
+    async fn run(mut self, mut cmd: mpsc::Receiver<Subscribe>) {
+        let leavers = self.leavers.clone();
         let mut registry_gone = false;
         loop {
             if registry_gone && self.subs.is_empty() {
@@ -258,7 +263,7 @@ impl Hub {
             let [main, side] = &mut self.streams;
             let event = tokio::select! {
                 c = cmd.recv(), if !registry_gone => Event::Subscribe(c),
-                Some(k) = leave.recv() => Event::Leave(k),
+                () = leavers.wait() => Event::Leave,
                 r = next_range(&mut self.range_io) => Event::Ranged(r),
                 r = next_slot(main) => match r {
                     Ok(o) => Event::Opened(Slot::Main, o),
@@ -280,9 +285,8 @@ impl Hub {
                         self.subscribe(s, t);
                     }
                 }
-                Event::Leave(k) => {
-                    self.remove(k);
-                    while let Ok(k) = leave.try_recv() {
+                Event::Leave => {
+                    for k in leavers.take() {
                         self.remove(k);
                     }
                 }
@@ -313,7 +317,7 @@ impl Hub {
             prefix: machine.key_prefix(),
             machine,
             feed: None,
-            reply: Some((s.reply, s.leave)),
+            reply: Some(s.reply),
             io: SubIo::Idle,
             wake: None,
             need: ProbeNeed::Nothing,
@@ -384,8 +388,8 @@ impl Hub {
                     // The first Reset: the subscription is answered.
                     let feed = Feed::new(self.config.watch_queue_capacity);
                     feed.push(Ok(event), || None);
-                    if let Some((reply, leave)) = s.reply.take() {
-                        let stream = event_stream(feed.clone(), k, leave);
+                    if let Some(reply) = s.reply.take() {
+                        let stream = event_stream(feed.clone(), k, self.leavers.clone());
                         s.feed = Some(feed);
                         if reply.send(Ok(stream)).is_err() {
                             // Nobody waits any more; dropping the stream

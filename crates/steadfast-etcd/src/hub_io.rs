@@ -32,7 +32,7 @@ impl Hub {
                     }
                     if s.feed.is_none() {
                         // A first range that fails fails the subscription.
-                        if let Some((reply, _)) = s.reply.take() {
+                        if let Some(reply) = s.reply.take() {
                             let _ = reply.send(Err(RegistryError::from(e.clone())));
                         }
                         self.remove(k);

@@ -1,7 +1,9 @@
 //! Leased keys kept alive: [`Registrations`] holds one slot per key, each
-//! with its own async lock (operations on one key are serialised, keys
-//! never wait for each other), its current lease and value, and a keeper
-//! task performing what [`KeeperMachine`] decides.
+//! with its own task. The task owns the key's current lease and value and
+//! performs the key's operations in arrival order (keys never wait for
+//! each other), and, between them, what the key's [`KeeperMachine`]
+//! decides. No lock is held across an etcd call: operations reach the task
+//! through a bounded queue and their answers come back on a oneshot.
 //!
 //! * `upsert` of a key held with a live lease puts the new value under the
 //!   same lease (in place: no new lease, no revoke, no moment without the
@@ -9,14 +11,14 @@
 //!   starts the keeper;
 //! * the keeper runs a round (keepalive + key check) every TTL/3; a lost
 //!   lease is replaced (new lease + put), a vanished key is put back under
-//!   the live lease, always with the slot's current value and under the
-//!   slot's lock, so it never races an `upsert`;
+//!   the live lease, always with the key's current value and by the key's
+//!   task, so it never races an `upsert`;
 //! * a failed round backs off ([`steadfast_core::Recover`]) and asks the
 //!   client's shared prober (`prober`) to say when etcd answers again;
 //!   when it does (the client's `answered` signal) every failing keeper
 //!   retries within the spread window;
 //! * `remove` stops the keeper, then deletes the key and/or revokes the
-//!   lease. Dropping [`Registrations`] aborts every keeper: the keys expire
+//!   lease. Dropping [`Registrations`] aborts every key's task: the keys expire
 //!   with their leases.
 
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use steadfast_core::ErrorClass;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::GatewayError;
@@ -88,24 +91,40 @@ struct SlotState {
     lease: i64,
 }
 
+/// An operation on one key, performed by the key's task in arrival order.
+enum Op {
+    Upsert(Vec<u8>, oneshot::Sender<Result<(), GatewayError>>),
+    Remove(Removal, oneshot::Sender<Result<(), GatewayError>>),
+}
+
+/// Operations queued for one key's task at most; a caller past it waits.
+const OPS_QUEUE: usize = 8;
+
+/// One key: the sender of its task's operations, the task, and a mirror of
+/// the lease the task holds (for synchronous reads). The task owns the
+/// key's value and lease; nothing else touches them, so no lock is held
+/// across an etcd call.
 #[derive(Debug)]
 struct KeySlot {
     key: Vec<u8>,
-    state: tokio::sync::Mutex<SlotState>,
-    /// Mirror of `state.lease` for synchronous reads.
-    lease: AtomicI64,
-    keeper: Mutex<Option<JoinHandle<()>>>,
+    ops: mpsc::Sender<Op>,
+    /// Mirror of the task's lease (0 = none).
+    lease: Arc<AtomicI64>,
+    task: JoinHandle<()>,
 }
 
 impl KeySlot {
-    fn keeper(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
-        self.keeper.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn stop_keeper(&self) {
-        if let Some(h) = self.keeper().take() {
-            h.abort();
+    /// Queues `op` and waits for its answer (`Closed` when the task is gone:
+    /// the registrations are being dropped).
+    async fn perform(
+        &self,
+        op: impl FnOnce(oneshot::Sender<Result<(), GatewayError>>) -> Op,
+    ) -> Result<(), GatewayError> {
+        let (reply, answer) = oneshot::channel();
+        if self.ops.send(op(reply)).await.is_err() {
+            return Err(GatewayError::Closed);
         }
+        answer.await.unwrap_or(Err(GatewayError::Closed))
     }
 }
 
@@ -121,9 +140,8 @@ struct Entry {
 /// A slot lives in the map while an operation uses it or while it holds a
 /// lease. Every `upsert` / `remove` holds a [`SlotUse`]; when the last use
 /// of a slot ends and the slot holds no lease, the slot is removed, by
-/// identity, under the map lock. No reference count is read: an aborted
-/// keeper whose task has not been dropped yet still holds an `Arc` of its
-/// slot, which must not keep the slot in the map.
+/// identity, under the map lock (its task, idle, then ends). The map lock
+/// is never held across an await.
 #[derive(Debug)]
 pub(crate) struct Registrations {
     ctx: Arc<KeeperCtx>,
@@ -172,17 +190,23 @@ impl Registrations {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The slot of `key` (created if needed), in use until the guard drops.
+    /// The slot of `key` (created with its task if needed), in use until
+    /// the guard drops.
     fn acquire(&self, key: &[u8]) -> SlotUse<'_> {
         let mut slots = self.slots();
-        let entry = slots.entry(key.to_vec()).or_insert_with(|| Entry {
-            slot: Arc::new(KeySlot {
-                key: key.to_vec(),
-                state: tokio::sync::Mutex::new(SlotState::default()),
-                lease: AtomicI64::new(0),
-                keeper: Mutex::new(None),
-            }),
-            users: 0,
+        let entry = slots.entry(key.to_vec()).or_insert_with(|| {
+            let (ops, rx) = mpsc::channel(OPS_QUEUE);
+            let lease = Arc::new(AtomicI64::new(0));
+            let task = tokio::spawn(run_slot(key.to_vec(), rx, lease.clone(), self.ctx.clone()));
+            Entry {
+                slot: Arc::new(KeySlot {
+                    key: key.to_vec(),
+                    ops,
+                    lease,
+                    task,
+                }),
+                users: 0,
+            }
         });
         entry.users = entry.users.saturating_add(1);
         SlotUse {
@@ -207,68 +231,21 @@ impl Registrations {
     /// current lease when there is one, else under a new lease.
     pub(crate) async fn upsert(&self, key: &[u8], value: Vec<u8>) -> Result<(), GatewayError> {
         let slot = self.acquire(key);
-        let mut st = slot.state.lock().await;
-        let client = &self.ctx.client;
-        if st.lease != 0 {
-            match client.put(key, &value, st.lease).await {
-                Ok(_) => {
-                    st.value = value;
-                    return Ok(());
-                }
-                Err(e) if e.is_not_found() => {
-                    tracing::info!(key = %lossy(key), lease = st.lease, "lease gone; registering anew");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let lease = establish(client, key, &value, self.ctx.ttl_secs).await?;
-        st.lease = lease;
-        st.value = value;
-        slot.lease.store(lease, Ordering::Release);
-        let mut keeper = slot.keeper();
-        if keeper.as_ref().is_none_or(JoinHandle::is_finished) {
-            *keeper = Some(tokio::spawn(keep(slot.slot.clone(), self.ctx.clone())));
-        }
-        Ok(())
+        slot.perform(|reply| Op::Upsert(value, reply)).await
     }
 
     /// Stops keeping `key` alive and removes its record as `how` says. A
     /// key not held here is deleted anyway with [`Removal::DeleteKey`].
     pub(crate) async fn remove(&self, key: &[u8], how: Removal) -> Result<(), GatewayError> {
         let slot = self.acquire(key);
-        let mut st = slot.state.lock().await;
-        // Under the lock the keeper is between two steps: stop it there.
-        slot.stop_keeper();
-        slot.lease.store(0, Ordering::Release);
-        let lease = std::mem::take(&mut st.lease);
-        let client = &self.ctx.client;
-        if how == Removal::DeleteKey {
-            if let Err(e) = client.delete(key).await {
-                if lease != 0 {
-                    revoke_quietly(client, lease).await;
-                }
-                return Err(e);
-            }
-        }
-        if lease != 0 {
-            match (how, client.lease_revoke(lease).await) {
-                (_, Ok(_)) => {}
-                (Removal::RevokeLease, Err(e)) => return Err(e),
-                (Removal::DeleteKey, Err(e)) => {
-                    tracing::warn!(lease, error = %e, "revoking the lease failed; it will expire");
-                }
-            }
-        }
-        // `st` drops before `slot`: the slot is forgotten once no other
-        // operation waits on it.
-        Ok(())
+        slot.perform(|reply| Op::Remove(how, reply)).await
     }
 }
 
 impl Drop for Registrations {
     fn drop(&mut self) {
         for entry in self.slots().values() {
-            entry.slot.stop_keeper();
+            entry.slot.task.abort();
         }
     }
 }
@@ -281,49 +258,153 @@ fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// The keeper task of one slot: performs what its [`KeeperMachine`]
-/// decides, until aborted.
-async fn keep(slot: Arc<KeySlot>, ctx: Arc<KeeperCtx>) {
-    let mut machine = KeeperMachine::new(ctx.policy, now(), StdRng::from_entropy());
+/// The task of one key: performs its operations in arrival order and,
+/// while it holds a lease, what its [`KeeperMachine`] decides, until its
+/// slot is forgotten (the operations channel closes) or it is aborted.
+async fn run_slot(
+    key: Vec<u8>,
+    mut ops: mpsc::Receiver<Op>,
+    mirror: Arc<AtomicI64>,
+    ctx: Arc<KeeperCtx>,
+) {
+    let mut st = SlotState::default();
+    let mut machine: Option<KeeperMachine> = None;
     let mut answered = ctx.client.answered();
     answered.borrow_and_update();
     let mut signal = true;
     loop {
-        let due = tokio::time::Instant::from_std(machine.due());
+        let due = machine
+            .as_ref()
+            .map(|m| tokio::time::Instant::from_std(m.due()));
         tokio::select! {
-            () = tokio::time::sleep_until(due) => {}
-            changed = answered.changed(), if signal => {
-                match changed {
-                    Ok(()) => { machine.on_answered(now()); }
-                    Err(_) => signal = false,
+            op = ops.recv() => match op {
+                None => return,
+                Some(Op::Upsert(value, reply)) => {
+                    let r = upsert(&ctx, &key, &mut st, &mirror, value).await;
+                    if st.lease != 0 && machine.is_none() {
+                        machine = Some(KeeperMachine::new(ctx.policy, now(), StdRng::from_entropy()));
+                    }
+                    let _ = reply.send(r);
                 }
-                continue;
+                Some(Op::Remove(how, reply)) => {
+                    machine = None;
+                    let r = remove(&ctx, &key, &mut st, &mirror, how).await;
+                    let _ = reply.send(r);
+                }
+            },
+            () = sleep_until(due), if due.is_some() => {
+                if let Some(m) = machine.as_mut() {
+                    keeper_wake(&ctx, &key, &mut st, &mirror, m).await;
+                }
+            }
+            changed = answered.changed(), if signal => match changed {
+                Ok(()) => {
+                    if let Some(m) = machine.as_mut() {
+                        m.on_answered(now());
+                    }
+                }
+                Err(_) => signal = false,
+            },
+        }
+    }
+}
+
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `upsert` on the key's own state: in place under a live lease, else
+/// under a new one.
+async fn upsert(
+    ctx: &KeeperCtx,
+    key: &[u8],
+    st: &mut SlotState,
+    mirror: &AtomicI64,
+    value: Vec<u8>,
+) -> Result<(), GatewayError> {
+    let client = &ctx.client;
+    if st.lease != 0 {
+        match client.put(key, &value, st.lease).await {
+            Ok(_) => {
+                st.value = value;
+                return Ok(());
+            }
+            Err(e) if e.is_not_found() => {
+                tracing::info!(key = %lossy(key), lease = st.lease, "lease gone; registering anew");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let lease = establish(client, key, &value, ctx.ttl_secs).await?;
+    st.lease = lease;
+    st.value = value;
+    mirror.store(lease, Ordering::Release);
+    Ok(())
+}
+
+/// `remove` on the key's own state: the keeper has stopped already.
+async fn remove(
+    ctx: &KeeperCtx,
+    key: &[u8],
+    st: &mut SlotState,
+    mirror: &AtomicI64,
+    how: Removal,
+) -> Result<(), GatewayError> {
+    mirror.store(0, Ordering::Release);
+    let lease = std::mem::take(&mut st.lease);
+    let client = &ctx.client;
+    if how == Removal::DeleteKey {
+        if let Err(e) = client.delete(key).await {
+            if lease != 0 {
+                revoke_quietly(client, lease).await;
+            }
+            return Err(e);
+        }
+    }
+    if lease != 0 {
+        match (how, client.lease_revoke(lease).await) {
+            (_, Ok(_)) => {}
+            (Removal::RevokeLease, Err(e)) => return Err(e),
+            (Removal::DeleteKey, Err(e)) => {
+                tracing::warn!(lease, error = %e, "revoking the lease failed; it will expire");
             }
         }
-        if machine.on_wake(now()) != KeeperAction::Round {
-            continue;
+    }
+    Ok(())
+}
+
+/// The keeper's wake-up: a round when the machine asks for one, then what
+/// it decides (re-register, report down).
+async fn keeper_wake(
+    ctx: &KeeperCtx,
+    key: &[u8],
+    st: &mut SlotState,
+    mirror: &AtomicI64,
+    machine: &mut KeeperMachine,
+) {
+    if machine.on_wake(now()) != KeeperAction::Round || st.lease == 0 {
+        return;
+    }
+    let lease = st.lease;
+    let outcome = round(&ctx.client, key, lease).await;
+    let mut action = machine.on_round(outcome, now());
+    if let KeeperAction::Reregister(lost) = action {
+        let result = reregister(ctx, key, st, mirror, lost).await;
+        action = machine.on_reregistered(result, now());
+    }
+    if action == KeeperAction::ReportDown {
+        // Warn once per state change (the first failure since the last
+        // success); its retries log at debug.
+        if machine.failures() <= 1 {
+            tracing::warn!(key = %lossy(key), "etcd keepalive failing; probing etcd until it answers");
+        } else {
+            tracing::debug!(key = %lossy(key), failures = machine.failures(), "etcd keepalive still failing");
         }
-        let lease = slot.lease.load(Ordering::Acquire);
-        if lease == 0 {
-            return;
-        }
-        let outcome = round(&ctx.client, &slot.key, lease).await;
-        let mut action = machine.on_round(outcome, now());
-        if let KeeperAction::Reregister(lost) = action {
-            let result = reregister(&ctx, &slot, lease, lost).await;
-            action = machine.on_reregistered(result, now());
-        }
-        if action == KeeperAction::ReportDown {
-            // Warn once per state change (the first failure since the last
-            // success); its retries log at debug.
-            if machine.failures() <= 1 {
-                tracing::warn!(key = %lossy(&slot.key), "etcd keepalive failing; probing etcd until it answers");
-            } else {
-                tracing::debug!(key = %lossy(&slot.key), failures = machine.failures(), "etcd keepalive still failing");
-            }
-            EtcdStats::bump(&ctx.stats.keepalive_failures);
-            ctx.prober.want(Want::Answer(ctx.answer_cadence));
-        }
+        EtcdStats::bump(&ctx.stats.keepalive_failures);
+        ctx.prober.want(Want::Answer(ctx.answer_cadence));
     }
 }
 
@@ -345,20 +426,15 @@ async fn round(client: &EtcdClient, key: &[u8], lease: i64) -> RoundOutcome {
     }
 }
 
-/// Redoes the registration found lost with lease `seen`, under the slot's
-/// lock and with its current value.
+/// Redoes the registration found lost, with the key's current value.
 async fn reregister(
     ctx: &KeeperCtx,
-    slot: &KeySlot,
-    seen: i64,
+    key: &[u8],
+    st: &mut SlotState,
+    mirror: &AtomicI64,
     lost: Lost,
 ) -> Result<(), ErrorClass> {
-    let mut st = slot.state.lock().await;
-    if st.lease != seen {
-        // Removed, or an upsert registered anew meanwhile.
-        return Ok(());
-    }
-    let key = &slot.key;
+    let seen = st.lease;
     tracing::warn!(key = %lossy(key), lease = seen, ?lost, "etcd registration lost; registering again");
     if lost == Lost::KeyVanished {
         match ctx.client.put(key, &st.value, seen).await {
@@ -382,9 +458,9 @@ async fn reregister(
         .id;
     // The new lease is the slot's before the record is visible under it:
     // whoever sees the record back sees its lease in `lease_of` too.
-    slot.lease.store(fresh, Ordering::Release);
+    mirror.store(fresh, Ordering::Release);
     if let Err(e) = ctx.client.put(key, &st.value, fresh).await {
-        slot.lease.store(seen, Ordering::Release);
+        mirror.store(seen, Ordering::Release);
         revoke_quietly(&ctx.client, fresh).await;
         return Err(failed(e));
     }
@@ -411,8 +487,8 @@ mod tests {
         Registrations::new(keeper_ctx(Arc::new(client), &config, Arc::default()))
     }
 
-    #[test]
-    fn a_slot_goes_when_its_last_use_ends_however_many_arcs_survive() {
+    #[tokio::test]
+    async fn a_slot_goes_when_its_last_use_ends_however_many_arcs_survive() {
         let regs = registrations("http://127.0.0.1:1");
         // An aborted keeper whose task is not dropped yet still holds an Arc.
         let first = regs.acquire(b"k");

@@ -242,14 +242,15 @@ impl Inner {
 
     async fn watch_events(&self, app: &str) -> Result<EventStream, RegistryError> {
         check_segment("app", app)?;
-        let rx = {
+        // The handle is cloned out of the lock: no lock is held while the
+        // request waits for room in the hub's bounded queue.
+        let hub = {
             let mut hub = self
                 .hub
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let alive = hub.as_ref().and_then(|h| h.subscribe(app));
-            match alive {
-                Some(rx) => rx,
+            match hub.as_ref().filter(|h| h.is_alive()) {
+                Some(h) => h.clone(),
                 None => {
                     let h = HubHandle::spawn(
                         self.client.clone(),
@@ -258,12 +259,15 @@ impl Inner {
                         self.stats.clone(),
                         self.epochs.clone(),
                     );
-                    let rx = h.subscribe(app);
-                    *hub = Some(h);
-                    rx.ok_or_else(|| RegistryError::Unavailable("etcd watch hub stopped".into()))?
+                    *hub = Some(h.clone());
+                    h
                 }
             }
         };
+        let rx = hub
+            .subscribe(app)
+            .await
+            .ok_or_else(|| RegistryError::Unavailable("etcd watch hub stopped".into()))?;
         rx.await
             .unwrap_or_else(|_| Err(RegistryError::Unavailable("etcd watch hub stopped".into())))
     }

@@ -27,7 +27,9 @@ use crate::MemoryRegistry;
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
     registered: Mutex<BTreeSet<(String, String)>>,
-    streams: Mutex<Vec<mpsc::UnboundedSender<SessionEvent>>>,
+    /// Bounded: a stream whose consumer has a loss still unread gets no
+    /// second one (one pending `Lost` already tells it to re-establish).
+    streams: Mutex<Vec<mpsc::Sender<SessionEvent>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -47,7 +49,8 @@ impl Sessions {
 
     /// A new session stream.
     pub(crate) fn stream(&self) -> SessionStream {
-        let (tx, rx) = mpsc::unbounded();
+        // Room for one event (the channel adds one slot per sender).
+        let (tx, rx) = mpsc::channel(0);
         lock(&self.streams).push(tx);
         rx.boxed()
     }
@@ -73,7 +76,10 @@ impl MemoryRegistry {
         let event = SessionEvent::Lost {
             reason: format!("memory registry: session lost, {n} record(s) dropped"),
         };
-        lock(&sessions.streams).retain(|tx| tx.unbounded_send(event.clone()).is_ok());
+        lock(&sessions.streams).retain_mut(|tx| match tx.try_send(event.clone()) {
+            Ok(()) => true,
+            Err(e) => e.is_full(),
+        });
         let apps: Vec<String> = self.state().apps.keys().cloned().collect();
         for app in &apps {
             self.end_watches(app);

@@ -46,3 +46,25 @@ fn losing_the_session_drops_trait_registrations_ends_watches_and_tells_every_str
     assert!(ended, "the live watch ended");
     assert_eq!(reg.watcher_count("app"), 0);
 }
+
+#[test]
+fn an_unread_session_stream_holds_one_loss_however_many_happen() {
+    let reg = MemoryRegistry::new();
+    let mut stream = reg.sessions().expect("a session stream");
+    for _ in 0..1000 {
+        reg.lose_session();
+    }
+    let first = block_on(stream.next()).expect("a loss");
+    assert!(matches!(first, SessionEvent::Lost { .. }));
+    // The rest collapsed into the one pending: nothing else is queued.
+    assert!(
+        stream.next().now_or_never().is_none(),
+        "bounded: no backlog"
+    );
+    // The stream stays open: the next loss is told.
+    reg.lose_session();
+    assert!(matches!(
+        block_on(stream.next()),
+        Some(SessionEvent::Lost { .. })
+    ));
+}
