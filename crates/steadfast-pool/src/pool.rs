@@ -1,5 +1,12 @@
 //! The pool handle: acquire, the owners' endpoint feed, stats.
+//!
+//! The machine's state is striped by address over [`STRIPES`] machines,
+//! each under its own lock: an acquire or a release locks only its
+//! address's stripe, so calls to different endpoints never wait for each
+//! other (and no lock is ever held across a build, a close or an await).
 
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -29,11 +36,17 @@ impl<C: Clone> Clone for Slot<C> {
     }
 }
 
+/// One stripe's machine.
+pub(crate) type Machine<C> = PoolMachine<Slot<C>>;
+
 /// The state shared by the handles, the pooled clients and the reaper.
 pub(crate) struct Inner<F: ClientFactory> {
     pub(crate) factory: F,
     pub(crate) config: PoolConfig,
-    pub(crate) machine: Mutex<PoolMachine<Slot<F::Client>>>,
+    /// The machines, one per stripe of addresses.
+    pub(crate) stripes: Box<[Mutex<Machine<F::Client>>]>,
+    /// Owner ids (the same owner in every stripe).
+    pub(crate) next_owner: AtomicU64,
     /// Wakes the reaper early (a new drain deadline).
     pub(crate) wake: Notify,
     /// The runtime the pool was made in (closes are spawned there, also
@@ -41,12 +54,39 @@ pub(crate) struct Inner<F: ClientFactory> {
     pub(crate) runtime: tokio::runtime::Handle,
 }
 
+/// Stripes of the pool's state (addresses hashed over them).
+pub(crate) const STRIPES: usize = 16;
+
 impl<F: ClientFactory> Inner<F> {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, PoolMachine<Slot<F::Client>>> {
+    /// The stripe `address` lands on (always the same one).
+    pub(crate) fn stripe_of(&self, address: &str) -> usize {
+        // Zero-keyed SipHash: the same address always lands on the same
+        // stripe, in every pool.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        address.hash(&mut h);
+        usize::try_from(h.finish() % STRIPES as u64).unwrap_or(0)
+    }
+
+    /// The machine of `address`'s stripe, locked.
+    pub(crate) fn lock_for(&self, address: &str) -> MutexGuard<'_, Machine<F::Client>> {
+        Self::lock(&self.stripes[self.stripe_of(address)])
+    }
+
+    /// Stripe `at`, locked.
+    pub(crate) fn lock_stripe(&self, at: usize) -> MutexGuard<'_, Machine<F::Client>> {
+        Self::lock(&self.stripes[at])
+    }
+
+    /// Every stripe, one at a time.
+    pub(crate) fn each_stripe(&self) -> impl Iterator<Item = MutexGuard<'_, Machine<F::Client>>> {
+        self.stripes.iter().map(Self::lock)
+    }
+
+    fn lock(m: &Mutex<PoolMachine<Slot<F::Client>>>) -> MutexGuard<'_, Machine<F::Client>> {
         // The machine does not panic on input; should a bug panic under the
         // lock, later calls go on with the state as it is rather than all
         // failing on the poison.
-        self.machine.lock().unwrap_or_else(|p| p.into_inner())
+        m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Performs closes off the caller's path (a release runs in `Drop`).
@@ -81,7 +121,7 @@ impl<F: ClientFactory> Inner<F> {
         };
         // Removal by identity: a duplicate's id was never installed, and an
         // old client's id never names a client rebuilt under its address.
-        let removed = self.lock().close_finished(close.id, ok);
+        let removed = self.lock_for(&close.address).close_finished(close.id, ok);
         // Dropped here, after the lock: a client's drop never runs under it.
         drop(removed);
         ok
@@ -106,8 +146,8 @@ impl<F: ClientFactory> Inner<F> {
 }
 
 impl<F: ClientFactory> Release for Inner<F> {
-    fn release(self: Arc<Self>, id: ClientId) {
-        let close = self.lock().release(id, now());
+    fn release(self: Arc<Self>, id: ClientId, address: &str) {
+        let close = self.lock_for(address).release(id, now());
         if let Some(close) = close {
             self.spawn_closes(vec![close]);
         }
@@ -176,7 +216,10 @@ impl<F: ClientFactory> ClientPool<F> {
         let inner = Arc::new(Inner {
             factory,
             config,
-            machine: Mutex::new(PoolMachine::new(policy)),
+            stripes: (0..STRIPES as u64)
+                .map(|i| Mutex::new(PoolMachine::stripe(policy, i, STRIPES as u64)))
+                .collect(),
+            next_owner: AtomicU64::new(0),
             wake: Notify::new(),
             runtime: tokio::runtime::Handle::current(),
         });
@@ -202,7 +245,7 @@ impl<F: ClientFactory> ClientPool<F> {
     /// refused and transparently gets a fresh client). The call counts in
     /// flight until the returned hold drops.
     pub fn acquire(&self, address: &str) -> Result<PooledClient<F::Client>, PoolError> {
-        let held = self.inner.lock().acquire(address, now());
+        let held = self.inner.lock_for(address).acquire(address, now());
         let held = match held {
             Acquire::Held(held) => held,
             Acquire::Build => {
@@ -211,7 +254,7 @@ impl<F: ClientFactory> ClientPool<F> {
                     client,
                     closed: Arc::new(ClosedSignal::default()),
                 };
-                let (held, duplicate) = self.inner.lock().install(address, slot, now());
+                let (held, duplicate) = self.inner.lock_for(address).install(address, slot, now());
                 if let Some(duplicate) = duplicate {
                     self.inner.spawn_closes(vec![duplicate]);
                 }
@@ -249,14 +292,30 @@ impl<F: ClientFactory> ClientPool<F> {
     /// A fresh owner of endpoint sets: one per caller or directory that
     /// feeds [`sync_endpoints`](Self::sync_endpoints).
     pub fn new_owner(&self) -> OwnerId {
-        self.inner.lock().new_owner()
+        OwnerId(
+            self.inner
+                .next_owner
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_add(1),
+        )
     }
 
     /// The addresses `owner` still uses. An address that no owner lists any
     /// more drains: no new calls on its client, closed once its calls in
     /// flight reach zero, force-closed after `drain_timeout`.
     pub fn sync_endpoints(&self, owner: OwnerId, addresses: impl IntoIterator<Item = String>) {
-        let closes = self.inner.lock().sync_owner(owner, addresses, now());
+        // Each stripe learns the owner's addresses that hash to it (none:
+        // the owner is forgotten there).
+        let mut by_stripe: Vec<Vec<String>> = vec![Vec::new(); STRIPES];
+        for address in addresses {
+            let at = self.inner.stripe_of(&address);
+            by_stripe[at].push(address);
+        }
+        let t = now();
+        let mut closes = Vec::new();
+        for (stripe, addresses) in self.inner.stripes.iter().zip(by_stripe) {
+            closes.extend(Inner::<F>::lock(stripe).sync_owner(owner, addresses, t));
+        }
         self.inner.spawn_closes(closes);
         // A drain may have set a new deadline.
         self.inner.wake.notify_one();
@@ -269,19 +328,20 @@ impl<F: ClientFactory> ClientPool<F> {
 
     /// Counters and gauges.
     pub fn stats(&self) -> PoolStats {
-        let machine = self.inner.lock();
-        let c = machine.counters();
-        PoolStats {
-            active: machine.active(),
-            draining: machine.draining(),
-            built: c.built,
-            reaped: c.reaped,
-            rescued: c.rescued,
-            refused_acquires: c.refused_acquires,
-            drained: c.drained,
-            forced_closes: c.forced_closes,
-            close_failures: c.close_failures,
+        let mut s = PoolStats::default();
+        for machine in self.inner.each_stripe() {
+            let c = machine.counters();
+            s.active += machine.active();
+            s.draining += machine.draining();
+            s.built += c.built;
+            s.reaped += c.reaped;
+            s.rescued += c.rescued;
+            s.refused_acquires += c.refused_acquires;
+            s.drained += c.drained;
+            s.forced_closes += c.forced_closes;
+            s.close_failures += c.close_failures;
         }
+        s
     }
 }
 

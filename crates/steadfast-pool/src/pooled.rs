@@ -11,8 +11,8 @@ use steadfast_core::pool::ClientId;
 /// Gives a client back to its pool (type-erased so [`PooledClient`] needs
 /// only the client's type).
 pub(crate) trait Release: Send + Sync {
-    /// The call using client `id` ended.
-    fn release(self: Arc<Self>, id: ClientId);
+    /// The call using client `id` (of `address`) ended.
+    fn release(self: Arc<Self>, id: ClientId, address: &str);
 }
 
 /// The forced-close signal of one pooled client, shared by its holds.
@@ -136,7 +136,7 @@ impl<C> Deref for PooledClient<C> {
 impl<C> Drop for PooledClient<C> {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.release(self.id);
+            pool.release(self.id, &self.address);
         }
     }
 }

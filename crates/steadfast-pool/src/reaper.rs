@@ -36,7 +36,7 @@ async fn run<F: ClientFactory>(weak: Weak<Inner<F>>) {
         let Some(inner) = weak.upgrade() else {
             return;
         };
-        let deadline = inner.lock().next_deadline();
+        let deadline = inner.each_stripe().filter_map(|m| m.next_deadline()).min();
         let wake_at = match (next_scan, deadline) {
             (Some(s), Some(d)) => Some(s.min(d)),
             (s, d) => s.or(d),
@@ -53,7 +53,11 @@ async fn run<F: ClientFactory>(weak: Weak<Inner<F>>) {
         }
         // Forced closes run side by side (each bounded by close_timeout),
         // so one hanging close never delays another drain deadline.
-        let forced = inner.lock().poll_deadlines(now());
+        let t = now();
+        let forced: Vec<_> = inner
+            .each_stripe()
+            .flat_map(|mut m| m.poll_deadlines(t))
+            .collect();
         for close in forced {
             inner.spawn_closes(vec![close]);
         }
@@ -73,9 +77,14 @@ fn later(at: Instant, by: std::time::Duration) -> Option<Instant> {
 /// its close (a client used meanwhile is kept); a failed close is counted
 /// and the round goes on.
 pub(crate) async fn reap_round<F: ClientFactory>(inner: &Inner<F>) {
-    let candidates = inner.lock().scan(now());
-    for id in candidates {
-        let close = inner.lock().begin_close(id, now());
+    let t = now();
+    let candidates: Vec<(usize, _)> = inner
+        .each_stripe()
+        .enumerate()
+        .flat_map(|(at, m)| m.scan(t).into_iter().map(move |id| (at, id)))
+        .collect();
+    for (at, id) in candidates {
+        let close = inner.lock_stripe(at).begin_close(id, now());
         match close {
             // A failure was logged and counted; the round goes on.
             Some(close) => {

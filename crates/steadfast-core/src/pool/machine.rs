@@ -148,18 +148,30 @@ pub struct PoolMachine<C> {
     by_address: FxHashMap<Arc<str>, ClientId>,
     owners: Owners,
     next_id: u64,
+    /// Ids go up by this much (a shell striping addresses over several
+    /// machines gives each its own residue, so ids stay unique pool-wide).
+    id_step: u64,
     counters: PoolCounters,
 }
 
 impl<C: Clone> PoolMachine<C> {
     /// An empty pool.
     pub fn new(policy: PoolPolicy) -> Self {
+        Self::stripe(policy, 0, 1)
+    }
+
+    /// Stripe `index` of `count` machines sharing one id space: its client
+    /// ids are `index + 1`, `index + 1 + count`, ... (unique across the
+    /// stripes).
+    pub fn stripe(policy: PoolPolicy, index: u64, count: u64) -> Self {
+        let step = count.max(1);
         Self {
             policy,
             entries: FxHashMap::default(),
             by_address: FxHashMap::default(),
             owners: Owners::default(),
-            next_id: 0,
+            next_id: (index % step).wrapping_sub(step).wrapping_add(1),
+            id_step: step,
             counters: PoolCounters::default(),
         }
     }
@@ -256,7 +268,7 @@ impl<C: Clone> PoolMachine<C> {
     }
 
     fn fresh_id(&mut self) -> ClientId {
-        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id = self.next_id.wrapping_add(self.id_step);
         ClientId(self.next_id)
     }
 

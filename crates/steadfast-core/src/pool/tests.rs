@@ -325,3 +325,31 @@ fn a_client_built_for_an_endpoint_just_dropped_drains_with_its_call() {
     let b = take(&mut m, "b:1", "B", clock.at(3));
     assert_eq!(m.state(b.id), Some(ClientState::Active));
 }
+
+#[test]
+fn striped_machines_hand_out_ids_unique_across_the_stripes() {
+    let clock = Clock::new();
+    let policy = PoolPolicy {
+        idle_timeout: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(30),
+    };
+    let mut stripes: Vec<PoolMachine<&'static str>> =
+        (0..4).map(|i| PoolMachine::stripe(policy, i, 4)).collect();
+    let mut seen = std::collections::HashSet::new();
+    for (at, m) in stripes.iter_mut().enumerate() {
+        for n in 0..5 {
+            let address = format!("h{at}:{n}");
+            let held = take(m, &address, "c", clock.at(0));
+            assert_eq!(held.id.0 % 4, (at as u64 + 1) % 4, "the stripe's residue");
+            assert!(seen.insert(held.id), "{:?} handed out twice", held.id);
+        }
+    }
+    assert_eq!(seen.len(), 20);
+    // One machine alone numbers its clients 1, 2, 3, ...
+    let mut one = machine(60, 30);
+    let ids: Vec<u64> = ["a:1", "b:1", "c:1"]
+        .iter()
+        .map(|a| take(&mut one, a, "c", clock.at(0)).id.0)
+        .collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+}
