@@ -28,10 +28,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Which actor a drill hits (feature `testkit`).
+#[cfg(feature = "testkit")]
+pub use steadfast_actors::RestartTarget;
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
-    EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, RestartTarget,
-    ShutdownReport, SnapshotConfig,
+    EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport,
+    SnapshotConfig,
 };
 /// Engine counters (`Engine::stats`) and the one table they are exported from.
 pub use steadfast_actors::{

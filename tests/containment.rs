@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::{ExportSpec, RestartTarget, ServiceInfo};
+use steadfast::{ExportSpec, ServiceInfo};
+use steadfast_actors::RestartTarget;
 
 #[actix_rt::test]
 async fn a_handler_panic_in_any_actor_restarts_it_and_healing_goes_on() {

@@ -6,7 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::{EngineError, RestartTarget};
+use steadfast::EngineError;
+use steadfast_actors::RestartTarget;
 
 #[actix_rt::test]
 async fn last_subscriber_leaving_stops_retries_and_reattach_resumes_them() {

@@ -206,7 +206,7 @@ async fn a_coordinator_restart_during_the_linger_does_not_forget_it() {
     drop(dir);
     advance(Duration::from_secs(2)).await;
     fx.engine
-        .force_restart(steadfast::RestartTarget::Coordinator)
+        .force_restart(steadfast_actors::RestartTarget::Coordinator)
         .await
         .expect("restart");
     settle().await;

@@ -11,7 +11,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::{DirectoryStatus, DirectoryView, MetadataInfo, RestartTarget};
+use steadfast::{DirectoryStatus, DirectoryView, MetadataInfo};
+use steadfast_actors::RestartTarget;
 
 const GRACE: Duration = Duration::from_secs(3);
 

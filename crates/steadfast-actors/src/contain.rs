@@ -31,6 +31,7 @@ use crate::timer;
 
 /// Arms a drill: the receiving actor's next real handler panics at its
 /// drill point (tests and drills of the containment itself).
+#[cfg(any(test, feature = "testkit"))]
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct DrillPanic;
@@ -51,6 +52,7 @@ const PANIC_BACKOFF: BackoffPolicy = BackoffPolicy {
 pub(crate) struct Containment {
     panics: Recover,
     last: Option<Instant>,
+    #[cfg(any(test, feature = "testkit"))]
     armed: bool,
 }
 
@@ -80,12 +82,16 @@ impl Containment {
     }
 
     /// Arms the drill: the next [`Containment::drill_point`] panics.
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn arm_drill(&mut self) {
         self.armed = true;
     }
 
-    /// A point in a real handler path where an armed drill panics (once).
+    /// A point in a real handler path where an armed drill panics (once);
+    /// nothing without the `testkit` feature.
+    #[inline]
     pub(crate) fn drill_point(&mut self) {
+        #[cfg(any(test, feature = "testkit"))]
         if std::mem::take(&mut self.armed) {
             panic!("drill: handler panic");
         }
@@ -167,6 +173,7 @@ macro_rules! contained_actor {
             }
         }
 
+        #[cfg(any(test, feature = "testkit"))]
         impl ::actix::Handler<$crate::contain::DrillPanic> for $actor {
             type Result = ();
             fn handle(&mut self, _: $crate::contain::DrillPanic, _: &mut Self::Context) {
@@ -176,9 +183,10 @@ macro_rules! contained_actor {
 
         /// A forced crash-restart (tests, drills): stop, and the supervisor
         /// restarts the actor.
-        impl ::actix::Handler<$crate::messages::ForceRestart> for $actor {
+        #[cfg(any(test, feature = "testkit"))]
+        impl ::actix::Handler<$crate::coordinator::ForceRestart> for $actor {
             type Result = ();
-            fn handle(&mut self, _: $crate::messages::ForceRestart, ctx: &mut Self::Context) {
+            fn handle(&mut self, _: $crate::coordinator::ForceRestart, ctx: &mut Self::Context) {
                 ::actix::ActorContext::stop(ctx);
             }
         }

@@ -26,7 +26,7 @@ use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
-use crate::contain::{Contain, DrillPanic};
+use crate::contain::Contain;
 
 use crate::error::EngineError;
 use crate::export::{
@@ -35,26 +35,11 @@ use crate::export::{
 };
 use crate::handle::{Directory, EngineLife};
 use crate::live_config::LiveConfig;
-use crate::messages::{ForceRestart, Shutdown};
+use crate::messages::Shutdown;
 use crate::registrar_actor::RegistrarActor;
 use crate::registry_actor::RegistryActor;
 use crate::resolver_actor::ResolverActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
-
-/// Which actor a forced restart hits.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RestartTarget {
-    /// The registry subscription actor.
-    Registry,
-    /// The shared metadata cache actor.
-    Cache,
-    /// The resolver of one provider app.
-    Resolver(String),
-    /// The directory of one reference.
-    Directory(Reference),
-    /// The engine's coordinator itself.
-    Coordinator,
-}
 
 /// Subscribe to a reference; the handles returned share `.1`.
 #[derive(Message)]
@@ -71,16 +56,6 @@ pub(crate) struct Orphaned;
 #[rtype(result = "Result<bool, EngineError>")]
 pub(crate) struct Unsubscribe(pub Reference);
 
-/// Force a supervised restart.
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub(crate) struct Restart(pub RestartTarget);
-
-/// Make one actor's handler panic (drills of the containment).
-#[derive(Message)]
-#[rtype(result = "Result<(), EngineError>")]
-pub(crate) struct Panic(pub RestartTarget);
-
 /// Export a provider instance.
 #[derive(Message)]
 #[rtype(result = "Result<ExportHandle, EngineError>")]
@@ -94,11 +69,17 @@ pub(crate) struct StopExport {
     pub drain: Duration,
 }
 
+#[cfg(any(test, feature = "testkit"))]
+mod drills;
 mod inspect;
 mod mapping;
 mod registrations;
 mod subscriptions;
 
+#[cfg(any(test, feature = "testkit"))]
+pub(crate) use drills::ForceRestart;
+#[cfg(any(test, feature = "testkit"))]
+pub use drills::RestartTarget;
 pub(crate) use registrations::{ListRegistrations, RegisterInstance, UnregisterInstance};
 
 pub(crate) use subscriptions::HandlesDropped;
@@ -364,57 +345,6 @@ impl Handler<Orphaned> for Coordinator {
             self.shutdown_all(ctx);
         }
         ctx.stop();
-    }
-}
-
-impl Handler<Restart> for Coordinator {
-    type Result = Result<(), EngineError>;
-    fn handle(&mut self, msg: Restart, ctx: &mut Self::Context) -> Self::Result {
-        if self.shut_down {
-            return Err(EngineError::ShutDown);
-        }
-        let sent = match &msg.0 {
-            RestartTarget::Coordinator => {
-                ctx.stop();
-                Some(())
-            }
-            RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(ForceRestart)),
-            RestartTarget::Cache => self.cache.as_ref().map(|a| a.do_send(ForceRestart)),
-            RestartTarget::Resolver(app) => self
-                .resolvers
-                .get(app)
-                .map(|c| c.addr.do_send(ForceRestart)),
-            RestartTarget::Directory(r) => self
-                .directories
-                .get(r)
-                .map(|d| d.counted.addr.do_send(ForceRestart)),
-        };
-        sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
-    }
-}
-
-impl Handler<Panic> for Coordinator {
-    type Result = Result<(), EngineError>;
-    fn handle(&mut self, msg: Panic, _ctx: &mut Self::Context) -> Self::Result {
-        if self.shut_down {
-            return Err(EngineError::ShutDown);
-        }
-        let sent = match &msg.0 {
-            RestartTarget::Coordinator => {
-                self.containment.arm_drill();
-                Some(())
-            }
-            RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(DrillPanic)),
-            RestartTarget::Cache => self.cache.as_ref().map(|a| a.do_send(DrillPanic)),
-            RestartTarget::Resolver(app) => {
-                self.resolvers.get(app).map(|c| c.addr.do_send(DrillPanic))
-            }
-            RestartTarget::Directory(r) => self
-                .directories
-                .get(r)
-                .map(|d| d.counted.addr.do_send(DrillPanic)),
-        };
-        sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }
 }
 

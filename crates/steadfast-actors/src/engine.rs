@@ -13,8 +13,8 @@ use steadfast_core::{
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
 use crate::coordinator::{
-    Coordinator, Export, ListRegistrations, Panic, RegisterInstance, Restart, RestartTarget,
-    Subscribe, UnregisterInstance, Unsubscribe,
+    Coordinator, Export, ListRegistrations, RegisterInstance, Subscribe, UnregisterInstance,
+    Unsubscribe,
 };
 use crate::error::EngineError;
 use crate::export::{ExportHandle, ExportSpec};
@@ -144,27 +144,6 @@ impl Engine {
         self.life
             .coordinator
             .send(ListRegistrations)
-            .await
-            .map_err(|_| EngineError::ShutDown)?
-    }
-
-    /// Makes one actor crash-restart under its supervisor (tests, drills).
-    pub async fn force_restart(&self, target: RestartTarget) -> Result<(), EngineError> {
-        self.life
-            .coordinator
-            .send(Restart(target))
-            .await
-            .map_err(|_| EngineError::ShutDown)?
-    }
-
-    /// Arms a drill (tests, drills): the next real handler of one actor
-    /// panics at its drill point; the panic is contained, counted
-    /// (`handler_panics`), and the actor restarts under its supervisor with
-    /// its state resynced.
-    pub async fn drill_panic(&self, target: RestartTarget) -> Result<(), EngineError> {
-        self.life
-            .coordinator
-            .send(Panic(target))
             .await
             .map_err(|_| EngineError::ShutDown)?
     }

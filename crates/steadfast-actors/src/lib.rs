@@ -42,6 +42,7 @@ pub mod stats;
 mod timer;
 
 pub use config::{ConfigError, EngineConfig};
+#[cfg(any(test, feature = "testkit"))]
 pub use coordinator::RestartTarget;
 pub use directory_actor::DirectoryView;
 pub use engine::{Engine, EngineBuilder};

@@ -148,12 +148,6 @@ pub struct EndpointClosing(pub steadfast_core::Closing);
 #[rtype(result = "()")]
 pub struct Shutdown;
 
-/// Makes a supervised actor stop so its supervisor restarts it (for tests
-/// and chaos drills).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ForceRestart;
-
 /// Handle -> directory: callers are waiting on an empty directory whose
 /// metadata is unresolved; ask the resolvers to retry now. The handles
 /// throttle it to one per `min_probe_interval` per directory.

@@ -10,7 +10,7 @@
 //! * [`prober_machine`]: the sans-IO decisions of that prober, shared by
 //!   every watch and keeper of the client: one probe per endpoint and
 //!   cadence, whatever the number of watched apps;
-//! * [`wire`] and [`framing`]: the gateway's JSON shapes and NDJSON framing;
+//! * `wire` and `framing`: the gateway's JSON shapes and NDJSON framing;
 //! * [`watch_machine`] and [`watch_timing`]: the sans-IO watch of one app
 //!   (resume, resync, full re-read after outages, invalid records, the
 //!   shared prober's verdicts, stale reports, every retry and resync on
@@ -94,10 +94,13 @@ pub mod watch_body;
 pub(crate) mod watch_machine;
 pub mod watch_step;
 pub mod watch_timing;
-/// The gateway's JSON shapes and base64 helpers: not a stable API (used
-/// by this crate's benchmarks and fault tests).
-#[doc(hidden)]
+/// The gateway's JSON shapes and base64 helpers: not a stable API, public
+/// only with the `harness` feature (this crate's benchmarks and fault
+/// tests).
+#[cfg(any(test, feature = "harness"))]
 pub mod wire;
+#[cfg(not(any(test, feature = "harness")))]
+pub(crate) mod wire;
 
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;

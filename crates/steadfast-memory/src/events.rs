@@ -19,6 +19,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+#[cfg(any(test, feature = "faults"))]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
@@ -65,6 +66,7 @@ impl Queue {
 struct Shared {
     queue: Mutex<Queue>,
     /// Set: the stream panics when it is next polled.
+    #[cfg(any(test, feature = "faults"))]
     poison: AtomicBool,
 }
 
@@ -157,6 +159,7 @@ impl EventWatcher {
         });
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Queues `err` (a repeat of the last queued error is not queued again,
     /// so errors alone cannot grow the queue); `reset` reads the current
     /// state if a pending Reset must be made concrete first.
@@ -169,11 +172,13 @@ impl EventWatcher {
         });
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Ends the stream after what is queued (a pending Reset is read now).
     pub(crate) fn end(self, reset: &dyn Fn() -> RegistryEvent) {
         self.shared.update(|q| settle_tail(q, reset));
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the stream panic when it is next polled, and wakes it.
     pub(crate) fn poison(&self) {
         self.shared.poison.store(true, Ordering::SeqCst);
@@ -187,6 +192,7 @@ impl Drop for EventWatcher {
     }
 }
 
+#[cfg(any(test, feature = "faults"))]
 /// Turns a pending Reset at the tail into a concrete one read by `reset`.
 fn settle_tail(q: &mut Queue, reset: &dyn Fn() -> RegistryEvent) {
     if q.tail_is_reset() {
@@ -218,6 +224,7 @@ impl Stream for EventReceiver {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<EventItem>> {
         let this = self.get_mut();
+        #[cfg(any(test, feature = "faults"))]
         if this.shared.poison.swap(false, Ordering::SeqCst) {
             panic!("injected panic in the event stream of {}", this.app);
         }

@@ -21,7 +21,9 @@
 //! its watches in version order, and a watcher at `v` holds exactly the
 //! app's state at `v`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(any(test, feature = "faults"))]
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use steadfast_core::RegistryError;
@@ -29,9 +31,24 @@ use steadfast_core::RegistryError;
 use crate::MemoryRegistry;
 
 /// A number of upcoming calls that must fail.
+#[cfg(any(test, feature = "faults"))]
 #[derive(Debug, Default)]
 pub(crate) struct Budget(AtomicUsize);
 
+/// Without the `faults` feature no call is ever scripted to fail.
+#[cfg(not(any(test, feature = "faults")))]
+#[derive(Debug, Default)]
+pub(crate) struct Budget;
+
+#[cfg(not(any(test, feature = "faults")))]
+impl Budget {
+    /// Never: nothing can script a failure.
+    pub(crate) fn take(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(any(test, feature = "faults"))]
 impl Budget {
     /// Replaces the remaining budget with `n`.
     pub(crate) fn set(&self, n: usize) {
@@ -72,8 +89,10 @@ pub(crate) struct Faults {
     /// Upcoming `register` / `unregister` calls that fail.
     pub(crate) registers: Budget,
     /// Upcoming `watch` calls whose future panics.
+    #[cfg(any(test, feature = "faults"))]
     pub(crate) watch_panics: Budget,
     /// Upcoming `list` calls whose future panics.
+    #[cfg(any(test, feature = "faults"))]
     pub(crate) list_panics: Budget,
     /// `list` calls so far.
     pub(crate) list_calls: Counter,
@@ -84,26 +103,37 @@ pub(crate) struct Faults {
     /// `unregister` calls so far.
     pub(crate) unregister_calls: Counter,
     /// Every call fails while set (the registry is down).
+    #[cfg(any(test, feature = "faults"))]
     pub(crate) down: AtomicBool,
     /// Every call answers only after this many milliseconds (0: at once).
+    #[cfg(any(test, feature = "faults"))]
     pub(crate) delay_ms: AtomicU64,
 }
 
 impl Faults {
     /// The injected outage error, when the registry is down.
     pub(crate) fn outage(&self, what: &str) -> Option<RegistryError> {
-        self.down
-            .load(Ordering::SeqCst)
-            .then(|| RegistryError::Unavailable(format!("registry down (injected): {what}")))
+        #[cfg(any(test, feature = "faults"))]
+        if self.down.load(Ordering::SeqCst) {
+            return Some(RegistryError::Unavailable(format!(
+                "registry down (injected): {what}"
+            )));
+        }
+        let _ = what;
+        None
     }
 
     /// The injected answer delay.
     pub(crate) fn delay(&self) -> Duration {
-        Duration::from_millis(self.delay_ms.load(Ordering::SeqCst))
+        #[cfg(any(test, feature = "faults"))]
+        return Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
+        #[cfg(not(any(test, feature = "faults")))]
+        Duration::ZERO
     }
 }
 
 impl MemoryRegistry {
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `list` / `list_events` calls (one shared budget)
     /// fail with [`RegistryError::Injected`] (replaces any remaining
     /// budget; 0 cancels it).
@@ -111,6 +141,7 @@ impl MemoryRegistry {
         self.inner.faults.lists.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `watch` / `watch_events` calls (one shared budget)
     /// fail with [`RegistryError::Injected`] (replaces any remaining
     /// budget; 0 cancels it).
@@ -118,6 +149,7 @@ impl MemoryRegistry {
         self.inner.faults.watches.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `register` / `unregister` calls (one shared budget)
     /// fail with [`RegistryError::Injected`] without changing state
     /// (replaces any remaining budget; 0 cancels it).
@@ -125,6 +157,7 @@ impl MemoryRegistry {
         self.inner.faults.registers.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Swallows the next `n` notifications of `app`: state and version still
     /// change, but the watchers never see those changes. The next notified
     /// Delta names the last swallowed change as its base, so a watcher sees
@@ -134,18 +167,21 @@ impl MemoryRegistry {
         self.state().app(app).drop_pushes = n;
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `watch` / `watch_events` calls return a future
     /// that panics when polled (replaces any remaining budget; 0 cancels it).
     pub fn panic_next_watches(&self, n: usize) {
         self.inner.faults.watch_panics.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `list` / `list_events` calls return a future that
     /// panics when polled (replaces any remaining budget; 0 cancels it).
     pub fn panic_next_lists(&self, n: usize) {
         self.inner.faults.list_panics.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes every live watch stream of `app` panic while it is
     /// polled for its next item (each panics once; new watches are not
     /// affected).
@@ -153,6 +189,7 @@ impl MemoryRegistry {
         self.state().poison(app);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Sends `Err(RegistryError::Unavailable(..))` to every live watch
     /// stream of `app` and keeps the streams open: the registry is unhealthy
     /// for now, and the next notification heals them (see the stream
@@ -169,6 +206,7 @@ impl MemoryRegistry {
         }
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Ends every live watch stream of `app` cleanly: items already sent are
     /// still delivered, then each stream yields `None`.
     pub fn end_watches(&self, app: &str) {
@@ -184,6 +222,7 @@ impl MemoryRegistry {
         }
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Sends `Err(RegistryError::WatchEnded(..))` to every live watch stream
     /// of `app`, then ends it.
     pub fn error_watches(&self, app: &str) {
@@ -201,6 +240,7 @@ impl MemoryRegistry {
         }
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Takes the registry down (`true`) or brings it back: while down every
     /// `list`, `watch`, `register` and `unregister` call fails with
     /// [`RegistryError::Unavailable`] and changes nothing (calls are still
@@ -210,6 +250,7 @@ impl MemoryRegistry {
         self.inner.faults.down.store(down, Ordering::SeqCst);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes every `list`, `watch`, `register` and `unregister` call answer
     /// only after `delay` (tokio time, so virtual in paused tests; zero:
     /// at once). The call's outcome is decided when it answers.

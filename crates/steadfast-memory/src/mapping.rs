@@ -107,6 +107,7 @@ pub(crate) struct Mappings {
     /// Upcoming `watch_mapping` calls that fail.
     watch_failures: Budget,
     /// Upcoming `watch_mapping` calls whose future panics.
+    #[cfg(any(test, feature = "faults"))]
     watch_panics: Budget,
     /// `watch_mapping` calls so far.
     watch_calls: Counter,
@@ -190,18 +191,21 @@ impl MemoryRegistry {
         self.mappings().state().event(interface).apps
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `watch_mapping` calls fail with
     /// [`RegistryError::Injected`] (replaces any remaining budget).
     pub fn fail_next_mapping_watches(&self, n: usize) {
         self.mappings().watch_failures.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes the next `n` `watch_mapping` calls return a future that panics
     /// when polled (replaces any remaining budget).
     pub fn panic_next_mapping_watches(&self, n: usize) {
         self.mappings().watch_panics.set(n);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Whether this `watch_mapping` call must panic (counted as a call).
     pub(crate) fn mapping_watch_panics(&self) -> bool {
         let panics = self.mappings().watch_panics.take();
@@ -211,6 +215,7 @@ impl MemoryRegistry {
         panics
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Sends `Err(Unavailable)` to every live mapping watch of `interface`
     /// and keeps it open (the next change heals it).
     pub fn report_mapping_errors(&self, interface: &str) {
@@ -220,6 +225,7 @@ impl MemoryRegistry {
         }
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Ends every live mapping watch of `interface` (queued items are still
     /// delivered first).
     pub fn end_mapping_watches(&self, interface: &str) {

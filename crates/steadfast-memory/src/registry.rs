@@ -1,8 +1,8 @@
 //! The [`MemoryRegistry`] itself: shared state behind an `Arc<Mutex<..>>`,
 //! the [`Registry`] implementation, the event watch and listing
 //! ([`MemoryRegistry::watch_events`], [`MemoryRegistry::list_events`]) and
-//! the synchronous test helpers. The fault knobs and counters are in
-//! `faults.rs`.
+//! the synchronous test helpers. The call counters and the fault knobs are
+//! in `faults.rs`; the knobs exist only with the `faults` feature.
 //!
 //! Every operation takes effect when it is called; the futures returned are
 //! already complete. No lock is ever held across an `await` (there is none
@@ -42,7 +42,8 @@ impl Inner {
     }
 }
 
-/// An in-process [`Registry`] with scriptable faults.
+/// An in-process [`Registry`], with scriptable faults under the `faults`
+/// feature (tests and drills; the default build carries none).
 ///
 /// Cheap to clone: all clones share the same state. Each app's instances
 /// are decoded once, at put, into shared [`steadfast_core::Instance`]s kept
@@ -147,6 +148,7 @@ impl MemoryRegistry {
         state.notify(app, Change::Reset);
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Replaces every instance of `app` like [`MemoryRegistry::set_instances`]
     /// but notifies no watcher: a lost notification. The state and the
     /// version change (so `list`, `list_events` and any new watch see it);
@@ -208,6 +210,7 @@ impl MemoryRegistry {
         &self,
         app: &str,
     ) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        #[cfg(any(test, feature = "faults"))]
         if self.inner.faults.watch_panics.take() {
             self.inner.faults.watch_calls.bump();
             let app = app.to_string();
@@ -237,6 +240,7 @@ impl MemoryRegistry {
     /// Every instance of `app` with the current version. Subject to the list
     /// faults and counted as a list call.
     pub fn list_events(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
+        #[cfg(any(test, feature = "faults"))]
         if self.inner.faults.list_panics.take() {
             self.inner.faults.list_calls.bump();
             let app = app.to_string();
@@ -361,6 +365,7 @@ impl Registry for MemoryRegistry {
         interface: &str,
     ) -> BoxFuture<'static, Result<MappingStream, RegistryError>> {
         let (this, interface) = (self.clone(), interface.to_string());
+        #[cfg(any(test, feature = "faults"))]
         if self.mapping_watch_panics() {
             return async move { panic!("injected panic in mapping watch of {interface}") }.boxed();
         }

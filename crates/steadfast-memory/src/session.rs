@@ -57,6 +57,7 @@ impl Sessions {
 }
 
 impl MemoryRegistry {
+    #[cfg(any(test, feature = "faults"))]
     /// Loses this client's session (see the module docs): drops every
     /// record registered through the trait, ends every live watch, and
     /// sends `SessionEvent::Lost` on every session stream. Returns the

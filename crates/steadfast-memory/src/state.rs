@@ -42,6 +42,7 @@ pub(crate) struct AppState {
     /// Live event watches (closed ones are pruned lazily).
     pub(crate) event_watchers: Vec<EventWatcher>,
     /// Upcoming notifications that are swallowed instead of delivered.
+    #[cfg(any(test, feature = "faults"))]
     pub(crate) drop_pushes: usize,
 }
 
@@ -56,6 +57,7 @@ impl AppState {
         self.instances.to_vec()
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// A Reset of this app at `version`.
     pub(crate) fn reset_at(&self, version: Version) -> RegistryEvent {
         RegistryEvent::Reset {
@@ -138,6 +140,7 @@ impl State {
         (std::mem::replace(&mut st.changed, version), version)
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// The state of a known `app` with the current version.
     pub(crate) fn known(&mut self, app: &str) -> Option<(&mut AppState, Version)> {
         let version = self.version();
@@ -178,6 +181,7 @@ impl State {
             return;
         };
         st.prune();
+        #[cfg(any(test, feature = "faults"))]
         if st.drop_pushes > 0 {
             st.drop_pushes -= 1;
             tracing::debug!(app, remaining = st.drop_pushes, "dropping scripted push");
@@ -197,6 +201,7 @@ impl State {
         );
     }
 
+    #[cfg(any(test, feature = "faults"))]
     /// Makes every live watch stream of `app` panic when next polled.
     pub(crate) fn poison(&mut self, app: &str) {
         let Some(st) = self.apps.get_mut(app) else {

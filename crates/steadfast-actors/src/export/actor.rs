@@ -27,7 +27,7 @@ use super::spec::CLOSING_KEY;
 use crate::contain::Contain;
 use crate::coordinator::{Coordinator, StopExport};
 use crate::error::EngineError;
-use crate::messages::{ForceRestart, Shutdown};
+use crate::messages::Shutdown;
 use crate::registrar_actor::{
     RegisterIntent, RegistrarActor, RegistrationOf, UnregisterIntent, WaitSettled,
 };
@@ -346,13 +346,6 @@ impl Handler<Shutdown> for ExportActor {
         if let Some(h) = self.timer.take() {
             ctx.cancel_future(h);
         }
-        ctx.stop();
-    }
-}
-
-impl Handler<ForceRestart> for ExportActor {
-    type Result = ();
-    fn handle(&mut self, _: ForceRestart, ctx: &mut Self::Context) {
         ctx.stop();
     }
 }
