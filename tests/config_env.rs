@@ -286,3 +286,53 @@ fn etcd_credentials_and_tls_come_from_variables_and_never_leak() {
         .unwrap_err();
     assert!(!err.to_string().contains("s3cret-pw"), "{err}");
 }
+
+/// The variables of the operations guide's environment table.
+fn documented_variables() -> std::collections::BTreeSet<String> {
+    let doc = include_str!("../docs/operations.md");
+    let section = doc
+        .split("### Environment (`steadfast::from_env()`)")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("the environment section");
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_string()))
+        .filter(|name| name.starts_with("STEADFAST_"))
+        .collect()
+}
+
+#[test]
+fn the_operations_guide_lists_every_variable_and_no_other() {
+    let documented = documented_variables();
+    let code: std::collections::BTreeSet<String> = steadfast::ENGINE_VARS
+        .iter()
+        .map(|v| v.var.to_string())
+        .chain(steadfast::env::FACADE_VARS.iter().map(|v| v.to_string()))
+        .collect();
+    let undocumented: Vec<_> = code.difference(&documented).collect();
+    let unknown: Vec<_> = documented.difference(&code).collect();
+    assert!(
+        undocumented.is_empty(),
+        "read but not in docs/operations.md: {undocumented:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "in docs/operations.md but read by nothing: {unknown:?}"
+    );
+    // Each engine variable sets a field a config document has.
+    let tree = serde_json::to_value(EngineConfig::default()).unwrap();
+    for v in steadfast::ENGINE_VARS {
+        let found = v
+            .field
+            .split('.')
+            .try_fold(&tree, |node, key| node.get(key));
+        assert!(
+            found.is_some(),
+            "{} sets {}, which no document has",
+            v.var,
+            v.field
+        );
+    }
+}

@@ -34,7 +34,6 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use steadfast_core::balance::Strategy;
 use thiserror::Error;
 
 use crate::config::EngineConfig;
@@ -54,48 +53,113 @@ pub enum EnvError {
     },
 }
 
-/// Every variable [`EngineConfig::from_env`] reads, with its meaning.
-pub const ENGINE_VARS: &[(&str, &str)] = &[
-    ("STEADFAST_FETCH_TIMEOUT", "fetch_timeout (duration)"),
-    (
+/// What an engine variable takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Takes {
+    /// A humantime duration (`5s`, `250ms`).
+    Duration,
+    /// A duration, or `off` / `none` / `never` (the field's `None`).
+    DurationOrOff,
+    /// A whole number.
+    Number,
+    /// A whole number, or `off` (the field's `None`).
+    NumberOrOff,
+    /// A balancing strategy name (`round_robin`, `weighted_random`,
+    /// `least_in_flight`, `peak_ewma`; `-` for `_` accepted).
+    Strategy,
+    /// A filesystem path.
+    Path,
+}
+
+/// One engine variable: its name, the [`EngineConfig`] field it sets (its
+/// path in the serde tree, e.g. `caller.tombstone_ttl`) and what it takes.
+/// The value lands in the config through the config's own serde shape, so
+/// a variable can only set what a config document can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvVar {
+    /// The variable's name.
+    pub var: &'static str,
+    /// The field's path in the config document.
+    pub field: &'static str,
+    /// What the variable takes.
+    pub takes: Takes,
+}
+
+const fn var(var: &'static str, field: &'static str, takes: Takes) -> EnvVar {
+    EnvVar { var, field, takes }
+}
+
+/// Every variable [`EngineConfig::from_env`] reads: the one mapping from
+/// the environment to the config.
+pub const ENGINE_VARS: &[EnvVar] = &[
+    var("STEADFAST_FETCH_TIMEOUT", "fetch_timeout", Takes::Duration),
+    var(
         "STEADFAST_FETCH_HEDGE_DELAY",
-        "fetch_hedge_delay (duration)",
+        "fetch_hedge_delay",
+        Takes::Duration,
     ),
-    ("STEADFAST_FETCH_FANOUT", "fetch_fanout (count)"),
-    ("STEADFAST_FETCH_RETRY_CALLS", "fetch_retry_calls (count)"),
-    (
+    var("STEADFAST_FETCH_FANOUT", "fetch_fanout", Takes::Number),
+    var(
+        "STEADFAST_FETCH_RETRY_CALLS",
+        "fetch_retry_calls",
+        Takes::Number,
+    ),
+    var(
         "STEADFAST_METADATA_MAX_ATTEMPTS",
-        "metadata_max_attempts (count or off)",
+        "metadata_max_attempts",
+        Takes::NumberOrOff,
     ),
-    ("STEADFAST_CACHE_CAPACITY", "cache_capacity (count)"),
-    (
+    var("STEADFAST_CACHE_CAPACITY", "cache_capacity", Takes::Number),
+    var(
         "STEADFAST_REGISTRY_CALL_TIMEOUT",
-        "registry_call_timeout (duration)",
+        "registry_call_timeout",
+        Takes::Duration,
     ),
-    (
+    var(
         "STEADFAST_REGISTRY_PROBE_INTERVAL",
-        "registry_probe_interval (duration or off)",
+        "registry_probe_interval",
+        Takes::DurationOrOff,
     ),
-    (
+    var(
         "STEADFAST_RECONCILE_INTERVAL",
-        "reconcile_interval (duration)",
+        "reconcile_interval",
+        Takes::Duration,
     ),
-    (
+    var(
         "STEADFAST_MASS_REMOVAL_GRACE",
-        "mass_removal_grace (duration)",
+        "mass_removal_grace",
+        Takes::Duration,
     ),
-    ("STEADFAST_SESSION_SPREAD", "session_spread (duration)"),
-    ("STEADFAST_SHUTDOWN_TIMEOUT", "shutdown_timeout (duration)"),
-    ("STEADFAST_SEED", "seed (u64)"),
-    ("STEADFAST_STRATEGY", "caller.strategy (name)"),
-    ("STEADFAST_TOMBSTONE_TTL", "caller.tombstone_ttl (duration)"),
-    (
+    var(
+        "STEADFAST_SESSION_SPREAD",
+        "session_spread",
+        Takes::Duration,
+    ),
+    var(
+        "STEADFAST_SHUTDOWN_TIMEOUT",
+        "shutdown_timeout",
+        Takes::Duration,
+    ),
+    var("STEADFAST_SEED", "seed", Takes::Number),
+    var("STEADFAST_STRATEGY", "caller.strategy", Takes::Strategy),
+    var(
+        "STEADFAST_TOMBSTONE_TTL",
+        "caller.tombstone_ttl",
+        Takes::Duration,
+    ),
+    var(
         "STEADFAST_UNSUBSCRIBE_LINGER",
-        "caller.unsubscribe_linger (duration or off)",
+        "caller.unsubscribe_linger",
+        Takes::DurationOrOff,
     ),
-    ("STEADFAST_LOOKUP_TTL", "lookup.ttl (duration)"),
-    ("STEADFAST_SNAPSHOT_DIR", "snapshot.dir (path)"),
-    ("STEADFAST_SNAPSHOT_MAX_AGE", "snapshot.max_age (duration)"),
+    var("STEADFAST_LOOKUP_TTL", "lookup.ttl", Takes::Duration),
+    var("STEADFAST_SNAPSHOT_DIR", "snapshot.dir", Takes::Path),
+    var(
+        "STEADFAST_SNAPSHOT_MAX_AGE",
+        "snapshot.max_age",
+        Takes::Duration,
+    ),
 ];
 
 /// Reads variables through a lookup function (`std::env::var` in
@@ -173,24 +237,32 @@ fn is_off(value: &str) -> bool {
     )
 }
 
-fn strategy(var: &'static str, value: String) -> Result<Strategy, EnvError> {
-    let name = value.trim().to_ascii_lowercase().replace('-', "_");
-    Strategy::ALL
-        .into_iter()
-        .find(|s| strategy_name(*s) == name)
-        .ok_or(EnvError::Invalid {
-            var,
-            value,
-            expected: "round_robin, weighted_random, least_in_flight or peak_ewma",
-        })
-}
+impl Takes {
+    /// What a refused value should have been, for the error.
+    fn expected(self) -> &'static str {
+        match self {
+            Takes::Duration => "a duration such as 5s or 250ms",
+            Takes::DurationOrOff => "a duration such as 5s, or off",
+            Takes::Number => "a whole number in range",
+            Takes::NumberOrOff => "a whole number in range, or off",
+            Takes::Strategy => "round_robin, weighted_random, least_in_flight or peak_ewma",
+            Takes::Path => "a path",
+        }
+    }
 
-fn strategy_name(s: Strategy) -> &'static str {
-    match s {
-        Strategy::RoundRobin => "round_robin",
-        Strategy::WeightedRandom => "weighted_random",
-        Strategy::LeastInFlight => "least_in_flight",
-        Strategy::PeakEwma => "peak_ewma",
+    /// The value as the config document holds it (`None`: refused).
+    fn document(self, value: &str) -> Option<serde_json::Value> {
+        use serde_json::Value;
+        let v = value.trim();
+        match self {
+            Takes::DurationOrOff | Takes::NumberOrOff if is_off(v) => Some(Value::Null),
+            Takes::Duration | Takes::DurationOrOff => humantime::parse_duration(v)
+                .ok()
+                .map(|_| Value::String(v.to_string())),
+            Takes::Number | Takes::NumberOrOff => v.parse::<u64>().ok().map(Value::from),
+            Takes::Strategy => Some(Value::String(v.to_ascii_lowercase().replace('-', "_"))),
+            Takes::Path => Some(Value::String(value.to_string())),
+        }
     }
 }
 
@@ -201,59 +273,35 @@ impl EngineConfig {
         Self::default().apply_env(&EnvVars::new(|k| std::env::var(k).ok()))
     }
 
-    /// `self` with every variable `vars` holds applied on top.
+    /// `self` with every variable `vars` holds applied on top: each value
+    /// is put at its field's path in the config document ([`ENGINE_VARS`])
+    /// and read back through the config's serde shape, so a value the
+    /// document would refuse (out of range, unknown name) is refused here.
     pub fn apply_env<F: Fn(&str) -> Option<String>>(
-        mut self,
+        self,
         vars: &EnvVars<F>,
     ) -> Result<Self, EnvError> {
-        let durations: [(&'static str, &mut Duration); 10] = [
-            ("STEADFAST_FETCH_TIMEOUT", &mut self.fetch_timeout),
-            ("STEADFAST_FETCH_HEDGE_DELAY", &mut self.fetch_hedge_delay),
-            (
-                "STEADFAST_REGISTRY_CALL_TIMEOUT",
-                &mut self.registry_call_timeout,
-            ),
-            ("STEADFAST_RECONCILE_INTERVAL", &mut self.reconcile_interval),
-            ("STEADFAST_MASS_REMOVAL_GRACE", &mut self.mass_removal_grace),
-            ("STEADFAST_SESSION_SPREAD", &mut self.session_spread),
-            ("STEADFAST_SHUTDOWN_TIMEOUT", &mut self.shutdown_timeout),
-            ("STEADFAST_TOMBSTONE_TTL", &mut self.caller.tombstone_ttl),
-            ("STEADFAST_LOOKUP_TTL", &mut self.lookup.ttl),
-            ("STEADFAST_SNAPSHOT_MAX_AGE", &mut self.snapshot.max_age),
-        ];
-        for (var, slot) in durations {
-            if let Some(d) = vars.duration(var)? {
-                *slot = d;
-            }
+        let mut config = self;
+        for v in ENGINE_VARS {
+            let Some(value) = vars.string(v.var) else {
+                continue;
+            };
+            let refused = || EnvError::Invalid {
+                var: v.var,
+                value: value.clone(),
+                expected: v.takes.expected(),
+            };
+            let patch = v.takes.document(&value).ok_or_else(refused)?;
+            let mut tree = serde_json::to_value(&config).map_err(|_| refused())?;
+            let slot = v
+                .field
+                .split('.')
+                .try_fold(&mut tree, |node, key| node.get_mut(key))
+                .ok_or_else(refused)?;
+            *slot = patch;
+            config = serde_json::from_value(tree).map_err(|_| refused())?;
         }
-        for (var, slot) in [
-            ("STEADFAST_FETCH_FANOUT", &mut self.fetch_fanout),
-            ("STEADFAST_FETCH_RETRY_CALLS", &mut self.fetch_retry_calls),
-            ("STEADFAST_CACHE_CAPACITY", &mut self.cache_capacity),
-        ] {
-            if let Some(n) = vars.number(var)? {
-                *slot = n;
-            }
-        }
-        if let Some(p) = vars.optional_duration("STEADFAST_REGISTRY_PROBE_INTERVAL")? {
-            self.registry_probe_interval = p;
-        }
-        if let Some(l) = vars.optional_duration("STEADFAST_UNSUBSCRIBE_LINGER")? {
-            self.caller.unsubscribe_linger = l;
-        }
-        if let Some(n) = vars.optional_number("STEADFAST_METADATA_MAX_ATTEMPTS")? {
-            self.metadata_max_attempts = n;
-        }
-        if let Some(seed) = vars.number("STEADFAST_SEED")? {
-            self.seed = seed;
-        }
-        if let Some(value) = vars.string("STEADFAST_STRATEGY") {
-            self.caller.strategy = strategy("STEADFAST_STRATEGY", value)?;
-        }
-        if let Some(dir) = vars.string("STEADFAST_SNAPSHOT_DIR") {
-            self.snapshot.dir = Some(dir.into());
-        }
-        Ok(self)
+        Ok(config)
     }
 }
 

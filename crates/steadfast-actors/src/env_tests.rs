@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::*;
+use steadfast_core::balance::Strategy;
 
 fn vars(pairs: &[(&str, &str)]) -> EnvVars<impl Fn(&str) -> Option<String>> {
     let map: HashMap<String, String> = pairs
@@ -59,10 +60,11 @@ fn every_documented_variable_lands_in_its_field() {
         Some(std::path::Path::new("/tmp/sf"))
     );
     assert_eq!(c.validate(), Ok(()));
-    for (var, _) in ENGINE_VARS {
+    for v in ENGINE_VARS {
         assert!(
-            include_str!("env.rs").contains(&format!("| `{var}` |")),
-            "{var} is documented in the module table"
+            include_str!("env.rs").contains(&format!("| `{}` | `{}`", v.var, v.field)),
+            "{} is documented in the module table with its field",
+            v.var
         );
     }
 }
@@ -106,6 +108,18 @@ fn a_malformed_value_is_refused_naming_its_variable() {
         e,
         EnvError::Invalid {
             var: "STEADFAST_STRATEGY",
+            ..
+        }
+    ));
+    // A number the field's type cannot hold: the config's serde shape
+    // refuses it (metadata_max_attempts is a u32).
+    let e = EngineConfig::default()
+        .apply_env(&vars(&[("STEADFAST_METADATA_MAX_ATTEMPTS", "5000000000")]))
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        EnvError::Invalid {
+            var: "STEADFAST_METADATA_MAX_ATTEMPTS",
             ..
         }
     ));
