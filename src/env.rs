@@ -183,6 +183,7 @@ pub struct SteadfastConfig {
 
 /// Why [`from_env`] or [`SteadfastConfig::builder`] refused the settings.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum FromEnvError {
     /// A variable holds a value of the wrong shape.
     #[error(transparent)]

@@ -157,6 +157,7 @@ impl EngineConfig {
 
 /// Why an [`EngineConfig`] was refused at `start()`.
 #[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A backoff policy makes no sense (zero start, cap below start or over
     /// a day, bad multiplier or jitter).

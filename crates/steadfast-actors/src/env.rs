@@ -40,6 +40,7 @@ use crate::config::EngineConfig;
 
 /// Why an environment variable was refused.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EnvError {
     /// The variable holds a value of the wrong shape.
     #[error("{var}={value:?} is not {expected}")]

@@ -6,6 +6,7 @@ use crate::config::ConfigError;
 
 /// Why an engine or directory call failed.
 #[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The engine was shut down (or is shutting down) before the call ran.
     #[error("the engine is shut down")]

@@ -174,7 +174,7 @@ impl LookupActor {
             Err(LookupError::Unavailable { .. }) => Some(&s.lookup_unavailable),
             Err(LookupError::NotFound { .. }) => Some(&s.lookup_not_found),
             Err(LookupError::TooStale { .. }) => Some(&s.lookup_too_stale),
-            Err(LookupError::ShutDown) => None,
+            Err(_) => None,
         };
         if let Some(c) = counter {
             EngineStats::bump(c);

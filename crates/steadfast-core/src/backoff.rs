@@ -36,6 +36,7 @@ pub struct BackoffPolicy {
 
 /// Why a [`BackoffPolicy`] was refused by [`BackoffPolicy::validate`].
 #[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
 pub enum BackoffError {
     /// `initial` is zero: retries would spin.
     #[error("backoff initial delay must be above zero")]

@@ -21,6 +21,7 @@ pub enum ErrorClass {
 
 /// Why fetching a revision's MetadataInfo from an instance failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FetchError {
     /// The metadata service could not be reached (connection refused/reset).
     #[error("metadata service unreachable: {0}")]
@@ -112,6 +113,7 @@ impl FetchError {
 
 /// Why a registry operation failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegistryError {
     /// The registry could not be reached.
     #[error("registry unavailable: {0}")]
@@ -150,6 +152,7 @@ impl RegistryError {
 
 /// Why publishing or withdrawing MetadataInfo failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PublishError {
     /// The metadata store (e.g. a remote report) could not be reached.
     #[error("metadata store unavailable: {0}")]

@@ -46,6 +46,7 @@ impl Default for RetryBudgetConfig {
 
 /// Why a [`RetryBudgetConfig`] was refused.
 #[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
 pub enum RetryBudgetError {
     /// `percent_can_retry` is not a finite fraction in `0..=1`.
     #[error("retry budget percent {0} must be between 0 and 1")]

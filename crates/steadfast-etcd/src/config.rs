@@ -157,6 +157,7 @@ pub struct EtcdConfig {
 
 /// Why an [`EtcdConfig`] was refused by [`EtcdConfig::validate`].
 #[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
 pub enum EtcdConfigError {
     /// The endpoint list is empty.
     #[error("no etcd endpoint configured")]

@@ -28,6 +28,7 @@ pub mod grpc {
 
 /// Why a call to the etcd JSON gateway failed.
 #[derive(Clone, Debug, Error, PartialEq)]
+#[non_exhaustive]
 pub enum GatewayError {
     /// The client was built with an empty endpoint list.
     #[error("no etcd endpoint configured")]

@@ -16,6 +16,7 @@ const MAX_LINE: usize = 64 * 1024 * 1024;
 /// Why a watch stream stopped delivering messages (a clean end of stream is
 /// the stream's `None`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WatchError {
     /// etcd wrote a `{"error":…}` object (e.g. "transport is closing" on
     /// SIGTERM) and ends the stream.

@@ -22,6 +22,7 @@ use crate::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_TIMEOUT};
 
 /// Why [`HttpFetcherBuilder::build`] refused its settings.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum HttpFetcherError {
     /// The base path holds a segment with characters other than letters,
     /// digits, `-`, `.`, `_` and `~` (or a `.`/`..` segment).

@@ -5,48 +5,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use steadfast_core::{FetchError, MetadataInfo};
 
-/// Live counters, shared by every clone of a fetcher.
+/// Error kinds counted (one per [`FetchError::label`]).
+const KINDS: usize = FetchError::LABELS.len();
+
+/// Live counters, shared by every clone of a fetcher: one for successes
+/// and one per [`FetchError::LABELS`] entry (the one list of error kinds).
 #[derive(Debug, Default)]
 pub struct FetchMetrics {
     successes: AtomicU64,
-    unreachable: AtomicU64,
-    timeout: AtomicU64,
-    unknown_revision: AtomicU64,
-    server_error: AtomicU64,
-    malformed: AtomicU64,
-    mismatch: AtomicU64,
-    too_large: AtomicU64,
-    no_endpoint: AtomicU64,
-    no_candidates: AtomicU64,
-    panicked: AtomicU64,
+    errors: [AtomicU64; KINDS],
 }
 
-/// A copy of the counters at one moment; fields are named after
-/// [`FetchError::label`].
+/// A copy of the counters at one moment, read by [`FetchError::label`]
+/// with [`FetchMetricsSnapshot::by_label`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FetchMetricsSnapshot {
     /// Fetches that returned the metadata asked for.
     pub successes: u64,
-    /// [`FetchError::Unreachable`] outcomes.
-    pub unreachable: u64,
-    /// [`FetchError::Timeout`] outcomes.
-    pub timeout: u64,
-    /// [`FetchError::UnknownRevision`] outcomes.
-    pub unknown_revision: u64,
-    /// [`FetchError::ServerError`] outcomes.
-    pub server_error: u64,
-    /// [`FetchError::Malformed`] outcomes.
-    pub malformed: u64,
-    /// [`FetchError::Mismatch`] outcomes.
-    pub mismatch: u64,
-    /// [`FetchError::TooLarge`] outcomes.
-    pub too_large: u64,
-    /// [`FetchError::NoEndpoint`] outcomes.
-    pub no_endpoint: u64,
-    /// [`FetchError::NoCandidates`] outcomes.
-    pub no_candidates: u64,
-    /// [`FetchError::Panicked`] outcomes.
-    pub panicked: u64,
+    errors: [u64; KINDS],
 }
 
 impl FetchMetrics {
@@ -65,36 +41,16 @@ impl FetchMetrics {
 
     /// Counts one failed fetch under the error's label.
     pub fn record_error(&self, error: &FetchError) {
-        let counter = match error {
-            FetchError::Unreachable(_) => &self.unreachable,
-            FetchError::Timeout => &self.timeout,
-            FetchError::UnknownRevision(_) => &self.unknown_revision,
-            FetchError::ServerError(_) => &self.server_error,
-            FetchError::Malformed(_) => &self.malformed,
-            FetchError::Mismatch { .. } => &self.mismatch,
-            FetchError::TooLarge { .. } => &self.too_large,
-            FetchError::NoEndpoint(_) => &self.no_endpoint,
-            FetchError::NoCandidates => &self.no_candidates,
-            FetchError::Panicked(_) => &self.panicked,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(at) = FetchError::LABELS.iter().position(|l| *l == error.label()) {
+            self.errors[at].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The current counters.
     pub fn snapshot(&self) -> FetchMetricsSnapshot {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         FetchMetricsSnapshot {
-            successes: get(&self.successes),
-            unreachable: get(&self.unreachable),
-            timeout: get(&self.timeout),
-            unknown_revision: get(&self.unknown_revision),
-            server_error: get(&self.server_error),
-            malformed: get(&self.malformed),
-            mismatch: get(&self.mismatch),
-            too_large: get(&self.too_large),
-            no_endpoint: get(&self.no_endpoint),
-            no_candidates: get(&self.no_candidates),
-            panicked: get(&self.panicked),
+            successes: self.successes.load(Ordering::Relaxed),
+            errors: std::array::from_fn(|i| self.errors[i].load(Ordering::Relaxed)),
         }
     }
 }
@@ -103,34 +59,16 @@ impl FetchMetricsSnapshot {
     /// The counter of the errors labelled `label` (see [`FetchError::label`]),
     /// `"success"` for successes, or `None` for an unknown label.
     pub fn by_label(&self, label: &str) -> Option<u64> {
-        Some(match label {
-            "success" => self.successes,
-            "unreachable" => self.unreachable,
-            "timeout" => self.timeout,
-            "unknown_revision" => self.unknown_revision,
-            "server_error" => self.server_error,
-            "malformed" => self.malformed,
-            "mismatch" => self.mismatch,
-            "too_large" => self.too_large,
-            "no_endpoint" => self.no_endpoint,
-            "no_candidates" => self.no_candidates,
-            "panicked" => self.panicked,
-            _ => return None,
-        })
+        if label == "success" {
+            return Some(self.successes);
+        }
+        let at = FetchError::LABELS.iter().position(|l| *l == label)?;
+        Some(self.errors[at])
     }
 
     /// Failed fetches of every kind.
     pub fn errors(&self) -> u64 {
-        self.unreachable
-            + self.timeout
-            + self.unknown_revision
-            + self.server_error
-            + self.malformed
-            + self.mismatch
-            + self.too_large
-            + self.no_endpoint
-            + self.no_candidates
-            + self.panicked
+        self.errors.iter().fold(0u64, |a, n| a.saturating_add(*n))
     }
 }
 

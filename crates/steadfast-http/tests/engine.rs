@@ -85,7 +85,7 @@ async fn directory_serves_the_good_instance_and_degrades_the_malformed_revision(
     ));
     assert!(bad.accepted() >= 1);
     let m = fetcher.metrics();
-    assert!(m.malformed >= 1, "{m:?}");
+    assert!(m.by_label("malformed") >= Some(1), "{m:?}");
     assert!(m.successes >= 1, "{m:?}");
 
     engine.shutdown().await;

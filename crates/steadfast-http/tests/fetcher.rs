@@ -34,7 +34,7 @@ async fn oversized_body_with_content_length_is_too_large() {
     let (err, server) = fetch_from(Reply::ok(&vec![b'a'; 2 * MIB]), &f).await;
     assert_eq!(err, FetchError::TooLarge { limit: MIB });
     assert_eq!(server.accepted(), 1);
-    assert_eq!(f.metrics().too_large, 1);
+    assert_eq!(f.metrics().by_label("too_large"), Some(1));
 }
 
 #[actix_rt::test]
@@ -46,7 +46,7 @@ async fn oversized_chunked_body_is_too_large() {
     };
     let (err, _server) = fetch_from(reply, &f).await;
     assert_eq!(err, FetchError::TooLarge { limit: MIB });
-    assert_eq!(f.metrics().too_large, 1);
+    assert_eq!(f.metrics().by_label("too_large"), Some(1));
 }
 
 #[actix_rt::test]
@@ -74,7 +74,7 @@ async fn metadata_of_another_revision_is_mismatch() {
     let f = fetcher();
     let (err, _server) = fetch_from(Reply::ok(&body), &f).await;
     assert!(matches!(err, FetchError::Mismatch { .. }), "{err:?}");
-    assert_eq!(f.metrics().mismatch, 1);
+    assert_eq!(f.metrics().by_label("mismatch"), Some(1));
 }
 
 #[actix_rt::test]
@@ -100,7 +100,7 @@ async fn malformed_json_is_malformed() {
     assert!(matches!(err, FetchError::Malformed(_)), "{err:?}");
     let (err, _server) = fetch_from(Reply::ok(b"[1, 2, 3]"), &f).await;
     assert!(matches!(err, FetchError::Malformed(_)), "{err:?}");
-    assert_eq!(f.metrics().malformed, 2);
+    assert_eq!(f.metrics().by_label("malformed"), Some(2));
 }
 
 #[actix_rt::test]
@@ -114,7 +114,7 @@ async fn non_success_status_is_server_error_and_redirects_are_not_followed() {
     let (err, _server) = fetch_from(Reply::response("302 Found", &location, b""), &f).await;
     assert_eq!(err, FetchError::ServerError(302));
     assert_eq!(decoy.accepted(), 0, "the redirect must not be followed");
-    assert_eq!(f.metrics().server_error, 2);
+    assert_eq!(f.metrics().by_label("server_error"), Some(2));
 }
 
 #[actix_rt::test]
@@ -130,7 +130,7 @@ async fn silent_server_times_out_within_the_configured_timeout() {
     assert_eq!(server.accepted(), 1);
     assert!(elapsed >= Duration::from_millis(200), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
-    assert_eq!(f.metrics().timeout, 1);
+    assert_eq!(f.metrics().by_label("timeout"), Some(1));
 }
 
 #[actix_rt::test]
@@ -140,7 +140,7 @@ async fn closed_port_is_unreachable() {
     let inst = instance(&info, "127.0.0.1", 20880, closed_port());
     let err = f.fetch(&inst, &info.revision).await.unwrap_err();
     assert!(matches!(err, FetchError::Unreachable(_)), "{err:?}");
-    assert_eq!(f.metrics().unreachable, 1);
+    assert_eq!(f.metrics().by_label("unreachable"), Some(1));
 }
 
 #[actix_rt::test]
@@ -187,7 +187,7 @@ async fn host_named_in_metadata_params_is_ignored() {
     assert!(matches!(err, FetchError::NoEndpoint(_)), "{err:?}");
     assert_eq!(decoy.accepted(), 0, "the decoy must never be contacted");
     let m = f.metrics();
-    assert_eq!((m.successes, m.no_endpoint), (1, 2));
+    assert_eq!((m.successes, m.by_label("no_endpoint")), (1, Some(2)));
     good.stop(true).await;
 }
 

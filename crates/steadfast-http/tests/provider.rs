@@ -80,7 +80,7 @@ async fn unknown_and_withdrawn_revisions_are_404() {
     store.withdraw(&info.revision);
     let err = f.fetch(&inst, &info.revision).await.unwrap_err();
     assert_eq!(err, FetchError::UnknownRevision(info.revision.clone()));
-    assert_eq!(f.metrics().unknown_revision, 2);
+    assert_eq!(f.metrics().by_label("unknown_revision"), Some(2));
 
     // The 404 carries a small JSON error body.
     let url = format!("http://127.0.0.1:{port}/steadfast/metadata/nope");

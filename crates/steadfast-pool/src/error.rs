@@ -2,6 +2,7 @@
 
 /// Why [`ClientPool::acquire`](crate::ClientPool::acquire) gave no client.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PoolError {
     /// The factory could not build a client for `address` (for example an
     /// invalid TLS configuration). Final for this address until the cause

@@ -66,7 +66,8 @@ pub(super) fn no_endpoint(e: PickError, snapshot: &DirectorySnapshot) -> NoEndpo
         PickError::AllEjected { endpoints } => {
             NoEndpoint::new(NoEndpointReason::AllEjected { endpoints })
         }
-        PickError::Empty => NoEndpoint::of_status(snapshot.status()).unwrap_or_else(|| {
+        // Empty (and any kind added later): say why from the status.
+        _ => NoEndpoint::of_status(snapshot.status()).unwrap_or_else(|| {
             // Ready in name, yet every endpoint has weight 0.
             NoEndpoint::new(NoEndpointReason::NotServing(NotServing {
                 zero_weight: snapshot.len(),

@@ -15,6 +15,7 @@ const REDRAWS: usize = 8;
 
 /// Why a pick found nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PickError {
     /// No endpoint may take traffic (none, or all of weight 0).
     #[error("no endpoint")]

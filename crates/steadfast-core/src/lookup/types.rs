@@ -94,6 +94,7 @@ pub struct InstancesAnswer {
 
 /// Why a one-shot instance query has no answer.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LookupError {
     /// The registry answered that `app` has no instance (an empty listing),
     /// now (`Fresh`) or `age` ago when it cannot be asked now. Only ever

@@ -7,6 +7,7 @@ use thiserror::Error;
 /// Why a snapshot was refused, or could not be written. A refused file is
 /// never served.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum SnapshotError {
     /// The file ends before the header or the payload it announces.
     #[error("snapshot truncated: {got} byte(s), expected {expected}")]

@@ -15,6 +15,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a call through a [`Caller`](super::Caller) failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     /// No endpoint could be had before the call's deadline (the first
     /// attempt found the directory empty, closed, or every endpoint

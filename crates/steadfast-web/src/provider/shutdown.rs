@@ -66,6 +66,7 @@ impl fmt::Display for ShutdownCause {
 
 /// Why one export's graceful stop did not report.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExportStopError {
     /// The stop did not finish within its bound (`drain_timeout +
     /// step_timeout`); the engine shutdown that follows still stops it.
