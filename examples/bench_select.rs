@@ -32,12 +32,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cpu_time::ThreadTime;
-use steadfast::core::{
-    thread_random, DirectoryMachine, Instance, Published, RevisionInterner, ServiceEndpoint,
-};
 use steadfast::{
     Directory, DirectoryUpdate, Endpoint, Engine, MemoryRegistry, Reference, ServiceInstance,
     ServiceUrl, Strategy, UpdateState, UrlChange, Version,
+};
+use steadfast_core::{
+    thread_random, DirectoryMachine, Instance, Published, RevisionInterner, ServiceEndpoint,
 };
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 

@@ -23,11 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
-use steadfast::core::ServedFromSnapshot;
 use steadfast::{
     Directory, DirectoryStatus, DirectoryView, Engine, FetchError, MemoryRegistry, MetadataFetcher,
     MetadataInfo, Reference, ServiceInfo, ServiceInstance,
 };
+use steadfast_core::ServedFromSnapshot;
 
 const APP: &str = "greeter-app";
 const IFACE: &str = "demo.Greeter";

@@ -40,11 +40,7 @@ pub use steadfast_actors::{
 pub use steadfast_actors::{
     CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS,
 };
-/// Balancing: strategies, leases and outcome feedback, outlier ejection.
-pub use steadfast_core::balance::{
-    FailureClass, FailureRate, Lease, Outcome, OutlierPolicy, PeakEwma, Strategy,
-};
-pub use steadfast_core::model::CLOSING_KEY;
+pub use steadfast_core::CLOSING_KEY;
 pub use steadfast_core::{
     BackoffPolicy, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint,
     ErrorClass, EventStream, FallbackFetcher, FetchError, HeldInstances, Incarnation, Instance,
@@ -54,6 +50,10 @@ pub use steadfast_core::{
 };
 /// Describing an exported service, and a call's retries.
 pub use steadfast_core::{CallRetryPolicy, GiveUp, RetryBudgetConfig, ServiceInfoBuilder};
+/// Balancing: strategies, leases and outcome feedback, outlier ejection.
+pub use steadfast_core::{
+    FailureClass, FailureRate, Lease, Outcome, OutlierPolicy, PeakEwma, Strategy,
+};
 /// One-shot instance queries (`Engine::instances`): answer, error, cache settings.
 pub use steadfast_core::{InstancesAnswer, LookupConfig, LookupError};
 pub use steadfast_memory::MemoryRegistry;
@@ -64,11 +64,6 @@ pub use env::{from_env, FromEnvError, RegistryChoice, SteadfastConfig};
 /// through this (every fetch fails saying why).
 pub use steadfast_actors::defaults::NoFetcher;
 pub use steadfast_actors::env::{EnvError, EnvVars, ENGINE_VARS};
-
-/// The model and sans-IO state machines, for users who drive them directly.
-pub mod core {
-    pub use steadfast_core::*;
-}
 
 /// The HTTP MetadataService: provider scope and server, consumer fetcher
 /// (feature `http`, on by default).

@@ -7,11 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use steadfast::core::Pending;
 use steadfast::{
     BackoffPolicy, DirectoryStatus, DirectoryView, EmptyReason, Engine, ExportSpec, Reference,
     ServiceInfo,
 };
+use steadfast_core::Pending;
 use steadfast_etcd::harness::{unique_prefix, EtcdServer};
 use steadfast_etcd::{EtcdConfig, EtcdRegistry};
 use steadfast_testkit::ScriptedFetcher;

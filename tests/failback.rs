@@ -11,8 +11,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::core::RegistrationState;
 use steadfast::{DirectoryStatus, EmptyReason, RegistryError, ServiceInstance};
+use steadfast_core::RegistrationState;
 use tokio::time::Instant;
 
 fn provider(port: u16) -> ServiceInstance {

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::BoxFuture;
-use steadfast::core::{RegistrationState, SessionStream};
 use steadfast::{EventStream, Listing, MemoryRegistry, Registry, RegistryError, ServiceInstance};
+use steadfast_core::{RegistrationState, SessionStream};
 use tokio::time::Instant;
 
 fn provider(port: u16) -> ServiceInstance {

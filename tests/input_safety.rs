@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use steadfast::core::{check_metadata, revision::compute_revision, ResolverMachine};
 use steadfast::http::HttpMetadataFetcher;
 use steadfast::{
     BackoffPolicy, DirectoryStatus, EmptyReason, ErrorClass, FetchError, HeldInstances,
     MetadataInfo, NotServing, RegistryError, ServiceInstance, ServiceUrl, Unresolved,
 };
+use steadfast_core::{check_metadata, compute_revision, ResolverMachine};
 use steadfast_testkit::{instance_for, MetadataBuilder};
 
 const CASES: usize = 120_000;
@@ -129,17 +129,17 @@ fn statuses(rng: &mut StdRng) -> Vec<DirectoryStatus> {
                     grace: Duration::MAX,
                 },
             )],
-            snapshot: Some(steadfast::core::ServedFromSnapshot {
+            snapshot: Some(steadfast_core::ServedFromSnapshot {
                 apps: vec![odd_string(rng)],
-                freshness: steadfast::core::Freshness::Stale { age: Duration::MAX },
-                source: steadfast::core::Source::Snapshot,
-                subscribe: Some(steadfast::core::RegistryFailure {
+                freshness: steadfast_core::Freshness::Stale { age: Duration::MAX },
+                source: steadfast_core::Source::Snapshot,
+                subscribe: Some(steadfast_core::RegistryFailure {
                     since: Instant::now(),
                     attempts: u32::MAX,
                     last_error: RegistryError::Unavailable(odd_string(rng)),
                 }),
             }),
-            mapping: Some(steadfast::core::RegistryFailure {
+            mapping: Some(steadfast_core::RegistryFailure {
                 since: Instant::now(),
                 attempts: rng.gen(),
                 last_error: RegistryError::Panicked(odd_string(rng)),
@@ -173,7 +173,7 @@ fn pipeline(instances: Vec<ServiceInstance>, info: Option<MetadataInfo>, now: In
     m.subscribe("demo.Greeter:tri");
     let actions = m.on_snapshot(steadfast::Version::at(1), Arc::new(instances), now);
     for a in actions {
-        if let steadfast::core::ResolverAction::Fetch {
+        if let steadfast_core::ResolverAction::Fetch {
             revision, token, ..
         } = a
         {

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use common::{advance, settle, Fixture, APP};
 use futures::future::join_all;
-use steadfast::core::{Freshness, Source};
 use steadfast::{LookupError, RegistryError, ServiceInstance};
+use steadfast_core::{Freshness, Source};
 use tokio::time::{sleep, Instant};
 
 fn put(fx: &Fixture, app: &str, port: u16) {

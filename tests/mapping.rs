@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::core::Pending;
 use steadfast::{EmptyReason, Reference, RegistryError};
+use steadfast_core::Pending;
 
 /// A reference to `demo.Greeter` over `tri` naming no app.
 fn unnamed() -> Reference {
@@ -273,9 +273,9 @@ async fn the_mapping_is_a_registrar_key_restored_after_a_session_loss_and_kept_a
     let regs = fx.engine.registrations().await.unwrap();
     assert!(
         regs.iter()
-            .any(|(k, s)| k.kind == steadfast::core::RecordKind::Mapping
+            .any(|(k, s)| k.kind == steadfast_core::RecordKind::Mapping
                 && k.id == IFACE
-                && *s == steadfast::core::RegistrationState::Registered),
+                && *s == steadfast_core::RegistrationState::Registered),
         "{regs:?}"
     );
     // A wiped backend loses the mapping with the session: the registrar

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use steadfast::core::snapshot::{decode, encode, file_name, AppSnapshot, DEFAULT_MAX_BYTES};
-use steadfast::core::{Freshness, ServedFromSnapshot, Source};
 use steadfast::{DirectoryStatus, DirectoryView, EmptyReason, MetadataInfo, RegistryError};
+use steadfast_core::snapshot::{decode, encode, file_name, AppSnapshot, DEFAULT_MAX_BYTES};
+use steadfast_core::{Freshness, ServedFromSnapshot, Source};
 use tokio::time::sleep;
 
 /// A unique directory under the system temp dir, removed on drop.
@@ -236,7 +236,7 @@ async fn live_data_replaces_the_snapshot_entirely() {
 }
 
 /// The subscribe failure a ready directory served from a snapshot names.
-fn subscribe_failure(v: &DirectoryView) -> Option<&steadfast::core::RegistryFailure> {
+fn subscribe_failure(v: &DirectoryView) -> Option<&steadfast_core::RegistryFailure> {
     served(v).and_then(|s| s.subscribe.as_ref())
 }
 

@@ -11,9 +11,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use steadfast::core::{NoEndpoint, NoEndpointReason};
 use steadfast::{DirectoryView, Incarnation, ServiceInstance, CLOSING_KEY};
 use steadfast_actors::CallerConfig;
+use steadfast_core::{NoEndpoint, NoEndpointReason};
 
 /// Instance ports of the endpoints in a view, sorted.
 fn hosts(v: &DirectoryView) -> Vec<u16> {

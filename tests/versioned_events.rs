@@ -12,11 +12,11 @@ use common::*;
 use futures::channel::mpsc;
 use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
-use steadfast::core::RevisionInterner;
 use steadfast::{
     EventStream, Instance, Listing, Registry, RegistryError, RegistryEvent, ServiceInstance,
     Version,
 };
+use steadfast_core::RevisionInterner;
 
 /// The receiving end of the scripted watch stream.
 type Events = mpsc::UnboundedReceiver<Result<RegistryEvent, RegistryError>>;

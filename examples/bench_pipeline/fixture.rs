@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use steadfast::core::{
+use steadfast::{BackoffPolicy, MetadataInfo, Reference, ServiceInstance, CLOSING_KEY};
+use steadfast_core::{
     Applied, Delivery, DirectoryMachine, Feed, Instance, Published, ResolverAction,
     ResolverMachine, RevisionInterner, Version,
 };
-use steadfast::{BackoffPolicy, MetadataInfo, Reference, ServiceInstance, CLOSING_KEY};
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder};
 
 /// The provider app.

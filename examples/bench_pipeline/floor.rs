@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use steadfast::core::{EndpointSet, Instance, ServiceEndpoint, CHUNK, PAGE};
 use steadfast::{Endpoint, MetadataInfo, ServiceUrl};
+use steadfast_core::{EndpointSet, Instance, ServiceEndpoint, CHUNK, PAGE};
 
 /// Up to `CHUNK` URLs and their running weights (as the engine's chunk).
 pub struct Chunk {

@@ -43,8 +43,8 @@ mod sans_io;
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use steadfast::core::RevisionInterner;
 use steadfast::{Instance, MetadataInfo};
+use steadfast_core::RevisionInterner;
 
 use fixture::{key, metadata, records, serves};
 use floor::{check, floor, FloorSet};

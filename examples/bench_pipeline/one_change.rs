@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use steadfast::core::{Instance, RevisionInterner};
 use steadfast::MetadataInfo;
+use steadfast_core::{Instance, RevisionInterner};
 
 use crate::fixture::{instance, serves, Engine};
 

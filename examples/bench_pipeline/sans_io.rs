@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cpu_time::ThreadTime;
-use steadfast::core::RevisionInterner;
 use steadfast::{Instance, MetadataInfo};
+use steadfast_core::RevisionInterner;
 
 use crate::fixture::{instance, metadata, reset, Engine, Stages};
 use crate::median;
@@ -138,7 +138,7 @@ impl SansIo {
                 "  {k} changed of {N} ({:.0} %): as a Delta {d:.3} ms, as a Reset {r:.3} ms \
                  (a change of more than {} travels as a Reset)",
                 100.0 * *k as f64 / N as f64,
-                steadfast::core::delta_budget(N)
+                steadfast_core::delta_budget(N)
             );
         }
     }

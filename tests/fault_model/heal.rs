@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use rand::Rng;
-use steadfast_core::subscription::RECONCILE_JITTER;
+use steadfast_core::RECONCILE_JITTER;
 use steadfast_core::{DirectoryStatus, EmptyReason, Instance, RevisionInterner, ServiceUrl};
 
 use super::registry::Handle;
@@ -239,7 +239,7 @@ impl Sim {
         }
         for (app, h) in self.reg.handles.values() {
             if !matches!(h, Handle::Stream | Handle::List | Handle::Timer(_))
-                || matches!(h, Handle::Timer(k) if *k != steadfast_core::subscription::TimerKind::Resync)
+                || matches!(h, Handle::Timer(k) if *k != steadfast_core::TimerKind::Resync)
             {
                 return Err(format!("registry {app}: {h:?} still pending"));
             }

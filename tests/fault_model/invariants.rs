@@ -32,10 +32,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use steadfast_core::subscription::{Delivery, Feed, TimerKind};
 use steadfast_core::{
     BackoffPolicy, CacheKey, ErrorClass, FetchError, RegistryEvent, ResolverMachine, Token,
 };
+use steadfast_core::{Delivery, Feed, TimerKind};
 
 use super::heal::HealWatch;
 use super::registry::Handle;

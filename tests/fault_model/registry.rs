@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
 use steadfast_core::{RegistryError, SubscriptionMachine, Token};
+use steadfast_core::{SubscriptionAction, TimerKind, To};
 
 use super::sim::{Event, Item, Msg, Sim};
 use super::world::CallOutcome;

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use steadfast_core::subscription::{Delivery, SubscriptionConfig};
 use steadfast_core::{
     BackoffPolicy, CacheKey, DirectoryUpdate, FetchError, FetchPolicy, MetadataInfo, RegistryError,
     RegistryEvent, ResolverMachine, ServiceInstance, SubscriptionMachine, Token,
 };
+use steadfast_core::{Delivery, SubscriptionConfig};
 
 use super::cache::CacheShell;
 use super::engine::{Coord, DirShell, ResShell};

@@ -21,11 +21,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use steadfast_core::subscription::{Delivery, Feed, SubscriptionAction};
 use steadfast_core::{
     Applied, DirectoryUpdate, Fit, Instance, Listing, RegistryEvent, ResolverAction, Version,
     RESET_ASK_INTERVAL,
 };
+use steadfast_core::{Delivery, Feed, SubscriptionAction};
 
 use super::sim::{Msg, Sim};
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, RngCore};
-use steadfast_core::model::CLOSING_KEY;
+use steadfast_core::CLOSING_KEY;
 use steadfast_core::{
     FetchError, Instance, Listing, MetadataInfo, RegistryError, RegistryEvent, RevisionInterner,
     ServiceInfo, ServiceInstance, Version,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use steadfast_core::subscription::DEFAULT_PROBE_INTERVAL;
+use steadfast_core::DEFAULT_PROBE_INTERVAL;
 use steadfast_core::{
     BackoffError, BackoffPolicy, FetchPolicy, LookupConfig, RecoverPolicy, SubscriptionConfig,
     MAX_BACKOFF,
@@ -343,7 +343,7 @@ impl EngineConfig {
                 return Err(ConfigError::Duration { field, value });
             }
         }
-        let max = steadfast_core::lookup::MAX_LOOKUP_TTL_JITTER;
+        let max = steadfast_core::MAX_LOOKUP_TTL_JITTER;
         if !(0.0..=max).contains(&l.ttl_jitter) {
             let (field, value) = ("lookup.ttl_jitter", l.ttl_jitter);
             return Err(ConfigError::Fraction { field, max, value });

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use steadfast_core::balance::Strategy;
+use steadfast_core::Strategy;
 
 use super::*;
 

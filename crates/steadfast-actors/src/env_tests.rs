@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::*;
-use steadfast_core::balance::Strategy;
+use steadfast_core::Strategy;
 
 fn vars(pairs: &[(&str, &str)]) -> EnvVars<impl Fn(&str) -> Option<String>> {
     let map: HashMap<String, String> = pairs

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use steadfast_core::balance::{BalanceConfig, OutlierPolicy, PeakEwma, Strategy};
+use steadfast_core::{BalanceConfig, OutlierPolicy, PeakEwma, Strategy};
 
 /// Caller-side tunables: closing tombstones, demand-driven probes, handle
 /// lifetimes.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use steadfast_core::subscription::LiveState;
+use steadfast_core::LiveState;
 use steadfast_core::{
     Freshness, InstancesAnswer, LookupAction, LookupCache, LookupConfig, LookupError, Registry,
     RegistryError, Source, Token, WaiterId,

@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures::StreamExt;
-use steadfast_core::subscription::{SubscriptionAction, TimerKind, To};
 use steadfast_core::{
     panic_message, EventStream, Registry, RegistryError, RegistryEvent, SubscriptionConfig,
     SubscriptionMachine, Token,
 };
+use steadfast_core::{SubscriptionAction, TimerKind, To};
 
 use crate::contain::{registry_call, Contain};
 use crate::link::Outbox;

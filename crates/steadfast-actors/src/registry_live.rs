@@ -3,7 +3,7 @@
 //! call.
 
 use actix::prelude::*;
-use steadfast_core::subscription::LiveState;
+use steadfast_core::LiveState;
 
 use crate::registry_actor::RegistryActor;
 

@@ -17,9 +17,9 @@ use rand::{Rng, SeedableRng};
 use crate::change::{Change, Fit, ResetAsk, Version};
 use crate::endpoint_set::{DirectorySnapshot, EndpointSet, EndpointSetEditor};
 use crate::pending::{Pending, RegistryFailure};
-use crate::snapshot::{ServedFromSnapshot, SnapshotOrigin};
 use crate::update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState};
 use crate::url::{Endpoint, ServiceUrl};
+use crate::{ServedFromSnapshot, SnapshotOrigin};
 
 /// Why a directory has no endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]

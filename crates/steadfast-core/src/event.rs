@@ -45,7 +45,7 @@ impl RegistryEvent {
 
 /// What [`InstanceMap::apply`] did with an event.
 #[derive(Debug)]
-pub enum Applied {
+pub enum MapApplied {
     /// The event applied: what it changed.
     Changed(Changes),
     /// Not newer than the state held: ignored.
@@ -91,14 +91,14 @@ impl InstanceMap {
     /// Applies `event` where it fits the version held (see
     /// [`Change::fit`]). A Reset listing more than `budget` changed
     /// instances reports them by count only (`Changes::upserts` is `None`).
-    pub fn apply(&mut self, event: RegistryEvent, budget: usize) -> Applied {
+    pub fn apply(&mut self, event: RegistryEvent, budget: usize) -> MapApplied {
         match event.fit(self.version) {
-            Fit::Older => return Applied::Older,
-            Fit::Gap => return Applied::Gap,
+            Fit::Older => return MapApplied::Older,
+            Fit::Gap => return MapApplied::Gap,
             Fit::Apply => {}
         }
         self.version = Some(event.version());
-        Applied::Changed(match event {
+        MapApplied::Changed(match event {
             Change::Reset { items, .. } => self.set.replace_all(items, budget),
             Change::Delta {
                 upserts, removals, ..
@@ -183,9 +183,9 @@ mod tests {
     use super::*;
     use crate::instance::test_instance as inst;
 
-    fn changed(a: Applied) -> Changes {
+    fn changed(a: MapApplied) -> Changes {
         match a {
-            Applied::Changed(c) => c,
+            MapApplied::Changed(c) => c,
             other => panic!("not applied: {other:?}"),
         }
     }
@@ -262,9 +262,9 @@ mod tests {
             }
             assert_eq!(changes.added + changes.replaced, upserts.len());
             match map.apply(replay, usize::MAX) {
-                Applied::Older => {}
-                Applied::Changed(c) => assert!(c.is_empty(), "a Reset replay changes nothing"),
-                Applied::Gap => panic!("a replay is no gap"),
+                MapApplied::Older => {}
+                MapApplied::Changed(c) => assert!(c.is_empty(), "a Reset replay changes nothing"),
+                MapApplied::Gap => panic!("a replay is no gap"),
             }
         }
     }
@@ -279,20 +279,20 @@ mod tests {
             removals: Vec::new(),
         };
         assert!(
-            matches!(map.apply(d(0, 1), 9), Applied::Gap),
+            matches!(map.apply(d(0, 1), 9), MapApplied::Gap),
             "nothing held"
         );
         let reset = Change::Reset {
             version: Version::at(5),
             items: vec![inst(2, 1)],
         };
-        assert!(matches!(map.apply(reset, 9), Applied::Changed(_)));
+        assert!(matches!(map.apply(reset, 9), MapApplied::Changed(_)));
         assert!(
-            matches!(map.apply(d(6, 7), 9), Applied::Gap),
+            matches!(map.apply(d(6, 7), 9), MapApplied::Gap),
             "6 was never seen"
         );
-        assert!(matches!(map.apply(d(3, 5), 9), Applied::Older));
-        assert!(matches!(map.apply(d(4, 7), 9), Applied::Changed(_)));
+        assert!(matches!(map.apply(d(3, 5), 9), MapApplied::Older));
+        assert!(matches!(map.apply(d(4, 7), 9), MapApplied::Changed(_)));
         assert_eq!(map.version(), Some(Version::at(7)));
     }
 }

@@ -9,45 +9,45 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod backend;
-pub mod backoff;
-pub mod balance;
-pub mod call_retry;
-pub mod change;
-pub mod closing;
-pub mod contain;
-pub mod directory;
-pub mod endpoint_set;
-pub mod error;
-pub mod event;
-pub mod export;
-pub mod fallback;
-pub mod fetch_plan;
-pub mod freshness;
-pub mod incarnation;
-pub mod instance;
-pub mod instance_set;
-pub mod jitter;
-pub mod keys;
-pub mod lookup;
-pub mod mapping;
-pub mod metadata_cache;
-pub mod model;
-pub mod model_builder;
-pub mod pending;
+mod backend;
+mod backoff;
+mod balance;
+mod call_retry;
+mod change;
+mod closing;
+mod contain;
+mod directory;
+mod endpoint_set;
+mod error;
+mod event;
+mod export;
+mod fallback;
+mod fetch_plan;
+mod freshness;
+mod incarnation;
+mod instance;
+mod instance_set;
+mod jitter;
+mod keys;
+mod lookup;
+mod mapping;
+mod metadata_cache;
+mod model;
+mod model_builder;
+mod pending;
 pub mod pool;
-pub mod probe;
-pub mod recover;
-pub mod registrar;
-pub mod resolver;
-pub mod retry_budget;
-pub mod revision;
-pub mod slot_index;
+mod probe;
+mod recover;
+mod registrar;
+mod resolver;
+mod retry_budget;
+mod revision;
+mod slot_index;
 pub mod snapshot;
-pub mod subscription;
-pub mod update;
-pub mod url;
-pub mod url_http;
+mod subscription;
+mod update;
+mod url;
+mod url_http;
 
 pub use backend::{
     check_metadata, EventStream, MappingEvent, MappingStream, MetadataFetcher, MetadataPublisher,
@@ -55,8 +55,8 @@ pub use backend::{
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use balance::{
-    BalanceConfig, BalanceEnv, DirectoryBalance, FailureClass, Lease, Outcome, OutlierPolicy,
-    PeakEwma, PickError, Strategy,
+    BalanceConfig, BalanceEnv, DirectoryBalance, Ejection, FailureClass, FailureRate, Lease,
+    Outcome, OutlierPolicy, PeakEwma, PickError, Report, Strategy, Trigger,
 };
 pub use call_retry::{CallRetry, CallRetryPolicy, CallStep, GiveUp};
 pub use change::{
@@ -73,7 +73,7 @@ pub use endpoint_set::{
     PAGE, THREAD_CACHE,
 };
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
-pub use event::{Changes, InstanceMap, Listing, RegistryEvent, Version};
+pub use event::{same, Changes, InstanceMap, Listing, MapApplied, RegistryEvent, Version};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
 pub use fallback::{FallbackFetcher, DEFAULT_FALLBACK_TIMEOUT, DEFAULT_PRIMARY_TIMEOUT};
 pub use fetch_plan::{fetch_contained, FetchAction, FetchMemory, FetchPlan, FetchPolicy};
@@ -82,10 +82,16 @@ pub use incarnation::{BootId, Incarnation};
 pub use instance::{Instance, RevisionInterner};
 pub use instance_set::InstanceSet;
 pub use keys::{match_key, service_key, Reference};
-pub use lookup::{InstancesAnswer, LookupAction, LookupCache, LookupConfig, LookupError, WaiterId};
+pub use lookup::{
+    InstancesAnswer, LookupAction, LookupCache, LookupConfig, LookupError, WaiterId,
+    MAX_LOOKUP_TTL_JITTER,
+};
 pub use mapping::{MappingAction, MappingMachine, MappingToken};
 pub use metadata_cache::{CacheKey, Lookup, MetadataCache};
-pub use model::{MetadataInfo, ServiceInfo, ServiceInstance};
+pub use model::{
+    MetadataInfo, ServiceInfo, ServiceInstance, CLOSING_KEY, EMPTY_REVISION, METADATA_PORT_KEY,
+    REVISION_KEY,
+};
 pub use model_builder::ServiceInfoBuilder;
 pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;
@@ -94,11 +100,16 @@ pub use registrar::{
     Intent, RecordKind, RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp,
     RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
 };
-pub use resolver::{ResolverAction, ResolverMachine, Token};
+pub use resolver::{
+    AppInspection, InstanceInspection, ResolverAction, ResolverMachine, RevisionInspection,
+    RevisionPhase, Token,
+};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, RetryBudgetError};
-pub use snapshot::{AppSnapshot, ServedFromSnapshot, SnapshotError, SnapshotOrigin};
+pub use revision::compute_revision;
+pub use snapshot::serve::{ServedFromSnapshot, SnapshotOrigin};
 pub use subscription::{
-    Delivery, Feed, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,
+    Delivery, Feed, LiveState, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,
+    TimerKind, To, WatchInspection, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER,
 };
 pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange};
 pub use url::{Endpoint, ServiceEndpoint, ServiceUrl};

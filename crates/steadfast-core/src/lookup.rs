@@ -59,9 +59,7 @@ use crate::freshness::{Freshness, Source};
 use crate::resolver::Token;
 
 pub use types::{
-    InstancesAnswer, LookupAction, LookupConfig, LookupError, WaiterId, DEFAULT_LOOKUP_CAPACITY,
-    DEFAULT_LOOKUP_TTL, DEFAULT_LOOKUP_TTL_JITTER, DEFAULT_MIN_RETRY_INTERVAL,
-    DEFAULT_NEGATIVE_TTL, MAX_LOOKUP_TTL_JITTER,
+    InstancesAnswer, LookupAction, LookupConfig, LookupError, WaiterId, MAX_LOOKUP_TTL_JITTER,
 };
 
 /// A flight older than its call deadline plus this is failed as a timeout

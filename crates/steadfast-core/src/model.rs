@@ -119,7 +119,7 @@ pub struct ServiceInfo {
     /// Protocol the service is exported with (e.g. `tri`, `http`).
     pub protocol: String,
     /// Port the service listens on: consumers call `host:port` (see
-    /// [the ports](crate::model_builder#ports)).
+    /// [the ports](crate::ServiceInfoBuilder#ports)).
     pub port: u16,
     /// URL path of the service.
     #[serde(default)]

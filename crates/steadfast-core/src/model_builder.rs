@@ -1,39 +1,42 @@
 //! [`ServiceInfo::builder`] and [`ServiceInfo::http`]: describe an exported
-//! service without a struct literal.
-//!
-//! ```
-//! use steadfast_core::ServiceInfo;
-//! let greeter = ServiceInfo::http("demo.Greeter", 8080);          // http, path "", no params
-//! let api = ServiceInfo::builder("demo.Api", 8443)
-//!     .protocol("https")
-//!     .path("api/v1")
-//!     .version("1.0")
-//!     .param("lang", "en")
-//!     .build();
-//! assert_eq!(greeter.match_key(), "demo.Greeter:http");
-//! assert_eq!(api.service_key(), "demo.Api:1.0");
-//! ```
-//!
-//! # Ports
-//!
-//! Three ports appear in an export; this is the one place that defines them
-//! (the other docs link here):
-//!
-//! | port | set with | meaning |
-//! |---|---|---|
-//! | instance main port | `ExportSpec::new(app, host, port)` | names the instance: its registry record is `host:port` (the instance id), and it is the port of the instance's MetadataService unless `metadata_port` says otherwise. Nothing else is called on it. |
-//! | metadata port | `ExportSpec::metadata_port(p)` (record key `steadfast.metadata.port`) | where consumers fetch the instance's MetadataInfo (the HTTP MetadataService), when it is not the main port. |
-//! | service port | [`ServiceInfo::port`], here `builder(name, port)` | where THAT service listens: a consumer calls `host:service port` ([`ServiceUrl::to_http_url`](crate::ServiceUrl::to_http_url), `Caller`). One instance may export services on several ports. |
-//!
-//! An actix-web app serving its routes and the MetadataService on one
-//! listener uses the same number for all three.
+//! service without a struct literal (see [`ServiceInfoBuilder`], which also
+//! defines the three ports of an export).
 
 use std::collections::BTreeMap;
 
 use crate::model::ServiceInfo;
 
 /// Builds a [`ServiceInfo`]: starts as protocol `http`, empty path, no
-/// group, version or params.
+/// group, version or params. [`ServiceInfo::builder`] and
+/// [`ServiceInfo::http`] describe an exported service without a struct
+/// literal.
+///
+/// ```
+/// use steadfast_core::ServiceInfo;
+/// let greeter = ServiceInfo::http("demo.Greeter", 8080);          // http, path "", no params
+/// let api = ServiceInfo::builder("demo.Api", 8443)
+///     .protocol("https")
+///     .path("api/v1")
+///     .version("1.0")
+///     .param("lang", "en")
+///     .build();
+/// assert_eq!(greeter.match_key(), "demo.Greeter:http");
+/// assert_eq!(api.service_key(), "demo.Api:1.0");
+/// ```
+///
+/// # Ports
+///
+/// Three ports appear in an export; this is the one place that defines them
+/// (the other docs link here):
+///
+/// | port | set with | meaning |
+/// |---|---|---|
+/// | instance main port | `ExportSpec::new(app, host, port)` | names the instance: its registry record is `host:port` (the instance id), and it is the port of the instance's MetadataService unless `metadata_port` says otherwise. Nothing else is called on it. |
+/// | metadata port | `ExportSpec::metadata_port(p)` (record key `steadfast.metadata.port`) | where consumers fetch the instance's MetadataInfo (the HTTP MetadataService), when it is not the main port. |
+/// | service port | [`ServiceInfo::port`], here `builder(name, port)` | where THAT service listens: a consumer calls `host:service port` ([`ServiceUrl::to_http_url`](crate::ServiceUrl::to_http_url), `Caller`). One instance may export services on several ports. |
+///
+/// An actix-web app serving its routes and the MetadataService on one
+/// listener uses the same number for all three.
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct ServiceInfoBuilder {
@@ -42,7 +45,7 @@ pub struct ServiceInfoBuilder {
 
 impl ServiceInfo {
     /// A builder of service `name` listening on `port` (the service port,
-    /// see [the ports](crate::model_builder#ports)).
+    /// see [the ports](crate::ServiceInfoBuilder#ports)).
     pub fn builder(name: impl Into<String>, port: u16) -> ServiceInfoBuilder {
         ServiceInfoBuilder {
             info: ServiceInfo {

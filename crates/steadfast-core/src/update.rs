@@ -157,7 +157,7 @@ pub struct DirectoryUpdate {
     /// run (the registry has not delivered a state yet): when it was
     /// written and how old it is (shared: rare, and it keeps the update
     /// small).
-    pub snapshot: Option<Arc<crate::snapshot::SnapshotOrigin>>,
+    pub snapshot: Option<Arc<crate::SnapshotOrigin>>,
 }
 
 impl DirectoryUpdate {

@@ -13,7 +13,7 @@
 //!   hostile host can never move the authority (`evil.com/x@` stays one
 //!   invalid name, it cannot become user info or a path).
 //! - **port**: the service's port ([`ServiceInfo::port`](crate::ServiceInfo),
-//!   see [the ports](crate::model_builder#ports)).
+//!   see [the ports](crate::ServiceInfoBuilder#ports)).
 //! - **path**: the service path, each segment percent-encoded, empty,
 //!   `.` and `..` segments dropped (a record cannot walk the path up); the
 //!   URL ends with `/` when the path is empty.

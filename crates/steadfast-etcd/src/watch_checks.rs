@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use steadfast_core::event::same;
+use steadfast_core::same;
 use steadfast_core::Instance;
 
 use super::{plausible, WatchMachine};

@@ -63,7 +63,7 @@ impl App {
                     }
                     let applied = self.map.apply(ev, usize::MAX);
                     assert!(
-                        !matches!(applied, steadfast_core::event::Applied::Gap),
+                        !matches!(applied, steadfast_core::MapApplied::Gap),
                         "{}: a delta that does not follow",
                         self.name
                     );

@@ -115,10 +115,8 @@ mod tests {
 
     fn inst(host: &str) -> ServiceInstance {
         let mut i = ServiceInstance::new("app", host, 8080);
-        i.metadata.insert(
-            steadfast_core::model::METADATA_PORT_KEY.into(),
-            "9090".into(),
-        );
+        i.metadata
+            .insert(steadfast_core::METADATA_PORT_KEY.into(), "9090".into());
         i
     }
 
@@ -180,7 +178,7 @@ mod tests {
     fn metadata_port_zero_is_no_endpoint() {
         let mut i = inst("127.0.0.1");
         i.metadata
-            .insert(steadfast_core::model::METADATA_PORT_KEY.into(), "0".into());
+            .insert(steadfast_core::METADATA_PORT_KEY.into(), "0".into());
         assert!(matches!(
             metadata_url(&i, &[], "r"),
             Err(FetchError::NoEndpoint(_))

@@ -114,6 +114,6 @@ pub(crate) fn apply_next(
 pub(crate) fn apply_to(map: &mut InstanceMap, ev: &RegistryEvent) -> bool {
     matches!(
         map.apply(ev.clone(), usize::MAX),
-        steadfast_core::event::Applied::Changed(_)
+        steadfast_core::MapApplied::Changed(_)
     )
 }

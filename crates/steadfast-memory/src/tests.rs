@@ -239,7 +239,7 @@ fn dropped_pushes_change_state_but_reach_no_watcher_of_the_app() {
     assert_eq!(delta_ids(ev.clone()), (vec![], vec!["h1:1".into()]));
     assert!(matches!(
         s_map.apply(ev, usize::MAX),
-        steadfast_core::event::Applied::Gap
+        steadfast_core::MapApplied::Gap
     ));
     assert!(s_map.is_empty(), "h2 was never notified");
     assert!(apply_to(&mut s_map, &RegistryEvent::reset(truth.clone())));
@@ -264,7 +264,7 @@ fn set_instances_silently_changes_state_but_notifies_nobody() {
     assert_eq!(delta_ids(ev.clone()), (vec!["h3:1".into()], vec![]));
     assert!(matches!(
         map.apply(ev, usize::MAX),
-        steadfast_core::event::Applied::Gap
+        steadfast_core::MapApplied::Gap
     ));
     assert_eq!(
         sorted_ids(map.iter()),

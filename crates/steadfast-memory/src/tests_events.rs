@@ -264,7 +264,7 @@ fn missed_notifications_change_state_and_version_but_send_nothing() {
     let ev = next_ok(&mut s);
     assert!(matches!(
         map.apply(ev, usize::MAX),
-        steadfast_core::event::Applied::Gap
+        steadfast_core::MapApplied::Gap
     ));
     assert_eq!(map.len(), 0, "nothing applied on a state never seen");
     // A resync (a listing applied as a Reset) corrects it.

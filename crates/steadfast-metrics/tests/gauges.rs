@@ -117,7 +117,7 @@ async fn per_app_and_per_reference_gauges_follow_the_engine() {
     // Ejections: refused connections eject at once.
     for _ in 0..2 {
         if let Ok(lease) = d_ok.select() {
-            lease.failure(steadfast_core::balance::FailureClass::ConnectionRefused);
+            lease.failure(steadfast_core::FailureClass::ConnectionRefused);
         }
     }
     let text = Metrics::new().engine(&engine).encode().await;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use steadfast_core::model::METADATA_PORT_KEY;
+use steadfast_core::METADATA_PORT_KEY;
 use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
 
 /// Builds a [`ServiceInstance`]; starts as [`ServiceInstance::new`] does:
@@ -175,7 +175,7 @@ pub fn instance_for(info: &MetadataInfo, host: impl Into<String>, port: u16) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use steadfast_core::model::EMPTY_REVISION;
+    use steadfast_core::EMPTY_REVISION;
 
     #[test]
     fn instance_builder_sets_every_field() {

@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 
 use rand::Rng;
-use steadfast_core::model::METADATA_PORT_KEY;
+use steadfast_core::METADATA_PORT_KEY;
 use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
 
 use super::in_flight::InFlight;
 
-pub use steadfast_core::model::CLOSING_KEY;
+pub use steadfast_core::CLOSING_KEY;
 
 /// The services one provider instance exports.
 #[derive(Clone, Debug)]

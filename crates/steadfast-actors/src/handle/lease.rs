@@ -4,11 +4,11 @@
 //! settings, closing notices to the directory actor).
 
 use actix::WeakAddr;
-use steadfast_core::balance::{BalanceConfig, BalanceEnv, PickError, Strategy};
 use steadfast_core::{
     thread_random, Closing, ClosingSource, DirectorySnapshot, Lease, NoEndpoint, NoEndpointReason,
     NotServing, Reference, ServiceUrl,
 };
+use steadfast_core::{BalanceConfig, BalanceEnv, PickError, Strategy};
 
 use super::Directory;
 use crate::directory_actor::{DirectoryActor, DirectoryShared};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use steadfast_core::balance::Lease;
+use steadfast_core::Lease;
 use steadfast_core::{DirectorySnapshot, DirectoryStatus, NoEndpoint, NoEndpointReason};
 use tokio::time::Instant;
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
 use futures::future::join_all;
-use steadfast_core::resolver::AppInspection;
-use steadfast_core::subscription::WatchInspection;
+use steadfast_core::AppInspection;
+use steadfast_core::WatchInspection;
 use steadfast_core::{RegistrationKey, RegistrationState};
 
 use super::{render, EngineReport, ReferenceReport};

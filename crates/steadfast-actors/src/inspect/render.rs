@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use steadfast_core::balance::PeakEwma;
-use steadfast_core::resolver::AppInspection;
-use steadfast_core::subscription::WatchInspection;
+use steadfast_core::AppInspection;
+use steadfast_core::PeakEwma;
+use steadfast_core::WatchInspection;
 use steadfast_core::{
     DirectorySnapshot, RecordKind, Reference, RegistrationKey, RegistrationState,
 };
@@ -85,7 +85,7 @@ pub(crate) fn app(inspection: AppInspection, now: Instant) -> AppReport {
             .revisions
             .into_iter()
             .map(|r| RevisionReport {
-                resolved: r.phase == steadfast_core::resolver::RevisionPhase::Resolved,
+                resolved: r.phase == steadfast_core::RevisionPhase::Resolved,
                 phase: r.phase.label().to_string(),
                 revision: r.revision,
                 attempts: r.attempts,

@@ -2,7 +2,7 @@
 //! revisions with their resolution state (read-only, nothing scheduled).
 
 use actix::prelude::*;
-use steadfast_core::resolver::AppInspection;
+use steadfast_core::AppInspection;
 
 use super::ResolverActor;
 use crate::inspect::collect::InspectApp;

@@ -45,7 +45,7 @@ mod tests;
 pub use lease::{Lease, Outcome, Report};
 pub use outlier::{Ejection, EjectionLedger, FailureRate, OutlierPolicy, Trigger};
 pub use pick::PickError;
-pub use stats::{EndpointStats, StatsView};
+pub use stats::EndpointStats;
 
 /// How a directory picks an endpoint.
 ///
@@ -299,6 +299,3 @@ impl DirectoryBalance {
             .clone()
     }
 }
-
-/// The shared state a lease keeps (for the type's users: an `Arc`).
-pub type SharedBalance = Arc<DirectoryBalance>;

@@ -4,7 +4,7 @@
 use super::DirectoryMachine;
 use crate::freshness::{Freshness, Source};
 use crate::pending::RegistryFailure;
-use crate::snapshot::ServedFromSnapshot;
+use crate::ServedFromSnapshot;
 
 impl DirectoryMachine {
     /// The apps whose endpoints come from a disk snapshot, with the age of

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::{ResolverAction, ResolverMachine};
 use crate::change::Version;
-use crate::snapshot::{AppSnapshot, SnapshotOrigin};
+use crate::snapshot::AppSnapshot;
+use crate::SnapshotOrigin;
 
 /// The snapshot the state came from.
 #[derive(Clone, Copy, Debug)]

@@ -23,7 +23,7 @@ mod error;
 mod format;
 mod name;
 mod schedule;
-mod serve;
+pub(crate) mod serve;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +33,7 @@ pub use error::SnapshotError;
 pub use format::{decode, encode, AppSnapshot, FORMAT_VERSION, HEADER_LEN, MAGIC};
 pub use name::{file_name, SNAPSHOT_EXTENSION};
 pub use schedule::{WriteDecision, WriteSchedule};
-pub use serve::{check_age, ServedFromSnapshot, SnapshotOrigin};
+pub use serve::check_age;
 
 /// Default largest snapshot file written or read: 64 MiB (about 200k
 /// instances).

@@ -254,7 +254,7 @@ mod tests {
                 items: instances,
             };
             match self.map.apply(event, usize::MAX) {
-                crate::event::Applied::Changed(c) => c,
+                crate::event::MapApplied::Changed(c) => c,
                 other => panic!("newer: {other:?}"),
             }
         }

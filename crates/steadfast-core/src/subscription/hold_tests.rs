@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use super::hold::MASS_REMOVAL_WINDOW;
 use super::tests::{config, insts, ports, Sim};
-use super::{SubscriptionAction, MASS_REMOVAL_WINDOW};
+use super::SubscriptionAction;
 
 /// A registry recovery whose first snapshots remove `removed` of `before`.
 fn recovery_removing(before: &[u16], after: &[u16]) -> Sim {

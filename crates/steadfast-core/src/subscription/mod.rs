@@ -91,7 +91,6 @@ use crate::resolver::Token;
 
 pub use actions::{Delivery, Feed, SubscriptionAction, TimerKind, To};
 pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
-pub use hold::{MASS_REMOVAL_MIN, MASS_REMOVAL_WINDOW};
 pub use inspect::WatchInspection;
 pub use live::LiveState;
 use state::AppSub;

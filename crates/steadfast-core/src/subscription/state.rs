@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::change::{delta_budget, Change, Fit, ResetAsk, Version};
 use crate::error::RegistryError;
-use crate::event::{Applied, ChangeCounts, Changes, InstanceMap, RegistryEvent};
+use crate::event::{ChangeCounts, Changes, InstanceMap, MapApplied, RegistryEvent};
 use crate::instance::Instance;
 use crate::recover::{Recover, Retry};
 use crate::resolver::Token;
@@ -342,16 +342,16 @@ impl AppSub {
         let budget = delta_budget(self.real.len().max(event.len()));
         let applied = if event.fit(self.real.version()) == Fit::Gap {
             self.keep_gapped(event);
-            Applied::Gap
+            MapApplied::Gap
         } else {
             self.real.apply(event, budget)
         };
         let changes = match applied {
-            Applied::Changed(changes) => changes,
+            MapApplied::Changed(changes) => changes,
             skipped => {
                 let app = ctx.app.to_string();
                 let held = self.real.version();
-                if matches!(skipped, Applied::Gap) {
+                if matches!(skipped, MapApplied::Gap) {
                     let asked = self.ask.on_gap(now);
                     ctx.push(SubscriptionAction::Gap {
                         app,

@@ -121,7 +121,7 @@ pub fn pump(app: &str, mut stream: EventStream) -> Watch {
             let item = item.map(|event| {
                 let applied = state.apply(event, usize::MAX);
                 assert!(
-                    !matches!(applied, steadfast_core::event::Applied::Gap),
+                    !matches!(applied, steadfast_core::MapApplied::Gap),
                     "an etcd delta always follows the event before it"
                 );
                 let mut all: Vec<ServiceInstance> =

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use steadfast_core::model::METADATA_PORT_KEY;
+use steadfast_core::METADATA_PORT_KEY;
 use steadfast_core::{MetadataInfo, ServiceInfo, ServiceInstance};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
