@@ -36,9 +36,8 @@ use steadfast::{
     Directory, DirectoryUpdate, Endpoint, Engine, MemoryRegistry, Reference, ServiceInstance,
     ServiceUrl, Strategy, UpdateState, UrlChange, Version,
 };
-use steadfast_core::{
-    thread_random, DirectoryMachine, Instance, Published, RevisionInterner, ServiceEndpoint,
-};
+use steadfast_actors::thread_random;
+use steadfast_core::{DirectoryMachine, Instance, Published, RevisionInterner, ServiceEndpoint};
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 
 const APP: &str = "bench-provider";
@@ -386,7 +385,7 @@ fn burst_round(
                     while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(30)
                     {
                         let t = Instant::now();
-                        let _ = black_box(p.select());
+                        let _ = black_box(p.select_with(thread_random()));
                         let ns = t.elapsed().as_nanos();
                         if burst.load(Ordering::Relaxed) && samples.len() < samples.capacity() {
                             samples.push(u32::try_from(ns).unwrap_or(u32::MAX));

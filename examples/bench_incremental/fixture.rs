@@ -149,7 +149,7 @@ pub fn marker(revisions: &[String], gen: u16, seq: u64) -> ServiceInstance {
 /// on any other endpoint (see the module docs).
 pub async fn picked_marker(dir: &Directory, id: &str) -> Result<Option<u64>, BoxError> {
     let snapshot = dir.snapshot()?;
-    let Some(pick) = snapshot.pick(steadfast_core::thread_random()) else {
+    let Some(pick) = snapshot.pick(steadfast_actors::thread_random()) else {
         return Ok(None);
     };
     Ok((pick.instance_id() == id).then(|| {

@@ -107,7 +107,7 @@ impl Directory {
     pub fn select_now(&self) -> Result<Option<Endpoint>, EngineError> {
         self.shared
             .published
-            .select()
+            .select_with(crate::random::thread_random())
             .map_err(|_| EngineError::DirectoryClosed)
     }
 

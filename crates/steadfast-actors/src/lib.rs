@@ -32,6 +32,7 @@ pub mod live_config;
 pub mod lookup_actor;
 mod mapping_actor;
 pub mod messages;
+mod random;
 pub mod registrar_actor;
 pub mod registry_actor;
 mod registry_live;
@@ -54,5 +55,6 @@ pub use inspect::{
     RegistryReport, RevisionReport, WatchReport,
 };
 pub use live_config::{CallerConfig, LiveConfig};
+pub use random::thread_random;
 pub use snapshot_config::SnapshotConfig;
 pub use stats::{CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS};

@@ -40,7 +40,7 @@ mod published;
 #[path = "endpoint_set/tests.rs"]
 mod tests;
 
-pub use published::{thread_random, Closed, DirectorySnapshot, Published, THREAD_CACHE};
+pub use published::{wyrand, Closed, DirectorySnapshot, Published, THREAD_CACHE};
 
 /// Endpoints per chunk: a chunk copy (on the first edit of a chunk after a
 /// publish) clones this many handles; a pick searches this many totals.

@@ -69,8 +69,8 @@ pub use directory::{
     TombstoneCounts,
 };
 pub use endpoint_set::{
-    thread_random, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK,
-    PAGE, THREAD_CACHE,
+    wyrand, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK, PAGE,
+    THREAD_CACHE,
 };
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{same, Changes, InstanceMap, Listing, MapApplied, RegistryEvent, Version};

@@ -4,11 +4,11 @@
 //! settings, closing notices to the directory actor).
 
 use actix::WeakAddr;
-use steadfast_core::{
-    thread_random, Closing, ClosingSource, DirectorySnapshot, Lease, NoEndpoint, NoEndpointReason,
-    NotServing, Reference, ServiceUrl,
-};
 use steadfast_core::{BalanceConfig, BalanceEnv, PickError, Strategy};
+use steadfast_core::{
+    Closing, ClosingSource, DirectorySnapshot, Lease, NoEndpoint, NoEndpointReason, NotServing,
+    Reference, ServiceUrl,
+};
 
 use super::Directory;
 use crate::directory_actor::{DirectoryActor, DirectoryShared};
@@ -108,7 +108,7 @@ impl Directory {
             if snapshot.is_closed() {
                 return Err(NoEndpoint::new(NoEndpointReason::NotSubscribed));
             }
-            let mut rng = thread_random;
+            let mut rng = crate::random::thread_random;
             balance
                 .lease(snapshot, strategy, &cfg, now, &mut rng)
                 .map_err(|e| no_endpoint(e, snapshot))

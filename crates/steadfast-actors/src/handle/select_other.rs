@@ -22,7 +22,7 @@ impl Directory {
             if snapshot.is_closed() {
                 return Err(NoEndpoint::new(NoEndpointReason::NotSubscribed));
             }
-            let mut rng = steadfast_core::thread_random;
+            let mut rng = crate::random::thread_random;
             balance
                 .lease_other(snapshot, strategy, &cfg, now, &mut rng, |e| avoid(e))
                 .map_err(|e| no_endpoint(e, snapshot))

@@ -10,9 +10,7 @@
 //! and per-app versions stay per-app. A pick scans the (few) app totals,
 //! then searches the app's set.
 
-use std::cell::{Cell, RefCell};
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -279,15 +277,9 @@ impl Published {
         self.current.load_full()
     }
 
-    /// Picks an endpoint of the current snapshot, weighted, with this
-    /// thread's fast generator; `None` when empty, `Err(Closed)` once closed.
-    #[inline]
-    pub fn select(&self) -> Result<Option<Endpoint>, Closed> {
-        self.select_with(thread_random())
-    }
-
-    /// Like [`Published::select`] with the uniform random `r` given (for
-    /// tests and seeded callers).
+    /// Picks an endpoint of the current snapshot, weighted, with the
+    /// uniform random `r` (randomness is the caller's input); `None` when
+    /// empty, `Err(Closed)` once closed.
     #[inline]
     pub fn select_with(&self, r: u64) -> Result<Option<Endpoint>, Closed> {
         self.read(|snapshot| pick_from(snapshot, r))
@@ -365,32 +357,11 @@ fn pick_from(snapshot: &DirectorySnapshot, r: u64) -> Result<Option<Endpoint>, C
     Ok(snapshot.pick(r).cloned())
 }
 
-thread_local! {
-    /// wyrand state of this thread; 0 = not seeded yet.
-    static RNG: Cell<u64> = const { Cell::new(0) };
-}
-
-/// A fast per-thread pseudo-random `u64` (wyrand), seeded once per thread
-/// from the process's random hasher keys. Not cryptographic: it spreads
-/// load, nothing more.
+/// One wyrand step: the next state and the output (pure: the state is the
+/// caller's; a shell keeps one per thread, `steadfast_actors::thread_random`).
+/// Not cryptographic: it spreads load, nothing more.
 #[inline]
-pub fn thread_random() -> u64 {
-    RNG.with(|s| {
-        let mut state = s.get();
-        if state == 0 {
-            let mut h = RandomState::new().build_hasher();
-            h.write_u64(0x5eed);
-            state = h.finish() | 1;
-        }
-        let (next, out) = wyrand(state);
-        s.set(next);
-        out
-    })
-}
-
-/// One wyrand step: the next state and the output.
-#[inline]
-pub(crate) fn wyrand(state: u64) -> (u64, u64) {
+pub fn wyrand(state: u64) -> (u64, u64) {
     let next = state.wrapping_add(0xa076_1d64_78bd_642f);
     let t = u128::from(next).wrapping_mul(u128::from(next ^ 0xe703_7ed1_a0b4_28db));
     let out = u64::try_from(t >> 64).unwrap_or(0) ^ (t as u64);

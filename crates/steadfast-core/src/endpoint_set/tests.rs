@@ -300,7 +300,7 @@ fn published_selects_lock_free_and_stays_closed() {
     let hosts: Vec<&str> = snap.iter().map(|e| e.host()).collect();
     assert_eq!(hosts, vec!["h1", "h2", "h3"]);
     let published = Published::default();
-    assert_eq!(published.select(), Ok(None), "pending: nothing");
+    assert_eq!(published.select_with(1), Ok(None), "pending: nothing");
     assert!(published.store(Arc::new(snap)).is_some());
     let (mut state, mut counts) = (42u64, HashMap::new());
     for _ in 0..40_000 {
@@ -312,18 +312,17 @@ fn published_selects_lock_free_and_stays_closed() {
     let h2 = counts.get("h2").copied().unwrap_or(0);
     assert!(!counts.contains_key("h3"), "weight 0 never picked");
     assert!((29_000..31_000).contains(&h2), "3/4 of 40000: {h2}");
-    assert!(
-        published.select().expect("open").is_some(),
-        "thread generator"
-    );
     published.close();
     assert!(published.is_closed() && published.load().is_closed());
-    assert_eq!(published.select(), Err(Closed), "cached snapshots notice");
+    assert_eq!(
+        published.select_with(1),
+        Err(Closed),
+        "cached snapshots notice"
+    );
     assert_eq!(published.snapshot().len(), 3, "content kept, marked closed");
     let reopen = Arc::new(DirectorySnapshot::new(9, status, Vec::new()));
     assert!(published.store(reopen).is_none(), "closed for good");
     assert!(published.load().is_closed());
-    assert_ne!(thread_random(), thread_random());
 }
 
 #[test]
@@ -333,7 +332,11 @@ fn the_thread_cache_is_bounded_follows_stores_and_leaves_frees_to_the_writer() {
         let set = EndpointSet::from_vec(vec![ep(port, 1)]);
         Arc::new(DirectorySnapshot::new(1, status.clone(), vec![set]))
     };
-    let host = |p: &Published| p.select().expect("open").map(|e| e.host().to_string());
+    let host = |p: &Published| {
+        p.select_with(7)
+            .expect("open")
+            .map(|e| e.host().to_string())
+    };
     let slots: Vec<Published> = (0..THREAD_CACHE as u32 + 2)
         .map(|i| Published::new(snap(i)))
         .collect();
