@@ -304,10 +304,13 @@ impl Sim {
         for action in actions {
             self.note(|| format!("  resolver {app}#{id}: {action:?}"));
             match action {
+                // The simulated cache answers every request it gets, within
+                // its own deadline: the resolver's fetch deadline never fires.
                 ResolverAction::Fetch {
                     revision,
                     candidates,
                     token,
+                    deadline: _,
                 } => {
                     self.stats.fetches += 1;
                     self.check_fetch_due(id, &app, &revision);

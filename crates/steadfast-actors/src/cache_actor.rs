@@ -203,9 +203,15 @@ impl Flight {
         let mut out = Outcome::failed(FetchError::Timeout);
         let mut answer: Option<MetadataInfo> = None;
         let mut expired = false;
-        // Bounded: each turn takes one answer or one wake; a plan starts at
-        // most its budget and wakes for the hedge and the deadline.
-        for _ in 0..plan.budget().saturating_mul(2).saturating_add(8) {
+        // Bounded in time: the plan gives its verdict by its deadline (each
+        // turn takes one answer or waits for the plan's next wake-up). A
+        // plan that ends, or outlives its deadline, without a verdict is a
+        // bug, reported as one below, never as a provider's timeout.
+        let deadline = plan.deadline();
+        let overdue = deadline
+            .checked_add(std::time::Duration::from_secs(1))
+            .unwrap_or(deadline);
+        loop {
             for action in std::mem::take(&mut actions) {
                 match action {
                     FetchAction::Start { candidate, hedged } => {
@@ -264,6 +270,9 @@ impl Flight {
                     }
                 }
             }
+            if plan.is_done() || timer::now() > overdue {
+                break;
+            }
             let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(wake));
             let next = if calls.is_empty() {
                 sleep.await;
@@ -292,6 +301,10 @@ impl Flight {
                 },
             };
         }
+        tracing::error!(app = %self.app, revision = %self.revision, "fetch plan ended without a verdict (a bug)");
+        out.result = Err(FetchError::Panicked(
+            "fetch plan ended without a verdict".into(),
+        ));
         out
     }
 

@@ -22,7 +22,7 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry};
+use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry, ResolverMachine};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
@@ -180,7 +180,7 @@ impl Coordinator {
         let (backoff, stats) = (self.config.backoff, self.stats.clone());
         let max_attempts = self.config.metadata_max_attempts;
         // Well above the cache's whole-fetch deadline.
-        let fetch_guard = self
+        let fetch_deadline = self
             .config
             .fetch_timeout
             .saturating_mul(2)
@@ -189,17 +189,10 @@ impl Coordinator {
         let snapshot = self.snapshot.as_ref().map(|a| a.downgrade());
         let write_interval = self.config.snapshot.write_interval;
         let addr = Supervisor::start(move |_| {
-            let r = ResolverActor::new(
-                id,
-                &name,
-                backoff,
-                max_attempts,
-                seed,
-                registry,
-                cache,
-                stats,
-            )
-            .with_fetch_guard(fetch_guard);
+            let machine = ResolverMachine::new(&name, backoff, seed)
+                .with_max_attempts(max_attempts)
+                .with_fetch_deadline(fetch_deadline);
+            let r = ResolverActor::new(id, machine, registry, cache, stats);
             match snapshot {
                 Some(s) => r.with_snapshot(s, write_interval),
                 None => r,

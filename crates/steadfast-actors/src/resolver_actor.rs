@@ -6,13 +6,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use steadfast_core::{
-    BackoffPolicy, DirectoryUpdate, FetchError, ResolverAction, ResolverMachine, Token,
-};
+use steadfast_core::{DirectoryUpdate, ResolverAction, ResolverMachine, Token};
 
 use crate::cache_actor::CacheActor;
 use crate::contain::Contain;
@@ -25,10 +22,6 @@ use crate::messages::{
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
 use crate::timer;
-
-/// Default of [`ResolverActor::with_fetch_guard`]: above the default 5 s
-/// whole-fetch deadline.
-pub const DEFAULT_FETCH_GUARD: Duration = Duration::from_secs(15);
 
 /// Publishes the machine's pending updates; queued behind the current burst.
 #[derive(Message)]
@@ -51,9 +44,6 @@ pub struct ResolverActor {
     started_once: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
-    /// How long a fetch may go unanswered before the resolver counts it as
-    /// timed out (see [`ResolverActor::with_fetch_guard`]).
-    fetch_guard: Duration,
     containment: crate::contain::Containment,
     /// Disk snapshot of the app (load at start, writes), when configured.
     snapshot: Option<snapshot::SnapshotLink>,
@@ -61,21 +51,17 @@ pub struct ResolverActor {
 }
 
 impl ResolverActor {
-    /// A resolver for `app` with subscriber id `id`.
-    #[allow(clippy::too_many_arguments)]
+    /// The shell of `machine` (one provider app) with subscriber id `id`.
     pub fn new(
         id: u64,
-        app: &str,
-        backoff: BackoffPolicy,
-        max_attempts: Option<u32>,
-        seed: u64,
+        machine: ResolverMachine,
         registry: WeakAddr<RegistryActor>,
         cache: WeakAddr<CacheActor>,
         stats: Arc<EngineStats>,
     ) -> Self {
         Self {
             id,
-            machine: ResolverMachine::new(app, backoff, seed).with_max_attempts(max_attempts),
+            machine,
             registry,
             cache,
             feed: Inbox::default(),
@@ -85,22 +71,11 @@ impl ResolverActor {
             graveyard: Graveyard::default(),
             started_once: false,
             terminated: false,
-            fetch_guard: DEFAULT_FETCH_GUARD,
             containment: Default::default(),
             snapshot: None,
             _alive: LiveGuard::new(&stats, Live::Resolver),
             stats,
         }
-    }
-
-    /// Counts a fetch as timed out when no answer came within `guard`. The
-    /// cache answers every fetch within its own deadline; the guard bounds
-    /// the wait when the request or its answer was lost (a panic contained
-    /// in the cache before it recorded the request, a cache that stopped).
-    /// Set it above the cache's whole-fetch deadline.
-    pub fn with_fetch_guard(mut self, guard: Duration) -> Self {
-        self.fetch_guard = guard;
-        self
     }
 
     /// Performs `actions` and queues a [`Flush`] behind the current burst of
@@ -124,6 +99,7 @@ impl ResolverActor {
                     revision,
                     candidates,
                     token,
+                    deadline,
                 } => {
                     if let Some(cache) = self.cache.upgrade() {
                         cache.do_send(FetchMetadata {
@@ -134,16 +110,15 @@ impl ResolverActor {
                             reply: ctx.address().downgrade().recipient(),
                         });
                     }
-                    // An answered fetch has moved on: the machine ignores
-                    // the guard's stale token.
-                    ctx.run_later(self.fetch_guard, move |act, ctx| {
-                        act.contained(ctx, |act, ctx| {
-                            let now = timer::now();
-                            let lost = Err(FetchError::Timeout);
-                            let actions = act.machine.on_fetch_result(&revision, token, lost, now);
-                            act.perform(actions, ctx);
-                        });
+                    // The machine cancels it when the fetch answers.
+                    let h = timer::arm(ctx, &self.stats, deadline, move |act: &mut Self, ctx| {
+                        act.timers.remove(&token);
+                        let actions = act
+                            .machine
+                            .on_fetch_deadline(&revision, token, timer::now());
+                        act.perform(actions, ctx);
                     });
+                    self.timers.insert(token, h);
                 }
                 ResolverAction::RequestReset => {
                     // A delivery was lost: subscribing again (idempotent)
@@ -152,6 +127,7 @@ impl ResolverActor {
                     self.watch_app(ctx);
                 }
                 ResolverAction::AbandonFetch { revision, token } => {
+                    self.cancel_timer(token, ctx);
                     if let Some(cache) = self.cache.upgrade() {
                         cache.do_send(AbandonMetadata {
                             key: (app.clone(), revision),
@@ -173,12 +149,16 @@ impl ResolverActor {
                     });
                     self.timers.insert(token, h);
                 }
-                ResolverAction::CancelTimer { token } => {
-                    if let Some(h) = self.timers.remove(&token) {
-                        ctx.cancel_future(h);
-                    }
-                }
+                ResolverAction::CancelTimer { token } => self.cancel_timer(token, ctx),
             }
+        }
+    }
+
+    /// Cancels the timer armed under `token` (a retry, or a fetch's
+    /// deadline), if it is still pending.
+    fn cancel_timer(&mut self, token: Token, ctx: &mut Context<Self>) {
+        if let Some(h) = self.timers.remove(&token) {
+            ctx.cancel_future(h);
         }
     }
 
@@ -318,6 +298,8 @@ impl Handler<MetadataFetched> for ResolverActor {
     type Result = ();
     fn handle(&mut self, msg: MetadataFetched, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
+            // The fetch answered: its deadline's wait is over.
+            act.cancel_timer(msg.token, ctx);
             let actions =
                 act.machine
                     .on_fetch_result(&msg.revision, msg.token, msg.result, timer::now());

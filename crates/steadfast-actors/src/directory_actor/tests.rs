@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use steadfast_core::{
-    BackoffPolicy, Change, DirectoryUpdate, EmptyReason, Endpoint, ServiceInfo, ServiceInstance,
-    UpdateState, Version,
+    BackoffPolicy, Change, DirectoryUpdate, EmptyReason, Endpoint, ResolverMachine, ServiceInfo,
+    ServiceInstance, UpdateState, Version,
 };
 
 use super::*;
@@ -26,10 +26,7 @@ pub(super) fn nowhere<A: Actor<Context = Context<A>>>() -> WeakAddr<A> {
 pub(super) fn lone_resolver(stats: &Arc<EngineStats>) -> Addr<ResolverActor> {
     ResolverActor::new(
         1,
-        "a",
-        BackoffPolicy::default(),
-        None,
-        1,
+        ResolverMachine::new("a", BackoffPolicy::default(), 1),
         nowhere::<RegistryActor>(),
         nowhere::<CacheActor>(),
         stats.clone(),

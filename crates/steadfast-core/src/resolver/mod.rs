@@ -71,6 +71,9 @@ pub type Token = u64;
 #[derive(Clone, Debug, PartialEq)]
 pub enum ResolverAction {
     /// Fetch `revision`, trying `candidates` in order; report with `token`.
+    /// With no result after `deadline` (the request or its answer was lost),
+    /// call [`ResolverMachine::on_fetch_deadline`] with `token`; the wait
+    /// ends with the fetch's result or its [`ResolverAction::AbandonFetch`].
     Fetch {
         /// Revision to fetch.
         revision: String,
@@ -78,6 +81,8 @@ pub enum ResolverAction {
         candidates: Vec<ServiceInstance>,
         /// Token to report the result with.
         token: Token,
+        /// Longest wait for its result.
+        deadline: Duration,
     },
     /// The fetch with `token` is no longer wanted.
     AbandonFetch {
@@ -174,7 +179,13 @@ pub struct ResolverMachine {
     /// While the registry subscription keeps failing (reported as
     /// `Pending { subscribe }` until the first state arrives).
     subscribe_failure: Option<crate::pending::RegistryFailure>,
+    /// Longest wait for a fetch's result before it counts as a timeout.
+    fetch_deadline: Duration,
 }
+
+/// Default of [`ResolverMachine::with_fetch_deadline`]: above the default
+/// 5 s whole-fetch deadline of the metadata cache.
+pub const DEFAULT_FETCH_DEADLINE: Duration = Duration::from_secs(15);
 
 impl ResolverMachine {
     /// A resolver for `app` using `backoff`, with its RNG seeded by `seed`.
@@ -204,7 +215,18 @@ impl ResolverMachine {
             ask: ResetAsk::default(),
             seeded: None,
             subscribe_failure: None,
+            fetch_deadline: DEFAULT_FETCH_DEADLINE,
         }
+    }
+
+    /// Counts a fetch as timed out when no result came within `deadline`.
+    /// The cache answers every fetch within its own deadline; this bounds
+    /// the wait when the request or its answer was lost (a cache that
+    /// stopped, a panic contained before the request was recorded). Set it
+    /// above the cache's whole-fetch deadline.
+    pub fn with_fetch_deadline(mut self, deadline: Duration) -> Self {
+        self.fetch_deadline = deadline;
+        self
     }
 
     /// Limits the fetch attempts per revision (default: unlimited, the
@@ -321,6 +343,17 @@ impl ResolverMachine {
             }
             Err(err) => self.on_failure(revision, err, now).into_iter().collect(),
         }
+    }
+
+    /// The deadline of the fetch with `token` passed with no result: the
+    /// fetch counts as a timeout (nothing when it answered or was replaced).
+    pub fn on_fetch_deadline(
+        &mut self,
+        revision: &str,
+        token: Token,
+        now: Instant,
+    ) -> Vec<ResolverAction> {
+        self.on_fetch_result(revision, token, Err(FetchError::Timeout), now)
     }
 
     /// The retry timer with `token` fired: fetch again if it is still

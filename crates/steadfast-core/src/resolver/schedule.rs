@@ -228,6 +228,7 @@ impl ResolverMachine {
             revision: rev.to_string(),
             candidates,
             token,
+            deadline: self.fetch_deadline,
         });
     }
 

@@ -56,6 +56,42 @@ fn first_failure_arms_jittered_timer_and_retry_resolves() {
 }
 
 #[test]
+fn a_fetch_whose_deadline_passes_counts_as_a_timeout_and_its_late_answer_is_dropped() {
+    let t0 = Instant::now();
+    let m1 = meta(20001);
+    let r1 = m1.revision.as_str();
+    let mut h = Harness::active(t0);
+    h.m = std::mem::replace(
+        &mut h.m,
+        super::ResolverMachine::new(APP, Default::default(), 7),
+    )
+    .with_fetch_deadline(secs(9));
+    let a = h.snapshot(1, vec![inst("a", r1)], t0);
+    let f1 = fetched(&a, r1);
+    assert!(
+        a.iter()
+            .any(|x| matches!(x, ResolverAction::Fetch { deadline, .. } if *deadline == secs(9))),
+        "the machine sets the fetch's deadline: {a:?}"
+    );
+    // No answer by the deadline: a timeout, retried on the backoff.
+    let a = h.m.on_fetch_deadline(r1, f1, t0 + secs(9));
+    armed(&a, r1);
+    let u = h.m.update_for(KEY);
+    let un = unresolved(&u.state);
+    assert_eq!(
+        (un.attempts, un.last_error.clone()),
+        (1, Some(FetchError::Timeout))
+    );
+    // The lost fetch answers after all: too late, dropped.
+    assert!(h
+        .m
+        .on_fetch_result(r1, f1, Ok(m1.clone()), t0 + secs(10))
+        .is_empty());
+    // A deadline of a fetch that answered does nothing.
+    assert!(h.m.on_fetch_deadline(r1, f1, t0 + secs(11)).is_empty());
+}
+
+#[test]
 fn revision_leaving_while_waiting_cancels_its_timer_and_drops_late_inputs() {
     let t0 = Instant::now();
     let (m1, m2) = (meta(20001), meta(20002));

@@ -108,6 +108,7 @@ pub(super) struct Harness {
     pub(super) timers: BTreeMap<Token, (String, Instant)>,
     /// In-flight fetches: token -> revision.
     pub(super) fetches: BTreeMap<Token, String>,
+
     /// Fetches issued before a restart: they may still run in the cache, so
     /// the machine must abandon each one (and may name it only for that).
     orphans: BTreeMap<Token, String>,
@@ -157,7 +158,9 @@ impl Harness {
                     revision,
                     candidates,
                     token,
+                    deadline,
                 } => {
+                    assert!(!deadline.is_zero(), "every fetch has a deadline");
                     assert!(
                         !candidates.is_empty(),
                         "fetch of {revision} without candidates"
