@@ -40,6 +40,9 @@ use steadfast_actors::thread_random;
 use steadfast_core::{DirectoryMachine, Instance, Published, RevisionInterner, ServiceEndpoint};
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 
+/// The engine's default tombstone TTL (no update here names a closing).
+const TOMBSTONE_TTL: Duration = Duration::from_secs(30);
+
 const APP: &str = "bench-provider";
 const IFACE: &str = "bench.S";
 const ENDPOINTS: usize = 1000;
@@ -429,7 +432,7 @@ fn burst_round(
             upserts,
             removals,
         };
-        let (applied, retired) = machine.apply_retiring(update(change));
+        let (applied, retired) = machine.apply_at(update(change), Instant::now(), TOMBSTONE_TTL);
         assert!(applied.applied(), "patch on the version held");
         drop(published.store(machine.snapshot().clone()));
         drop(retired);
@@ -475,10 +478,14 @@ fn latency(rounds: usize) {
         .map(|i| endpoint(i, 1 + (i as u32 * 37) % 100, 0, &svc))
         .collect();
     let t = Instant::now();
-    let applied = machine.apply(update(UrlChange::Reset {
-        version: Version::at(1),
-        items: full,
-    }));
+    let (applied, _) = machine.apply_at(
+        update(UrlChange::Reset {
+            version: Version::at(1),
+            items: full,
+        }),
+        Instant::now(),
+        TOMBSTONE_TTL,
+    );
     assert!(applied.applied());
     let full_ms = t.elapsed().as_secs_f64() * 1e3;
     let published = Arc::new(Published::new(machine.snapshot().clone()));

@@ -117,7 +117,7 @@ pub struct Stages {
     pub deliver: f64,
     /// `take_updates`: the URL list (or patch).
     pub take: f64,
-    /// `DirectoryMachine::apply_retiring`: the endpoint set and snapshot.
+    /// `DirectoryMachine::apply_at`: the endpoint set and snapshot.
     pub apply: f64,
     /// `Published::store`.
     pub store: f64,
@@ -172,7 +172,11 @@ impl Engine {
         let mut patches = !updates.is_empty();
         for update in updates {
             patches &= !update.change.is_reset();
-            let (applied, old) = self.directory.apply_retiring(update);
+            let (applied, old) = self.directory.apply_at(
+                update,
+                std::time::Instant::now(),
+                std::time::Duration::from_secs(30),
+            );
             assert_eq!(applied, Applied::Yes);
             lap(stages, |s| &mut s.apply);
             let prev = self.published.store(self.directory.snapshot().clone());

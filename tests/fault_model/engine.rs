@@ -61,6 +61,9 @@ pub struct DirShell {
     pub gens: BTreeMap<String, steadfast_core::Version>,
     /// A directory rebuilt from its resolvers' full lists only (`[full]`).
     pub rebuilt: DirectoryMachine,
+    /// When its tombstone-expiry timer is armed for, as the actor arms one
+    /// at the machine's next deadline.
+    pub tomb_at: Option<std::time::Instant>,
 }
 
 /// The coordinator's bookkeeping.
@@ -119,6 +122,7 @@ impl Sim {
                 urls,
                 gens: BTreeMap::new(),
                 rebuilt,
+                tomb_at: None,
             },
         );
         self.coord.refs[n] = 1;

@@ -164,6 +164,8 @@ pub enum Event {
     },
     /// A flight run's wake-up.
     Wake { run: u64, seq: u64 },
+    /// A directory's tombstone-expiry timer.
+    TombTimer { to: u64 },
     /// A message reaches its actor.
     Msg(Msg),
 }
@@ -448,6 +450,7 @@ impl Sim {
                 result,
             } => self.call_done(run, candidate, result),
             Event::Wake { run, seq } => self.flight_wake(run, seq),
+            Event::TombTimer { to } => self.tomb_timer(to),
             Event::Msg(msg) => {
                 self.in_flight -= 1;
                 self.deliver(msg);

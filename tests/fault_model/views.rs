@@ -27,7 +27,11 @@ use steadfast_core::{
 };
 use steadfast_core::{Delivery, Feed, SubscriptionAction};
 
-use super::sim::{Msg, Sim};
+use super::sim::{Event, Msg, Sim};
+
+/// The tombstone TTL the simulated directories apply updates with (the
+/// engine default).
+const TOMBSTONE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The registry state the registry actor holds for one app, as the model
 /// follows it from the events and listings the machine applied.
@@ -237,6 +241,7 @@ impl Sim {
     /// An update reaches directory `to`; one that does not follow makes it
     /// re-attach, as the directory actor does.
     pub fn dir_update(&mut self, to: u64, update: DirectoryUpdate) {
+        let at = self.at();
         let Some(d) = self.dirs.values().find(|d| d.id == to) else {
             return;
         };
@@ -256,7 +261,7 @@ impl Sim {
         let Some(d) = self.dirs.values_mut().find(|d| d.id == to) else {
             return;
         };
-        let got = d.m.apply(update);
+        let got = d.m.apply_at(update, at, TOMBSTONE_TTL).0;
         let mut reattach = Vec::new();
         match got {
             Applied::Yes => {
@@ -277,7 +282,9 @@ impl Sim {
             }
             Applied::Ignored => {}
         }
-        if got != expect {
+        // A gap within a second of the last one asked is not asked again.
+        let paced = expect == Applied::Gap && got == Applied::Ignored;
+        if got != expect && !paced {
             self.violate(format!(
                 "[older] directory {key}: the update of {app} at {version} (held: {held:?}) \
                  was {got:?}, its contract says {expect:?}"
@@ -288,6 +295,7 @@ impl Sim {
                 "[older] directory {key} went back from {app} at {held:?} to {version}"
             ));
         }
+        self.arm_tomb_timer(to);
         if !reattach.is_empty() {
             self.stats.need_full += 1;
         }
@@ -296,9 +304,45 @@ impl Sim {
         }
     }
 
+    /// (Re)arms directory `to`'s tombstone-expiry timer at its machine's
+    /// next deadline, as the directory actor does after every change.
+    fn arm_tomb_timer(&mut self, to: u64) {
+        let t0 = self.t0;
+        let Some(d) = self.dirs.values_mut().find(|d| d.id == to) else {
+            return;
+        };
+        let want = d.m.next_deadline();
+        if want == d.tomb_at {
+            return;
+        }
+        d.tomb_at = want;
+        if let Some(at) = want {
+            self.schedule(at.saturating_duration_since(t0), Event::TombTimer { to });
+        }
+    }
+
+    /// Directory `to`'s tombstone-expiry timer fired.
+    pub fn tomb_timer(&mut self, to: u64) {
+        let at = self.at();
+        let Some(d) = self.dirs.values_mut().find(|d| d.id == to) else {
+            return;
+        };
+        // A timer re-armed for another deadline since: this one is stale.
+        if d.tomb_at.is_none_or(|t| t > at) {
+            return;
+        }
+        d.tomb_at = None;
+        if d.m.on_timeout(at).applied() {
+            d.urls = d.m.list();
+            self.track.urls_dirty = true;
+        }
+        self.arm_tomb_timer(to);
+    }
+
     /// `[full]`: with no message in flight, every directory equals one
     /// rebuilt from its resolvers' full lists.
     pub fn check_full(&mut self) -> Option<String> {
+        let at = self.at();
         for d in self.dirs.values_mut() {
             let key = d.m.subscribe_key();
             for (app, rid) in &d.resolvers {
@@ -323,11 +367,19 @@ impl Sim {
                 }
                 // Whole states of a key come at growing versions: each one
                 // replaces the app's part of the rebuild.
-                if d.rebuilt.apply(full) != Applied::Yes {
+                if d.rebuilt.apply_at(full, at, TOMBSTONE_TTL).0 != Applied::Yes {
                     return Some(format!(
                         "[full] directory {key}: the whole state of {app} went back in version"
                     ));
                 }
+            }
+            // A tombstone vetoes what the full lists hold, for its TTL: the
+            // directory's content then depends on the closings it saw, which
+            // a rebuild from full lists cannot know. The comparison waits
+            // until both hold none (tombstones have their own tests).
+            d.rebuilt.on_timeout(at);
+            if d.m.tombstones() > 0 || d.rebuilt.tombstones() > 0 {
+                continue;
             }
             let rebuilt = &d.rebuilt;
             let mut got = d.m.list();

@@ -153,35 +153,20 @@ impl DirectoryMachine {
         &self.subscribe_key
     }
 
-    /// Applies an update for one app where it fits the version held for
-    /// the app ([`Change::fit`]): a Reset replaces the app's URLs in one
-    /// pass (in its order; an endpoint of the same id and incarnation keeps
-    /// its balancing statistics) unless it is older than what is held; a
-    /// Delta applies on a state held at a version in its `[base, version)`,
-    /// is ignored when not newer, and is a gap otherwise
-    /// ([`Applied::Gap`]: ask the resolver for a Reset). Updates for
-    /// another key or an unknown app are ignored. Without a clock, an
-    /// endpoint the update names closing is removed but leaves no tombstone
-    /// (see [`DirectoryMachine::apply_at`]); existing tombstones still veto.
-    pub fn apply(&mut self, update: DirectoryUpdate) -> Applied {
-        self.apply_retiring(update).0
-    }
-
-    /// Like [`DirectoryMachine::apply`], and also hands back the replaced
-    /// snapshot so the caller can free what only it holds off the update
-    /// path.
-    pub fn apply_retiring(
-        &mut self,
-        update: DirectoryUpdate,
-    ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
-        self.apply_inner(update, None, None)
-    }
-
-    /// Like [`DirectoryMachine::apply_retiring`] at `now`: a held endpoint
-    /// the update names closing (`update.closing`) is removed and leaves a
+    /// Applies an update for one app at `now` where it fits the version
+    /// held for the app ([`Change::fit`]): a Reset replaces the app's URLs
+    /// in one pass (in its order; an endpoint of the same id and incarnation
+    /// keeps its balancing statistics) unless it is older than what is
+    /// held; a Delta applies on a state held at a version in its
+    /// `[base, version)`, is ignored when not newer, and is a gap otherwise
+    /// ([`Applied::Gap`]: ask the resolver for a Reset; asked at most once
+    /// per second, later ones within it are [`Applied::Ignored`]). Updates
+    /// for another key or an unknown app are ignored. A held endpoint the
+    /// update names closing (`update.closing`) is removed and leaves a
     /// tombstone expiring `tombstone_ttl` from `now`; tombstoned ids are
-    /// screened (see `docs/directory.md`); a gap is asked about at most once
-    /// per second.
+    /// screened (see `docs/directory.md`). Also hands back the replaced
+    /// snapshot, so the caller can free what only it holds off the update
+    /// path.
     pub fn apply_at(
         &mut self,
         update: DirectoryUpdate,
@@ -192,15 +177,6 @@ impl DirectoryMachine {
             now,
             ttl: tombstone_ttl,
         };
-        self.apply_inner(update, Some(clock), Some(now))
-    }
-
-    fn apply_inner(
-        &mut self,
-        update: DirectoryUpdate,
-        clock: Option<Clock>,
-        now: Option<Instant>,
-    ) -> (Applied, Option<Arc<DirectorySnapshot>>) {
         if update.subscribe_key != self.subscribe_key {
             return (Applied::Ignored, None);
         }
@@ -212,13 +188,8 @@ impl DirectoryMachine {
             Fit::Older => return (Applied::Ignored, None),
             Fit::Gap => {
                 let ask = self.asks.entry(update.app.clone()).or_default();
-                // Without a clock every gap asks (the caller paces itself).
-                let asked = match now {
-                    Some(now) => ask.on_gap(now),
-                    None => true,
-                };
                 return (
-                    if asked {
+                    if ask.on_gap(now) {
                         Applied::Gap
                     } else {
                         Applied::Ignored

@@ -165,7 +165,11 @@ mod tests {
             closing: Vec::new(),
             snapshot: None,
         };
-        assert!(d.apply(update).applied());
+        let now = std::time::Instant::now();
+        assert!(d
+            .apply_at(update, now, std::time::Duration::from_secs(30))
+            .0
+            .applied());
         assert_eq!(
             d.status(),
             DirectoryStatus::Empty(EmptyReason::NoMatchingService)

@@ -2,7 +2,20 @@
 
 use super::*;
 use crate::model::{ServiceInfo, ServiceInstance};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The machine's one entry point, each call a second after the one before
+/// (so every gap is asked: at most one ask per second); no closing in these
+/// updates, so no tombstone is written.
+fn apply(d: &mut DirectoryMachine, update: DirectoryUpdate) -> Applied {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    static STEP: AtomicU64 = AtomicU64::new(0);
+    let t0 = *T0.get_or_init(Instant::now);
+    let now = t0 + Duration::from_secs(STEP.fetch_add(1, Ordering::Relaxed));
+    d.apply_at(update, now, Duration::from_secs(30)).0
+}
 
 fn update(app: &str, gen: u64, ports: &[u16], state: UpdateState) -> DirectoryUpdate {
     let svc = ServiceInfo::test_service();
@@ -39,22 +52,22 @@ fn merges_apps_and_explains_emptiness() {
         DirectoryStatus::Empty(EmptyReason::Pending(Default::default()))
     );
     assert_eq!(
-        d.apply(update("a", 1, &[1, 2], UpdateState::Resolved)),
+        apply(&mut d, update("a", 1, &[1, 2], UpdateState::Resolved)),
         Applied::Yes
     );
     assert_eq!(
-        d.apply(update("b", 1, &[], UpdateState::RegistryEmpty)),
+        apply(&mut d, update("b", 1, &[], UpdateState::RegistryEmpty)),
         Applied::Yes
     );
     assert_eq!(d.len(), 2);
     assert!(d.select().is_some());
     assert_eq!(
-        d.apply(update("a", 0, &[], UpdateState::RegistryEmpty)),
+        apply(&mut d, update("a", 0, &[], UpdateState::RegistryEmpty)),
         Applied::Ignored,
         "older generation"
     );
     assert_eq!(
-        d.apply(update("a", 2, &[], UpdateState::RegistryEmpty)),
+        apply(&mut d, update("a", 2, &[], UpdateState::RegistryEmpty)),
         Applied::Yes
     );
     assert_eq!(
@@ -68,7 +81,10 @@ fn merges_apps_and_explains_emptiness() {
         last_error: None,
     };
     assert_eq!(
-        d.apply(update("b", 2, &[], UpdateState::Unresolved(u.clone()))),
+        apply(
+            &mut d,
+            update("b", 2, &[], UpdateState::Unresolved(u.clone()))
+        ),
         Applied::Yes
     );
     assert_eq!(
@@ -116,40 +132,40 @@ fn patches_apply_on_the_state_they_follow() {
     let apps = vec!["a".to_string(), "b".to_string()];
     let mut d = DirectoryMachine::new("S:tri", &apps, 1);
     assert_eq!(
-        d.apply(patch("a", 0, 1, vec![ep("a", 9, 1)], &[])),
+        apply(&mut d, patch("a", 0, 1, vec![ep("a", 9, 1)], &[])),
         Applied::Gap,
         "nothing held yet"
     );
     assert_eq!(
-        d.apply(update("a", 1, &[1, 2, 3], UpdateState::Resolved)),
+        apply(&mut d, update("a", 1, &[1, 2, 3], UpdateState::Resolved)),
         Applied::Yes
     );
     let before = d.snapshot().clone();
     let p = patch("a", 1, 2, vec![ep("a", 4, 1)], &["127.0.0.1:2", "nope"]);
-    assert_eq!(d.apply(p), Applied::Yes);
+    assert_eq!(apply(&mut d, p), Applied::Yes);
     assert_eq!(ports(&d), vec![1, 3, 4], "swap-remove, then append");
     assert_eq!((d.version_of("a"), d.version()), (Some(Version::at(2)), 2));
     assert_eq!(d.snapshot().version(), 2);
     let old: Vec<u16> = before.iter().map(|u| u.instance.port()).collect();
     assert_eq!(old, vec![1, 2, 3], "published snapshots never change");
     assert_eq!(
-        d.apply(patch("a", 3, 4, vec![], &["127.0.0.1:1"])),
+        apply(&mut d, patch("a", 3, 4, vec![], &["127.0.0.1:1"])),
         Applied::Gap,
         "base 3, held 2: the change at 3 was never seen"
     );
     assert_eq!(
-        d.apply(patch("a", 1, 2, vec![], &["127.0.0.1:1"])),
+        apply(&mut d, patch("a", 1, 2, vec![], &["127.0.0.1:1"])),
         Applied::Ignored,
         "not newer than held"
     );
-    assert_eq!(d.apply(patch("b", 0, 1, vec![], &[])), Applied::Gap);
+    assert_eq!(apply(&mut d, patch("b", 0, 1, vec![], &[])), Applied::Gap);
     assert_eq!(ports(&d), vec![1, 3, 4], "refused patches change nothing");
     assert_eq!(
-        d.apply(update("a", 5, &[7], UpdateState::Resolved)),
+        apply(&mut d, update("a", 5, &[7], UpdateState::Resolved)),
         Applied::Yes
     );
     assert_eq!(
-        d.apply(patch("a", 5, 6, vec![ep("a", 8, 0)], &[])),
+        apply(&mut d, patch("a", 5, 6, vec![ep("a", 8, 0)], &[])),
         Applied::Yes
     );
     assert_eq!(ports(&d), vec![7, 8]);
@@ -157,7 +173,7 @@ fn patches_apply_on_the_state_they_follow() {
         assert_eq!(d.select().map(|u| u.instance.port()), Some(7), "weight 0");
     }
     assert_eq!(
-        d.apply(patch("a", 6, 7, vec![], &["127.0.0.1:7"])),
+        apply(&mut d, patch("a", 6, 7, vec![], &["127.0.0.1:7"])),
         Applied::Yes
     );
     assert!(d.select().is_none(), "only weight 0 left");
@@ -179,15 +195,15 @@ fn a_step_at_one_registry_version_applies_and_its_state_is_served() {
     let apps = vec!["a".to_string()];
     let mut d = DirectoryMachine::new("S:tri", &apps, 1);
     assert_eq!(
-        d.apply(update("a", 4, &[1], UpdateState::Resolved)),
+        apply(&mut d, update("a", 4, &[1], UpdateState::Resolved)),
         Applied::Yes
     );
     // A fetch result on the same registry delivery: the next step of it.
     let step = Version::at(4).next_step();
     let mut p = patch_at("a", Version::at(4), step, vec![ep("a", 2, 1)], &[]);
     p.state = UpdateState::NoMatchingService;
-    assert_eq!(d.apply(p.clone()), Applied::Yes);
+    assert_eq!(apply(&mut d, p.clone()), Applied::Yes);
     assert_eq!(ports(&d), vec![1, 2]);
     assert_eq!(d.version_of("a"), Some(step));
-    assert_eq!(d.apply(p), Applied::Ignored, "a replay is not newer");
+    assert_eq!(apply(&mut d, p), Applied::Ignored, "a replay is not newer");
 }

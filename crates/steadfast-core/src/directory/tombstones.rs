@@ -223,19 +223,17 @@ impl Tombstones {
 
     /// The registry flags `instance` closing: closes it if held; if it is
     /// already tombstoned in that incarnation, its latest state is closing
-    /// (nothing to re-apply). Without a clock, nothing is written.
+    /// (nothing to re-apply).
     fn registry_closing(
         &mut self,
         editor: &mut EndpointSetEditor,
         instance: &Instance,
-        clock: Option<Clock>,
+        clock: Clock,
         counts: &mut TombstoneCounts,
     ) {
         let inc = instance.incarnation();
-        if let Some(clock) = clock {
-            if self.close(editor, instance.id(), inc, false, clock, counts) {
-                return;
-            }
+        if self.close(editor, instance.id(), inc, false, clock, counts) {
+            return;
         }
         let same = self
             .by_id
@@ -288,7 +286,7 @@ impl Tombstones {
         editor: &mut EndpointSetEditor,
         urls: Vec<Endpoint>,
         closing: &[Arc<Instance>],
-        clock: Option<Clock>,
+        clock: Clock,
         counts: &mut TombstoneCounts,
     ) -> Vec<Endpoint> {
         if self.by_id.is_empty() && closing.is_empty() {
@@ -329,7 +327,7 @@ impl Tombstones {
         upserts: Vec<Endpoint>,
         removals: &[Arc<str>],
         closing: &[Arc<Instance>],
-        clock: Option<Clock>,
+        clock: Clock,
         counts: &mut TombstoneCounts,
     ) {
         if self.by_id.is_empty() && closing.is_empty() {
