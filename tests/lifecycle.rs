@@ -70,7 +70,11 @@ async fn shutdown_with_a_fetch_blocked_in_flight_leaves_nothing_running() {
     fx.registry.put(instance(&m2, 8002));
     settle().await;
     assert_eq!(fx.fetcher.blocked_now(&m1.revision), 1);
-    assert_eq!(fx.engine.stats().timers_pending, 1, "R2 waits for a retry");
+    assert_eq!(
+        fx.engine.stats().timers_pending,
+        2,
+        "R1's blocked fetch has its deadline armed, R2 waits for a retry"
+    );
 
     fx.engine.shutdown().await;
     settle().await;

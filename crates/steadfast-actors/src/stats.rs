@@ -143,8 +143,9 @@ engine_counters! {
     gauge directories_alive: "directories", "Directory actors alive (one per reference)";
     /// Metadata fetch flights under way (spawned and not finished or dropped).
     gauge flights_in_flight: "metadata_fetches_in_flight", "Metadata fetch flights under way";
-    /// Timers armed and not yet fired or cancelled (retries and re-subscribes).
-    gauge timers_pending: "retry_timers_pending", "Retry and re-subscribe timers armed, not yet fired";
+    /// Timers armed and not yet fired or cancelled (retries, re-subscribes,
+    /// fetch deadlines, lingers, tombstone expiries).
+    gauge timers_pending: "retry_timers_pending", "Retry, re-subscribe and deadline timers armed, not yet fired";
     /// Registry watch streams open.
     gauge watches_active: "registry_watches", "Registry watch streams open";
     /// Resync timers armed (periodic full re-reads of subscribed apps; not
