@@ -366,7 +366,6 @@ pub(crate) fn check_duration(field: &'static str, value: Duration) -> Result<(),
 }
 
 #[cfg(test)]
-#[path = "config_serde_tests.rs"]
 mod serde_tests;
 
 #[cfg(test)]

@@ -331,9 +331,7 @@ pub(crate) mod mapped;
 pub(crate) mod probe;
 
 #[cfg(test)]
-#[path = "directory_actor/tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "directory_actor/tombstone_tests.rs"]
 mod tombstone_tests;

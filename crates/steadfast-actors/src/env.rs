@@ -307,5 +307,4 @@ impl EngineConfig {
 }
 
 #[cfg(test)]
-#[path = "env_tests.rs"]
 mod tests;

@@ -21,7 +21,7 @@ use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
 
 mod lease;
-mod select_other;
+mod avoiding;
 
 /// Handle to the directory of one reference.
 ///

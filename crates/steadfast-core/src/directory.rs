@@ -397,29 +397,21 @@ impl DirectoryMachine {
     }
 }
 
-#[path = "directory/display.rs"]
 mod display;
-#[path = "directory/snapshot.rs"]
 mod snapshot;
 
-#[path = "directory/no_endpoint.rs"]
 mod no_endpoint;
 pub use no_endpoint::{NoEndpoint, NoEndpointReason};
 
-#[path = "directory/apps.rs"]
 mod apps;
-#[path = "directory/closing.rs"]
 mod closing;
 mod inspect;
-#[path = "directory/tombstones.rs"]
 mod tombstones;
 pub use tombstones::TombstoneCounts;
 use tombstones::{Clock, Tombstones};
 
 #[cfg(test)]
-#[path = "directory/tombstone_tests.rs"]
 mod tombstone_tests;
 
 #[cfg(test)]
-#[path = "directory/tests.rs"]
 mod tests;

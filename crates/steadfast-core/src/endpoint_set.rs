@@ -34,10 +34,8 @@ use crate::slot_index::{hash_id, SlotIndex};
 
 use crate::url::Endpoint;
 
-#[path = "endpoint_set/published.rs"]
 mod published;
 #[cfg(test)]
-#[path = "endpoint_set/tests.rs"]
 mod tests;
 
 pub use published::{wyrand, Closed, DirectorySnapshot, Published, THREAD_CACHE};

@@ -315,5 +315,4 @@ impl MappingMachine {
 }
 
 #[cfg(test)]
-#[path = "mapping/tests.rs"]
 mod tests;

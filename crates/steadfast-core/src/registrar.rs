@@ -35,12 +35,9 @@ use crate::model::ServiceInstance;
 use crate::pending::RegistryFailure;
 use crate::recover::{Recover, Retry};
 
-#[path = "registrar/session.rs"]
 mod session;
 #[cfg(test)]
-#[path = "registrar/tests.rs"]
 mod tests;
-#[path = "registrar/types.rs"]
 mod types;
 
 pub use types::{

@@ -157,5 +157,4 @@ fn push_query(url: &mut String, endpoint: &ServiceUrl, mut has_query: bool) {
 }
 
 #[cfg(test)]
-#[path = "url_http_tests.rs"]
 mod tests;

@@ -10,7 +10,7 @@
 //! tried next time, and [`EtcdClient::demote`] moves past one found dead.
 //!
 //! With credentials ([`EtcdClient::from_config`]) every request carries
-//! the current auth token, renewed when etcd refuses it (`gateway_auth`);
+//! the current auth token, renewed when etcd refuses it (`gateway/secure.rs`);
 //! the client never uses `HTTP_PROXY` / `ALL_PROXY` unless a proxy is
 //! configured.
 //!
@@ -492,14 +492,11 @@ impl EtcdClient {
     }
 }
 
-#[path = "gateway_auth.rs"]
 mod secure;
 pub(crate) use secure::{Security, TokenCache};
 
-#[path = "gateway_multi.rs"]
 mod multi;
 pub use multi::{WatchCreate, MAX_TXN_OPS};
 
 #[cfg(test)]
-#[path = "gateway_tests.rs"]
 mod tests;

@@ -469,8 +469,6 @@ impl Hub {
     }
 }
 
-#[path = "hub_io.rs"]
 mod io;
 
-#[path = "hub_probes.rs"]
 mod probes;

@@ -48,7 +48,7 @@
 //! ranges, two in flight). etcd 3.4's JSON gateway answers a watch only
 //! once its body is complete (`tests/gateway_duplex.rs`) and Go's HTTP/1
 //! server discards the body's rest at the first answer unless 256 KiB or
-//! more remain, so the body is padded (see `gateway_multi.rs`). Each app's
+//! more remain, so the body is padded (see `gateway/multi.rs`). Each app's
 //! [`WatchMachine`] keeps its own resume revision, resync, epoch and
 //! reports; events reach each subscriber through a bounded queue that
 //! collapses to a Reset when full (`feed`). 1000 apps: 1 watch stream,

@@ -363,5 +363,4 @@ pub(crate) async fn watch_mapping(
 }
 
 #[cfg(test)]
-#[path = "mapping_tests.rs"]
 mod tests;

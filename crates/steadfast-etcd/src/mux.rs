@@ -342,5 +342,4 @@ impl RangeBatcher {
 }
 
 #[cfg(test)]
-#[path = "mux_tests.rs"]
 mod tests;

@@ -470,5 +470,4 @@ impl ProberMachine {
 }
 
 #[cfg(test)]
-#[path = "prober_machine_tests.rs"]
 mod tests;

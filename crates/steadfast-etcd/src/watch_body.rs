@@ -107,5 +107,4 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
-#[path = "watch_body_tests.rs"]
 mod tests;

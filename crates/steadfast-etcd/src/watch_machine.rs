@@ -526,12 +526,9 @@ impl WatchMachine {
     }
 }
 
-#[path = "watch_checks.rs"]
 mod checks;
 
-#[path = "watch_state.rs"]
 mod state;
 
 #[cfg(test)]
-#[path = "watch_machine_tests.rs"]
 mod tests;

@@ -298,5 +298,4 @@ fn draw_pair<'s>(
     Some((a, b))
 }
 
-#[path = "pick_other.rs"]
-mod other;
+mod avoiding;

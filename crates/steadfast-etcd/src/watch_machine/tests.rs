@@ -1,5 +1,5 @@
 //! Unit tests of the [`WatchMachine`] data rules, without etcd. The timing
-//! rules are tested in `watch_timing_tests.rs`.
+//! rules are tested in `tests/timing_tests.rs`.
 
 use std::time::Duration;
 
@@ -445,11 +445,8 @@ fn a_stream_error_is_an_interruption_like_any_other() {
     assert_eq!(s.next, Next::Range);
 }
 
-#[path = "watch_event_tests.rs"]
 mod event_tests;
 
-#[path = "watch_timing_tests.rs"]
 mod timing_tests;
 
-#[path = "watch_sim_tests.rs"]
 mod sim_tests;

@@ -2,7 +2,7 @@
 //! verdicts, liveness loss, stale reports, clean reconnects vs re-reads,
 //! resyncs and immediate re-ends paced by the backoff, and the proof of
 //! health that resets it. The simulations against a scripted etcd are in
-//! `watch_sim_tests.rs`.
+//! `sim_tests.rs`.
 
 use super::*;
 
@@ -12,7 +12,7 @@ const SECS: fn(u64) -> Duration = Duration::from_secs;
 #[test]
 fn a_dead_endpoint_verdict_is_a_liveness_loss_reported_at_once_and_re_read() {
     // The cadence and the two failed probes are the shared prober's (see
-    // `prober_machine_tests`); the watch follows its verdict.
+    // `prober_machine/tests.rs`); the watch follows its verdict.
     let (mut m, stats) = machine();
     let t0 = Instant::now();
     live_at(&mut m, 7, vec![kv(&inst("a"), 3)], t0);

@@ -62,7 +62,7 @@ fn every_documented_variable_lands_in_its_field() {
     assert_eq!(c.validate(), Ok(()));
     for v in ENGINE_VARS {
         assert!(
-            include_str!("env.rs").contains(&format!("| `{}` | `{}`", v.var, v.field)),
+            include_str!("../env.rs").contains(&format!("| `{}` | `{}`", v.var, v.field)),
             "{} is documented in the module table with its field",
             v.var
         );
