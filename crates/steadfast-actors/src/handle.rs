@@ -20,8 +20,8 @@ use steadfast_core::{DirectorySnapshot, DirectoryStatus, Endpoint, Reference};
 use crate::directory_actor::{DirectoryActor, DirectoryShared, DirectoryView};
 use crate::error::EngineError;
 
-mod lease;
 mod avoiding;
+mod lease;
 
 /// Handle to the directory of one reference.
 ///

@@ -1,7 +1,8 @@
 //! Steadfast actors: thin actix shells around the core state machines.
 //!
 //! - [`RegistryActor`](registry_actor::RegistryActor) owns the registry
-//!   subscription and sends full snapshots;
+//!   subscription and sends each app's versioned changes (a Reset, then
+//!   Deltas) to its resolvers;
 //! - one [`ResolverActor`](resolver_actor::ResolverActor) per provider app
 //!   resolves metadata revisions with its own retry scheduler;
 //! - the [`CacheActor`](cache_actor::CacheActor) runs one fetch flight per
