@@ -103,3 +103,61 @@ async fn a_handler_panic_in_any_actor_restarts_it_and_healing_goes_on() {
     settle().await;
     assert_eq!(fx.engine.stats().actors_alive, 0);
 }
+
+/// The failed attempts of the app's degraded revisions, as the status says.
+fn degraded_attempts(v: &steadfast::DirectoryView) -> Option<u32> {
+    match &v.status {
+        steadfast::DirectoryStatus::Ready { degraded, .. } => {
+            degraded.first().map(|(_, u)| u.attempts)
+        }
+        _ => None,
+    }
+}
+
+#[actix_rt::test]
+async fn a_resolver_that_panicked_is_re_created_from_its_inputs_while_its_directory_serves() {
+    let fx = Fixture::start();
+    let (m1, m2, dir) = fx.r1_ready_r2_failing().await;
+    // R2 keeps failing: its retry schedule grows (1 s, 2 s, 4 s, 8 s...).
+    advance(Duration::from_secs(20)).await;
+    let before = dir.view().await.unwrap();
+    let attempts = degraded_attempts(&before).expect("R2 degraded");
+    assert!(attempts >= 4, "{:?}", before.status);
+    let calls = fx.fetcher.calls(&m2.revision);
+    // The resolver's next handler panics (drill): a new instance of R1
+    // arrives, the feed is drained, and the panic hits before anything was
+    // published.
+    fx.engine
+        .drill_panic(RestartTarget::Resolver(APP.into()))
+        .await
+        .unwrap();
+    fx.registry.put(instance(&m1, 8003));
+    settle().await;
+    assert_eq!(fx.engine.stats().handler_panics, 1);
+    // Re-created from its inputs: it subscribed again (the registry actor's
+    // state has the new instance), learned R1 from the metadata cache, and
+    // started R2 on a clean schedule: fetched at once, one failed attempt.
+    let after = dir.view().await.unwrap();
+    let ids: Vec<&str> = after.endpoints.iter().map(|e| e.instance_id()).collect();
+    assert_eq!(ids, ["127.0.0.1:8001", "127.0.0.1:8003"], "{after:#?}");
+    assert_eq!(degraded_attempts(&after), Some(1), "{:?}", after.status);
+    assert_eq!(fx.fetcher.calls(&m2.revision), calls + 1, "R2 at once");
+    // The directory never saw a half-learned, pending or empty state: it
+    // served what it held until the replacement's first update, a Reset of
+    // the whole state (R1 recalled from the cache, R2 fetching), then R2's
+    // failed attempt. Two updates, no other in between.
+    assert_eq!(after.version, before.version + 2, "{after:#?}");
+    let s = fx.engine.stats();
+    assert_eq!(s.restarts, 1);
+    assert_eq!(
+        s.flights_in_flight, 0,
+        "no flight left for the old resolver"
+    );
+    assert_eq!(s.timers_pending, 1, "R2's one retry");
+    // And it keeps healing.
+    fx.fetcher.heal(&m2.revision);
+    wait_for(&dir, "R2 resolved", Duration::from_secs(5), |v| {
+        ports(v).contains(&20001)
+    })
+    .await;
+}

@@ -127,16 +127,27 @@ impl Sim {
         }
     }
 
-    /// `AbandonMetadata`: a flight without waiters is cancelled.
-    pub fn cache_abandon(&mut self, key: CacheKey, resolver: u64, token: Token) {
-        let orphaned = self
-            .cache
-            .cache
-            .abandon(&key, |w| w.resolver == resolver && w.token == token);
-        let Some(id) = orphaned else { return };
-        if self.cache.flights.get(&key).is_some_and(|r| r.id == id) {
-            if let Some(run) = self.cache.flights.remove(&key).and_then(|r| r.run) {
-                self.cache.runs.remove(&run.id);
+    /// `AbandonMetadata` (one key, or every key): a flight without
+    /// waiters is cancelled.
+    pub fn cache_abandon(
+        &mut self,
+        key: Option<CacheKey>,
+        resolver: u64,
+        tokens: std::ops::Range<Token>,
+    ) {
+        let keys = match key {
+            Some(key) => vec![key],
+            None => self.cache.flights.keys().cloned().collect(),
+        };
+        for key in keys {
+            let orphaned = self.cache.cache.abandon(&key, |w| {
+                w.resolver == resolver && tokens.contains(&w.token)
+            });
+            let Some(id) = orphaned else { continue };
+            if self.cache.flights.get(&key).is_some_and(|r| r.id == id) {
+                if let Some(run) = self.cache.flights.remove(&key).and_then(|r| r.run) {
+                    self.cache.runs.remove(&run.id);
+                }
             }
         }
     }

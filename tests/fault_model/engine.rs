@@ -44,6 +44,9 @@ pub struct ResShell {
     /// When the machine last asked for a Reset (asks are at most one per
     /// `RESET_ASK_INTERVAL`).
     pub asked_at: Option<std::time::Duration>,
+    /// On a replacement, until its first delivery: its predecessor's
+    /// tokens are below this one.
+    pub orphans_below: Option<Token>,
 }
 
 /// A directory actor.
@@ -146,6 +149,7 @@ impl Sim {
                 flush_scheduled: false,
                 reset_asked: false,
                 asked_at: None,
+                orphans_below: None,
                 terminated: false,
                 instances: None,
                 revs: BTreeSet::new(),
@@ -257,18 +261,37 @@ impl Sim {
         self.lose.extend(id);
     }
 
-    /// A supervised restart of resolver `id`: its timers and queued flush
-    /// are gone; the machine re-issues its work and it subscribes again.
+    /// A supervised restart of resolver `id`, as the actor does it: re-created
+    /// from its inputs (a fresh machine resuming after the old one's
+    /// watermarks), keeping only its attached directories; their keys
+    /// subscribe again and it subscribes to the registry again. The old
+    /// machine's fetches may still run in the cache.
     pub fn restart_resolver(&mut self, id: u64) {
         let now = self.at();
+        let (backoff, seed) = (self.cfg.backoff, self.seed_for(id));
         let Some(r) = self.resolvers.get_mut(&id).filter(|r| !r.terminated) else {
             return;
         };
+        let at = r.m.resume_point();
+        r.m = ResolverMachine::new(&r.app, backoff, seed).resuming(at);
+        r.orphans_below = Some(r.m.next_token());
         r.timers.clear();
+        r.fetches.clear();
         r.flush_scheduled = false;
         r.reset_asked = false;
+        r.asked_at = None;
+        r.instances = None;
+        r.revs.clear();
+        r.dirty = true;
         let app = r.app.clone();
-        let actions = r.m.on_restart(now);
+        let keys: Vec<String> = r.directories.values().cloned().collect();
+        let actions = keys.iter().flat_map(|k| r.m.subscribe_at(k, now)).collect();
+        // It recalls the metadata cache before it subscribes (one hop in
+        // the actor; a cache that is shut down recalls nothing).
+        if !self.cache.terminated {
+            r.m.on_recalled(self.cache.cache.of_app(&app));
+        }
+        self.track_resolver_recreated(id);
         self.stats.restarts += 1;
         self.res_perform(id, actions);
         self.send(Msg::WatchApp { app, id });
@@ -334,9 +357,9 @@ impl Sim {
                         r.fetches.remove(&token);
                     }
                     self.send(Msg::Abandon {
-                        key: (app.clone(), revision),
+                        key: Some((app.clone(), revision)),
                         resolver: id,
-                        token,
+                        tokens: token..token.saturating_add(1),
                     });
                 }
                 ResolverAction::ArmTimer {
@@ -449,21 +472,23 @@ impl Sim {
             return;
         }
         if r.directories.insert(directory, key.clone()).is_some() {
-            let update = r.m.update_for(&key);
-            self.send(Msg::Update {
-                to: directory,
-                update,
-            });
+            if let Some(update) = r.m.attach_update(&key) {
+                self.send(Msg::Update {
+                    to: directory,
+                    update,
+                });
+            }
             return;
         }
         let actions = r.m.subscribe_at(&key, now);
         // As the actor does: everything so far, at the key's last
         // generation (its next patch applies on top of it).
-        let update = r.m.update_for(&key);
-        self.send(Msg::Update {
-            to: directory,
-            update,
-        });
+        if let Some(update) = r.m.attach_update(&key) {
+            self.send(Msg::Update {
+                to: directory,
+                update,
+            });
+        }
         self.res_perform(to, actions);
     }
 

@@ -9,7 +9,8 @@
 //!   instance removed in a mass expiry at most `mass_removal_grace` ago
 //!   while the directory's status says it holds that app's instances; and
 //!   every URL names a serving instance of the state its resolver holds
-//!   (reassembled from the Resets and Deltas it applied).
+//!   (reassembled from the Resets and Deltas it applied), unless that
+//!   resolver is a replacement still resyncing.
 //! - `[timers]` at most one pending timer per revision, and never a timer
 //!   and a fetch at once; none for a revision outside the snapshot, none
 //!   while no subscriber is attached; the machine's own counts agree with
@@ -19,7 +20,9 @@
 //!   allows: after `f` consecutive failures the last of which was at `t`,
 //!   not before `t + min(initial * 2^(f-1), cap)` (transient) or `t + cap`
 //!   (persistent), jitter only adding to that; a revision that leaves and
-//!   returns within twice the cap keeps its schedule. A flight makes at most
+//!   returns within twice the cap keeps its schedule; a resolver re-created
+//!   after a panic starts every schedule afresh (restart clean: its
+//!   restarts are paced by the panic quarantine). A flight makes at most
 //!   `fanout` provider calls, and at most `retry_calls` when its revision's
 //!   previous flight failed within `revision_memory`.
 //! - `[liveness]` every unresolved revision of an active resolver has a
@@ -122,6 +125,12 @@ fn min_delay(p: &BackoffPolicy, s: &Sched) -> Duration {
 }
 
 impl Sim {
+    /// Resolver `id` was re-created: its schedules start afresh.
+    pub fn track_resolver_recreated(&mut self, id: u64) {
+        self.track.sched.retain(|(r, _), _| *r != id);
+        self.track.parked.retain(|(r, _), _| *r != id);
+    }
+
     /// Resolver `id` applied a delivery and now holds revisions `revs`:
     /// schedules of revisions that left are parked, those that came back
     /// within the window resume.
@@ -236,14 +245,16 @@ impl Sim {
                 let id = u.instance_id();
                 let app = app_of(id);
                 let key = d.m.subscribe_key();
-                let serving = d
-                    .resolvers
-                    .get(app)
-                    .and_then(|r| self.resolvers.get(r))
+                let resolver = d.resolvers.get(app).and_then(|r| self.resolvers.get(r));
+                // A replacement still resyncing has handed out nothing: the
+                // directory serves what the old resolver held (the
+                // registry's own state still bounds it, below).
+                let resyncing = resolver.is_some_and(|r| r.m.is_resyncing());
+                let serving = resolver
                     .and_then(|r| r.instances.as_ref())
                     .and_then(|m| m.get(id))
                     .is_some_and(|i| i.is_serving());
-                if !serving {
+                if !serving && !resyncing {
                     let v = format!(
                         "[urls] directory {key} serves {id}, not a serving instance of its \
                          resolver's latest snapshot"
@@ -435,7 +446,6 @@ impl Sim {
         acted.extend(m.on_delivery(delivery(None), now));
         acted.extend(m.on_delivery(delivery(Some(now)), now));
         acted.extend(m.subscribe_at(REFS[0].key, now));
-        acted.extend(m.on_restart(now));
         acted.extend(m.unsubscribe(REFS[0].key));
         m.set_registry_stale(Some(now));
         let updates = m.take_updates().len();

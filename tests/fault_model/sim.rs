@@ -104,9 +104,9 @@ pub enum Msg {
     },
     /// Resolver -> cache.
     Abandon {
-        key: CacheKey,
+        key: Option<CacheKey>,
         resolver: u64,
-        token: Token,
+        tokens: std::ops::Range<Token>,
     },
     /// Coordinator -> cache.
     CacheShutdown,
@@ -489,8 +489,8 @@ impl Sim {
             Msg::Abandon {
                 key,
                 resolver,
-                token,
-            } => self.cache_abandon(key, resolver, token),
+                tokens,
+            } => self.cache_abandon(key, resolver, tokens),
             Msg::CacheShutdown => self.cache_shutdown(),
             Msg::Update { to, .. } if self.lose.remove(&to) => {
                 self.note(|| format!("  directory #{to}: an update is lost, restart"));

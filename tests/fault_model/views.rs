@@ -236,6 +236,20 @@ impl Sim {
             self.track_snapshot_applied(to, &revs);
         }
         self.res_perform(to, actions);
+        // As the resolver actor does: a replacement that applied its first
+        // delivery has asked for what it needs; its predecessor's requests
+        // are let go.
+        if let Some(below) = self
+            .resolvers
+            .get_mut(&to)
+            .and_then(|r| r.orphans_below.take())
+        {
+            self.send(Msg::Abandon {
+                key: None,
+                resolver: to,
+                tokens: 0..below,
+            });
+        }
     }
 
     /// An update reaches directory `to`; one that does not follow makes it
@@ -340,11 +354,19 @@ impl Sim {
     }
 
     /// `[full]`: with no message in flight, every directory equals one
-    /// rebuilt from its resolvers' full lists.
+    /// rebuilt from its resolvers' full lists (not while one of them is a
+    /// replacement still resyncing: the directory holds what it had).
     pub fn check_full(&mut self) -> Option<String> {
         let at = self.at();
         for d in self.dirs.values_mut() {
             let key = d.m.subscribe_key();
+            let resyncing = d
+                .resolvers
+                .values()
+                .any(|rid| self.resolvers.get(rid).is_some_and(|r| r.m.is_resyncing()));
+            if resyncing {
+                continue;
+            }
             for (app, rid) in &d.resolvers {
                 let Some(r) = self.resolvers.get(rid).filter(|r| !r.terminated) else {
                     return Some(format!(

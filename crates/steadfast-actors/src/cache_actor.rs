@@ -390,13 +390,19 @@ impl Handler<AbandonMetadata> for CacheActor {
     type Result = ();
     fn handle(&mut self, msg: AbandonMetadata, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
-            let orphaned = act.cache.abandon(&msg.key, |w| {
-                w.resolver == msg.resolver && w.token == msg.token
-            });
-            let Some(id) = orphaned else { return };
-            if act.flights.get(&msg.key).is_some_and(|r| r.id == id) {
-                if let Some(h) = act.flights.remove(&msg.key).and_then(|r| r.handle) {
-                    ctx.cancel_future(h);
+            let keys = match msg.key {
+                Some(key) => vec![key],
+                None => act.flights.keys().cloned().collect(),
+            };
+            for key in keys {
+                let orphaned = act.cache.abandon(&key, |w| {
+                    w.resolver == msg.resolver && msg.tokens.contains(&w.token)
+                });
+                let Some(id) = orphaned else { continue };
+                if act.flights.get(&key).is_some_and(|r| r.id == id) {
+                    if let Some(h) = act.flights.remove(&key).and_then(|r| r.handle) {
+                        ctx.cancel_future(h);
+                    }
                 }
             }
         });
@@ -418,6 +424,18 @@ impl Handler<Shutdown> for CacheActor {
 }
 
 crate::contain::contained_actor!(CacheActor, "cache");
+
+impl Handler<crate::messages::RecallMetadata> for CacheActor {
+    type Result = MessageResult<crate::messages::RecallMetadata>;
+    fn handle(
+        &mut self,
+        msg: crate::messages::RecallMetadata,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        let known = self.contained(ctx, |act, _| act.cache.of_app(&msg.app));
+        MessageResult(known.unwrap_or_default())
+    }
+}
 
 impl Handler<crate::messages::SeedMetadata> for CacheActor {
     type Result = ();

@@ -188,11 +188,13 @@ impl Coordinator {
         let name = app.to_string();
         let snapshot = self.snapshot.as_ref().map(|a| a.downgrade());
         let write_interval = self.config.snapshot.write_interval;
-        let addr = Supervisor::start(move |_| {
-            let machine = ResolverMachine::new(&name, backoff, seed)
+        let make: crate::resolver_actor::MakeMachine = Arc::new(move || {
+            ResolverMachine::new(&name, backoff, seed)
                 .with_max_attempts(max_attempts)
-                .with_fetch_deadline(fetch_deadline);
-            let r = ResolverActor::new(id, machine, registry, cache, stats);
+                .with_fetch_deadline(fetch_deadline)
+        });
+        let addr = Supervisor::start(move |_| {
+            let r = ResolverActor::new(id, make, registry, cache, stats);
             match snapshot {
                 Some(s) => r.with_snapshot(s, write_interval),
                 None => r,

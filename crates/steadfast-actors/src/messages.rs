@@ -89,16 +89,26 @@ pub struct FetchMetadata {
     pub reply: WeakRecipient<MetadataFetched>,
 }
 
-/// Resolver -> cache: the request with `token` is no longer wanted.
+/// Resolver -> cache: the requests with these tokens are no longer wanted.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct AbandonMetadata {
-    /// (app, revision).
-    pub key: CacheKey,
+    /// (app, revision); `None`: every key (a re-created resolver letting go
+    /// of what its predecessor asked for).
+    pub key: Option<CacheKey>,
     /// Requesting resolver.
     pub resolver: u64,
-    /// Token of the request.
-    pub token: Token,
+    /// Tokens of the requests.
+    pub tokens: std::ops::Range<Token>,
+}
+
+/// Re-created resolver -> cache: every revision of `app` the cache holds,
+/// with its metadata (`steadfast_core`'s `ResolverMachine::on_recalled`).
+#[derive(Message)]
+#[rtype(result = "Vec<(String, Arc<MetadataInfo>)>")]
+pub struct RecallMetadata {
+    /// The provider app.
+    pub app: String,
 }
 
 /// Cache -> resolver: the outcome of a metadata request.

@@ -16,8 +16,8 @@ use crate::contain::Contain;
 use crate::graveyard::{Buries, Graveyard};
 use crate::link::{Inbox, Outbox, Wake};
 use crate::messages::{
-    AbandonMetadata, Attach, Detach, FeedItem, FetchMetadata, MetadataFetched, RetryNow, Shutdown,
-    UnwatchApp, WatchApp,
+    AbandonMetadata, Attach, Detach, FeedItem, FetchMetadata, MetadataFetched, RecallMetadata,
+    RetryNow, Shutdown, UnwatchApp, WatchApp,
 };
 use crate::registry_actor::RegistryActor;
 use crate::stats::{EngineStats, Live, LiveGuard};
@@ -28,9 +28,14 @@ use crate::timer;
 #[rtype(result = "()")]
 struct Flush;
 
+/// Builds the machine of a (re-)created resolver from its inputs.
+pub(crate) type MakeMachine = Arc<dyn Fn() -> ResolverMachine + Send + Sync>;
+
 /// Resolves the metadata revisions of one provider app.
 pub struct ResolverActor {
     id: u64,
+    /// Builds a fresh machine: what a restart re-creates the actor from.
+    make: MakeMachine,
     machine: ResolverMachine,
     registry: WeakAddr<RegistryActor>,
     cache: WeakAddr<CacheActor>,
@@ -41,7 +46,13 @@ pub struct ResolverActor {
     timers: HashMap<Token, SpawnHandle>,
     flush_scheduled: bool,
     graveyard: Graveyard,
-    started_once: bool,
+    /// Set on a replacement, until its `started` re-attached the
+    /// directories it took over.
+    recreated: bool,
+    /// On a replacement, until its first delivery was applied: the tokens
+    /// below this one are its predecessor's, whose fetches the cache may
+    /// still run for it.
+    orphans_below: Option<Token>,
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -51,17 +62,19 @@ pub struct ResolverActor {
 }
 
 impl ResolverActor {
-    /// The shell of `machine` (one provider app) with subscriber id `id`.
-    pub fn new(
+    /// The shell of the machine `make` builds (one provider app) with
+    /// subscriber id `id`; a restart builds a fresh one.
+    pub(crate) fn new(
         id: u64,
-        machine: ResolverMachine,
+        make: MakeMachine,
         registry: WeakAddr<RegistryActor>,
         cache: WeakAddr<CacheActor>,
         stats: Arc<EngineStats>,
     ) -> Self {
         Self {
             id,
-            machine,
+            machine: make(),
+            make,
             registry,
             cache,
             feed: Inbox::default(),
@@ -69,13 +82,38 @@ impl ResolverActor {
             timers: HashMap::new(),
             flush_scheduled: false,
             graveyard: Graveyard::default(),
-            started_once: false,
+            recreated: false,
+            orphans_below: None,
             terminated: false,
             containment: Default::default(),
             snapshot: None,
             _alive: LiveGuard::new(&stats, Live::Resolver),
             stats,
         }
+    }
+
+    /// Restart clean: a new actor from the same inputs, with a fresh
+    /// machine resuming after this one's watermarks
+    /// ([`ResolverMachine::resuming`]). Carried over, because other actors
+    /// hold them: the directories attached (their queues), the panic
+    /// schedule, whether it was shut down, and the snapshot link's inputs.
+    fn recreate(&mut self) -> Self {
+        let mut fresh = Self::new(
+            self.id,
+            self.make.clone(),
+            self.registry.clone(),
+            self.cache.clone(),
+            self.stats.clone(),
+        );
+        let at = self.machine.resume_point();
+        fresh.machine = (self.make)().resuming(at);
+        fresh.orphans_below = Some(fresh.machine.next_token());
+        fresh.directories = std::mem::take(&mut self.directories);
+        fresh.containment = std::mem::take(&mut self.containment);
+        fresh.terminated = self.terminated;
+        fresh.recreated = true;
+        fresh.snapshot = self.snapshot.as_ref().map(snapshot::SnapshotLink::recreate);
+        fresh
     }
 
     /// Performs `actions` and queues a [`Flush`] behind the current burst of
@@ -130,9 +168,9 @@ impl ResolverActor {
                     self.cancel_timer(token, ctx);
                     if let Some(cache) = self.cache.upgrade() {
                         cache.do_send(AbandonMetadata {
-                            key: (app.clone(), revision),
+                            key: Some((app.clone(), revision)),
                             resolver: self.id,
-                            token,
+                            tokens: token..token.saturating_add(1),
                         });
                     }
                 }
@@ -152,6 +190,21 @@ impl ResolverActor {
                 ResolverAction::CancelTimer { token } => self.cancel_timer(token, ctx),
             }
         }
+    }
+
+    /// A replacement that applied its first delivery has asked the cache
+    /// for what it needs (its fetches join the flights still running):
+    /// its predecessor's requests are let go, so no flight lives on for a
+    /// waiter that is gone.
+    fn abandon_orphans(&mut self) {
+        let (Some(below), Some(cache)) = (self.orphans_below.take(), self.cache.upgrade()) else {
+            return;
+        };
+        cache.do_send(AbandonMetadata {
+            key: None,
+            resolver: self.id,
+            tokens: 0..below,
+        });
     }
 
     /// Cancels the timer armed under `token` (a retry, or a fetch's
@@ -224,22 +277,58 @@ impl Actor for ResolverActor {
             // stay idle; the actor ends when its last address drops.
             return;
         }
-        if self.started_once {
-            let actions = self.machine.on_restart(timer::now());
+        if std::mem::take(&mut self.recreated) {
+            // A replacement: the directories it took over subscribe again;
+            // the machine hands them nothing until it has resynced.
+            let now = timer::now();
+            let keys: Vec<String> = self.directories.values().map(|(k, _)| k.clone()).collect();
+            let actions = keys
+                .iter()
+                .flat_map(|k| self.machine.subscribe_at(k, now))
+                .collect();
             self.perform(actions, ctx);
         }
-        self.started_once = true;
         self.snapshot_started(ctx);
-        // First start: subscribe. After a restart: the registry actor answers
-        // with the app's whole state, so the machine resyncs from the source.
-        // What a handler that panicked left queued is taken now (its
-        // wake-up was spent).
-        self.watch_app(ctx);
+        if self.orphans_below.is_some() {
+            // A replacement learns what the metadata cache holds first, so
+            // the registry's state resolves at once (`resolver/resume.rs`).
+            self.recall_then_watch(ctx);
+        } else {
+            // The registry actor answers with the app's whole state when it
+            // has one.
+            self.watch_app(ctx);
+        }
         ctx.notify(Wake);
     }
 }
 
+/// The longest wait for the metadata cache's recall (it answers from
+/// memory; without an answer the replacement resolves by fetching).
+const RECALL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl ResolverActor {
+    /// Asks the cache for the app's metadata, seeds the machine with it,
+    /// then subscribes to the registry (bounded by [`RECALL_WAIT`]).
+    fn recall_then_watch(&mut self, ctx: &mut Context<Self>) {
+        let Some(cache) = self.cache.upgrade() else {
+            self.watch_app(ctx);
+            return;
+        };
+        let ask = cache.send(RecallMetadata {
+            app: self.machine.app().to_string(),
+        });
+        let wait = async move { tokio::time::timeout(RECALL_WAIT, ask).await };
+        ctx.spawn(wait.into_actor(self).map(|known, act, ctx| {
+            if act.terminated {
+                return;
+            }
+            if let Ok(Ok(known)) = known {
+                act.machine.on_recalled(known);
+            }
+            act.watch_app(ctx);
+        }));
+    }
+
     /// Subscribes to the app's instance changes (idempotent; answered with
     /// the whole state when the registry actor has one).
     fn watch_app(&self, ctx: &mut Context<Self>) {
@@ -260,12 +349,12 @@ impl Buries for ResolverActor {
 }
 
 impl Supervised for ResolverActor {
+    /// Nothing of the old actor's state survives but what
+    /// [`ResolverActor::recreate`] names: a panic may have left any of it
+    /// half-written. The old context's timers and futures are gone.
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        self.timers.clear();
-        self.flush_scheduled = false;
-        self.graveyard.reset();
-        self.snapshot_restarting();
+        *self = self.recreate();
     }
 }
 
@@ -276,9 +365,11 @@ impl Handler<Wake> for ResolverActor {
     fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
             let mut actions = Vec::new();
+            let mut delivered = false;
             for item in act.feed.drain() {
                 match item {
                     FeedItem::Delivery(d) => {
+                        delivered = true;
                         actions.extend(act.machine.on_delivery(d, timer::now()));
                     }
                     FeedItem::Health(h) => {
@@ -289,6 +380,9 @@ impl Handler<Wake> for ResolverActor {
             }
             // The feed is a burst already: published at once.
             act.perform_only(actions, ctx);
+            if delivered {
+                act.abandon_orphans();
+            }
             act.flush(ctx);
         });
     }
@@ -343,18 +437,19 @@ impl Handler<Attach> for ResolverActor {
                 act.machine.subscribe_at(&msg.key, timer::now())
             };
             // Everything so far, at the key's last version: its next
-            // update applies on top of it.
-            let full = act.machine.update_for(&msg.key);
-            let (n, bound) = (full.change.len(), act.machine.len());
-            let machine = &act.machine;
-            let reset = || {
-                let u = machine.update_for(&msg.key);
-                let n = u.change.len();
-                Some((u, n))
-            };
-            let alive = msg.updates.send(full, n, bound, &act.stats, reset);
-            if !alive {
-                act.directories.remove(&msg.directory);
+            // update applies on top of it (nothing while the machine
+            // resyncs: its Reset follows).
+            if let Some(full) = act.machine.attach_update(&msg.key) {
+                let (n, bound) = (full.change.len(), act.machine.len());
+                let machine = &act.machine;
+                let reset = || {
+                    let u = machine.update_for(&msg.key);
+                    let n = u.change.len();
+                    Some((u, n))
+                };
+                if !msg.updates.send(full, n, bound, &act.stats, reset) {
+                    act.directories.remove(&msg.directory);
+                }
             }
             if !known {
                 act.perform(actions, ctx);

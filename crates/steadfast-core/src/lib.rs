@@ -101,8 +101,8 @@ pub use registrar::{
     RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
 };
 pub use resolver::{
-    AppInspection, InstanceInspection, ResolverAction, ResolverMachine, RevisionInspection,
-    RevisionPhase, Token,
+    AppInspection, InstanceInspection, ResolverAction, ResolverMachine, ResumePoint,
+    RevisionInspection, RevisionPhase, Token,
 };
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, RetryBudgetError};
 pub use revision::compute_revision;

@@ -61,6 +61,16 @@ impl<W> MetadataCache<W> {
         true
     }
 
+    /// Every revision of `app` cached, with its metadata (no use is
+    /// recorded: a recall by a re-created resolver, `resolver/resume.rs`).
+    pub fn of_app(&self, app: &str) -> Vec<(String, Arc<MetadataInfo>)> {
+        self.lru
+            .iter()
+            .filter(|((a, _), _)| a == app)
+            .map(|((_, rev), info)| (rev.clone(), info.clone()))
+            .collect()
+    }
+
     /// Looks `key` up for `waiter`.
     pub fn request(&mut self, key: CacheKey, waiter: W) -> Lookup<W> {
         if let Some(hit) = self.lru.get(&key) {

@@ -26,7 +26,7 @@ pub(super) fn nowhere<A: Actor<Context = Context<A>>>() -> WeakAddr<A> {
 pub(super) fn lone_resolver(stats: &Arc<EngineStats>) -> Addr<ResolverActor> {
     ResolverActor::new(
         1,
-        ResolverMachine::new("a", BackoffPolicy::default(), 1),
+        Arc::new(|| ResolverMachine::new("a", BackoffPolicy::default(), 1)),
         nowhere::<RegistryActor>(),
         nowhere::<CacheActor>(),
         stats.clone(),

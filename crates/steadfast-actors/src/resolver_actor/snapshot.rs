@@ -29,6 +29,21 @@ pub(crate) struct SnapshotLink {
     asked: bool,
 }
 
+impl SnapshotLink {
+    /// The link of a re-created resolver: the same snapshot actor and
+    /// interval, a fresh write schedule, and no load from disk (the disk
+    /// seeds a cold start only; a replacement learns from the registry
+    /// actor's state, which is newer).
+    pub(super) fn recreate(&self) -> Self {
+        Self {
+            actor: self.actor.clone(),
+            schedule: WriteSchedule::new(self.schedule.interval()),
+            timer: None,
+            asked: true,
+        }
+    }
+}
+
 impl ResolverActor {
     /// Loads the app's snapshot at start and writes its good states
     /// through `actor`, at most once per `write_interval`.
@@ -59,14 +74,6 @@ impl ResolverActor {
                 app: self.machine.app().to_string(),
                 reply: ctx.address().downgrade().recipient(),
             });
-        }
-    }
-
-    /// The timer died with the actor's context.
-    pub(super) fn snapshot_restarting(&mut self) {
-        if let Some(link) = self.snapshot.as_mut() {
-            link.timer = None;
-            link.schedule.on_restart();
         }
     }
 

@@ -37,6 +37,7 @@ mod delivery;
 mod feed;
 mod inspect;
 mod publish;
+mod resume;
 mod schedule;
 mod seed;
 mod table;
@@ -59,6 +60,7 @@ use crate::model::{MetadataInfo, ServiceInstance};
 use crate::recover::{Recover, RecoverMemory, RecoverPolicy};
 use crate::update::{DirectoryUpdate, HeldInstances};
 use publish::KeyState;
+pub use resume::ResumePoint;
 use schedule::Parked;
 use table::Table;
 
@@ -181,6 +183,8 @@ pub struct ResolverMachine {
     subscribe_failure: Option<crate::pending::RegistryFailure>,
     /// Longest wait for a fetch's result before it counts as a timeout.
     fetch_deadline: Duration,
+    /// Set while a replacement machine resyncs (`resume.rs`).
+    resyncing: bool,
 }
 
 /// Default of [`ResolverMachine::with_fetch_deadline`]: above the default
@@ -216,6 +220,7 @@ impl ResolverMachine {
             seeded: None,
             subscribe_failure: None,
             fetch_deadline: DEFAULT_FETCH_DEADLINE,
+            resyncing: false,
         }
     }
 
@@ -433,53 +438,6 @@ impl ResolverMachine {
         self.pause_all()
     }
 
-    /// The actor restarted: its old fetches and timers are gone without a
-    /// trace. Re-issue them: timers for their remaining delay, fetches now.
-    pub fn on_restart(&mut self, now: Instant) -> Vec<ResolverAction> {
-        self.tick(now);
-        // The actor subscribes again after a restart, which brings a Reset.
-        self.ask.on_reset();
-        let mut actions = Vec::new();
-        let revs: Vec<String> = self.revisions.keys().cloned().collect();
-        for rev in revs {
-            let active = self.is_active();
-            let token = self.token();
-            let mut superseded = None;
-            if let Some(RevisionState::Unresolved { phase, recover, .. }) =
-                self.revisions.get_mut(&rev)
-            {
-                match phase.clone() {
-                    Phase::Waiting(_) if active => {
-                        *phase = Phase::Waiting(token);
-                        actions.push(ResolverAction::ArmTimer {
-                            revision: rev.clone(),
-                            token,
-                            delay: recover.wait(now),
-                        });
-                    }
-                    Phase::Fetching(old) => {
-                        superseded = Some(old);
-                        *phase = Phase::Idle;
-                    }
-                    Phase::GaveUp => {}
-                    _ => *phase = Phase::Idle,
-                }
-            }
-            self.start_if_idle(&rev, now, &mut actions);
-            if let Some(old) = superseded {
-                // The fetch may still run elsewhere (the cache): join it with
-                // the new token first, then let go of the old one, so it is
-                // neither cancelled now nor kept alive by a dead waiter.
-                actions.push(ResolverAction::AbandonFetch {
-                    revision: rev.clone(),
-                    token: old,
-                });
-            }
-        }
-        self.dirty = true;
-        actions
-    }
-
     fn pause_all(&mut self) -> Vec<ResolverAction> {
         let mut actions = Vec::new();
         for (rev, state) in self.revisions.iter_mut() {
@@ -516,7 +474,7 @@ impl ResolverMachine {
     /// previous update) unless a key needs everything. The actor calls this
     /// once per burst of inputs.
     pub fn take_updates(&mut self) -> Vec<DirectoryUpdate> {
-        if !self.dirty || !self.is_active() {
+        if !self.dirty || !self.is_active() || self.still_resyncing() {
             return Vec::new();
         }
         self.dirty = false;

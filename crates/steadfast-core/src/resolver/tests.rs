@@ -375,37 +375,77 @@ fn results_with_stale_tokens_are_ignored() {
 }
 
 #[test]
-fn restart_rearms_remaining_delay_and_refetches() {
+fn a_re_created_resolver_recalls_the_cache_and_hands_out_one_whole_reset_after_the_last_update() {
     let t0 = Instant::now();
     let (m1, m2) = (meta(20001), meta(20002));
     let (r1, r2) = (m1.revision.as_str(), m2.revision.as_str());
     let mut h = Harness::active(t0);
     let a = h.snapshot(1, vec![inst("a", r1), inst("b", r2)], t0);
-    let f2 = fetched(&a, r2);
-    let (timer, delay) = armed(&h.complete(fetched(&a, r1), fail(), t0 + secs(2)), r1);
-    let due = t0 + secs(2) + delay;
-    let at = t0 + secs(2) + Duration::from_millis(400);
+    let (f1, f2) = (fetched(&a, r1), fetched(&a, r2));
+    h.complete(f1, Ok(m1.clone()), t0);
+    assert_eq!(addrs(&h.update()), set(&["a:20001"]));
+    // R2's fetch fails: its retry waits on a schedule the panic may have
+    // left half-written.
+    let (_, delay) = armed(&h.complete(f2, fail(), t0 + secs(1)), r2);
+    assert!(!delay.is_zero());
+    let held = h.update();
+    assert_ne!(held.state, UpdateState::Resolved);
+    // Re-created at t0 + 2 s (the harness recalls the cache, which holds
+    // R1, then delivers the registry's state): R1 resolves at once, R2
+    // starts on a clean schedule, fetched now.
+    let at = t0 + secs(2);
     let a = h.restart(at);
-    assert_eq!(a.len(), 3, "re-arm R1, re-fetch R2, abandon R2's old fetch");
-    assert!(a.contains(&ResolverAction::AbandonFetch {
-        revision: r2.to_string(),
-        token: f2
-    }));
-    let (timer2, remaining) = armed(&a, r1);
-    assert_eq!(remaining, due - at);
-    assert_ne!(timer2, timer);
-    let f2b = fetched(&a, r2);
-    assert_ne!(f2b, f2);
-    assert!(h.m.on_retry_due(r1, timer).is_empty());
+    assert_eq!(a.len(), 1, "only R2 is fetched: {a:?}");
+    let g2 = fetched(&a, r2);
+    assert!(g2 > f2, "tokens come after the old machine's");
+    assert!(!h.m.is_resyncing());
+    let u = h.update();
+    assert!(u.change.is_reset(), "one whole state");
+    assert!(
+        u.version() > held.version(),
+        "after the last update handed out"
+    );
+    assert_eq!(addrs(&u), set(&["a:20001"]));
+    // The old machine's fetch answering late is not taken for a new one.
     assert!(h.m.on_fetch_result(r2, f2, Ok(m2.clone()), at).is_empty());
     h.check();
-    // Restarting after the due time re-arms with no delay.
-    let a = h.restart(due + secs(5));
-    assert_eq!(armed(&a, r1).1, Duration::ZERO);
-    let f1 = fetched(&h.fire(armed(&a, r1).0), r1);
-    h.complete(f1, Ok(m1.clone()), due + secs(6));
-    h.complete(fetched(&a, r2), Ok(m2.clone()), due + secs(6));
-    assert_eq!(h.update().state, UpdateState::Resolved);
+    h.complete(g2, Ok(m2.clone()), at);
+    let u = h.update();
+    assert_eq!(addrs(&u), set(&["a:20001", "b:20002"]));
+    assert_eq!(u.state, UpdateState::Resolved);
+}
+
+#[test]
+fn a_re_created_resolver_hands_out_nothing_before_the_registrys_state() {
+    let t0 = Instant::now();
+    let m1 = meta(20001);
+    let mut h = Harness::active(t0);
+    let a = h.snapshot(1, vec![inst("a", m1.revision.as_str())], t0);
+    h.complete(fetched(&a, &m1.revision), Ok(m1.clone()), t0);
+    let held = h.update();
+    // The registry is down: the new subscription brings nothing. The
+    // directory keeps what it holds (no Pending state replaces it), and a
+    // directory attaching gets nothing either.
+    let mut m = crate::resolver::ResolverMachine::new(APP, Default::default(), 7)
+        .resuming(h.m.resume_point());
+    m.on_recalled(h.cached.clone());
+    assert!(m.subscribe_at(KEY, t0).is_empty());
+    assert!(m.is_resyncing());
+    assert!(m.take_updates().is_empty());
+    assert!(m.attach_update(KEY).is_none());
+    // Recalled metadata of another app is not taken.
+    let mut other = (*m1).clone();
+    other.app = "other".into();
+    m.on_recalled([(m1.revision.clone(), std::sync::Arc::new(other))]);
+    // The state arrives: one Reset, after the one held.
+    let snap = std::sync::Arc::new(vec![inst("a", m1.revision.as_str())]);
+    assert!(
+        m.on_snapshot(Version::at(2), snap, t0).is_empty(),
+        "R1 recalled"
+    );
+    let u = m.take_updates().pop().expect("the whole state");
+    assert!(u.version() > held.version());
+    assert_eq!(addrs(&u), set(&["a:20001"]));
 }
 
 #[test]
@@ -475,7 +515,6 @@ fn an_attempt_limit_stops_retries_until_the_revision_comes_back() {
         m.subscribe(KEY).is_empty(),
         "re-attaching does not revive it"
     );
-    assert!(m.on_restart(t0).is_empty());
     assert!(m.on_snapshot(Version::at(2), snap.clone(), t0).is_empty());
     let u = m.update_for(KEY);
     assert!(matches!(u.state, UpdateState::Unresolved(ref x) if x.attempts == 2));

@@ -83,10 +83,10 @@ impl WriteSchedule {
         self.written(now) == WriteDecision::Write
     }
 
-    /// The shell lost its timer (an actor restart): forget it, so the next
-    /// good state arms a new one.
-    pub fn on_restart(&mut self) {
-        self.armed = false;
+    /// The interval between writes (a re-created shell starts a fresh
+    /// schedule with it).
+    pub fn interval(&self) -> Duration {
+        self.interval
     }
 
     /// Whether a good state waits to be written.

@@ -109,9 +109,6 @@ pub(super) struct Harness {
     /// In-flight fetches: token -> revision.
     pub(super) fetches: BTreeMap<Token, String>,
 
-    /// Fetches issued before a restart: they may still run in the cache, so
-    /// the machine must abandon each one (and may name it only for that).
-    orphans: BTreeMap<Token, String>,
     /// Revisions of the latest snapshot.
     pub(super) revisions: BTreeSet<String>,
     /// Per revision, when its last armed timer was due: the machine must not
@@ -122,6 +119,14 @@ pub(super) struct Harness {
     left: BTreeMap<String, Instant>,
     /// What the updates built so far, per key.
     pub(super) views: super::views::Views,
+    /// The machine's seed (a re-created machine gets the same inputs).
+    seed: u64,
+    /// Subscribers per key, as the directories attached them.
+    subs: BTreeMap<String, usize>,
+    /// The registry's latest state: generation and instances.
+    last: Option<(u64, Vec<ServiceInstance>)>,
+    /// What the metadata cache holds: every revision fetched so far.
+    pub(super) cached: BTreeMap<String, Arc<MetadataInfo>>,
 }
 
 /// How long the machine remembers the schedule of a revision that left:
@@ -135,11 +140,14 @@ impl Harness {
             now: t0,
             timers: BTreeMap::new(),
             fetches: BTreeMap::new(),
-            orphans: BTreeMap::new(),
             revisions: BTreeSet::new(),
             due: BTreeMap::new(),
             left: BTreeMap::new(),
             views: Default::default(),
+            seed,
+            subs: BTreeMap::new(),
+            last: None,
+            cached: BTreeMap::new(),
         }
     }
 
@@ -178,10 +186,7 @@ impl Harness {
                     self.fetches.insert(*token, revision.clone());
                 }
                 ResolverAction::AbandonFetch { revision, token } => {
-                    let r = self
-                        .fetches
-                        .remove(token)
-                        .or_else(|| self.orphans.remove(token));
+                    let r = self.fetches.remove(token);
                     assert_eq!(
                         r.as_ref(),
                         Some(revision),
@@ -282,6 +287,7 @@ impl Harness {
             }
         }
         self.revisions = next;
+        self.last = Some((generation, instances.clone()));
         let a = self
             .m
             .on_snapshot(Version::at(generation), Arc::new(instances), now);
@@ -297,8 +303,9 @@ impl Harness {
     ) -> Vec<ResolverAction> {
         self.now = now;
         let rev = self.fetches.remove(&token).expect("fetch not in flight");
-        if result.is_ok() {
+        if let Ok(info) = &result {
             self.due.remove(&rev);
+            self.cached.insert(rev.clone(), info.clone());
         }
         let a = self.m.on_fetch_result(&rev, token, result, now);
         self.apply(a)
@@ -327,43 +334,61 @@ impl Harness {
     }
 
     pub(super) fn subscribe(&mut self, key: &str) -> Vec<ResolverAction> {
+        if !self.m.is_closed() {
+            *self.subs.entry(key.to_string()).or_default() += 1;
+        }
         let a = self.m.subscribe_at(key, self.now);
         self.apply(a)
     }
 
     pub(super) fn unsubscribe(&mut self, key: &str) -> Vec<ResolverAction> {
+        if let Some(n) = self.subs.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                self.subs.remove(key);
+            }
+        }
         let a = self.m.unsubscribe(key);
         self.apply(a)
     }
 
     pub(super) fn close(&mut self) -> Vec<ResolverAction> {
+        self.subs.clear();
         let a = self.m.close();
         self.apply(a)
     }
 
-    /// The actor restarted: its timers and fetches are gone. The machine must
-    /// re-arm the same timers for the same due times (now if overdue) and
-    /// re-issue the same fetches.
+    /// The actor panicked and was re-created from its inputs: a fresh
+    /// machine resuming after the old one ([`ResolverMachine::resuming`]),
+    /// its directories attached again, the metadata cache recalled, the
+    /// registry's state delivered again (the registry actor answers a new
+    /// subscription with it). The old
+    /// machine's timers died with its context; its fetches may still answer,
+    /// with tokens the new machine never issued. The new schedule starts
+    /// clean, so earlier due times no longer bind it.
     pub(super) fn restart(&mut self, now: Instant) -> Vec<ResolverAction> {
         self.now = now;
-        let due = |t: &BTreeMap<Token, (String, Instant)>| -> BTreeMap<String, Instant> {
-            t.values()
-                .map(|(r, d)| (r.clone(), (*d).max(now)))
-                .collect()
-        };
-        let fetching = |f: &BTreeMap<Token, String>| f.values().cloned().collect::<BTreeSet<_>>();
-        let (timers, fetches) = (due(&self.timers), fetching(&self.fetches));
+        if self.m.is_closed() {
+            return Vec::new();
+        }
+        let fresh = ResolverMachine::new(APP, BackoffPolicy::default(), self.seed);
+        let at = self.m.resume_point();
+        self.m = fresh.resuming(at);
         self.timers.clear();
-        self.orphans = std::mem::take(&mut self.fetches);
-        let a = self.m.on_restart(now);
-        let a = self.apply(a);
-        assert!(
-            self.orphans.is_empty(),
-            "fetches from before the restart left behind: {:?}",
-            self.orphans
-        );
-        assert_eq!(due(&self.timers), timers, "timers after restart");
-        assert_eq!(fetching(&self.fetches), fetches, "fetches after restart");
+        self.fetches.clear();
+        self.due.clear();
+        self.left.clear();
+        let mut a = Vec::new();
+        for (key, n) in self.subs.clone() {
+            for _ in 0..n {
+                a.extend(self.m.subscribe_at(&key, now));
+            }
+        }
+        let mut a = self.apply(a);
+        self.m.on_recalled(self.cached.clone());
+        if let Some((generation, instances)) = self.last.clone() {
+            a.extend(self.snapshot(generation, instances, now));
+        }
         a
     }
 

@@ -18,6 +18,12 @@ impl Views {
     /// as the full update of its key.
     pub(crate) fn absorb(&mut self, u: DirectoryUpdate) -> DirectoryUpdate {
         let entry = self.keys.entry(u.subscribe_key.clone()).or_default();
+        assert!(
+            entry.0.is_none_or(|held| held < u.version()),
+            "each update comes after the one held: {:?} then {}",
+            entry.0,
+            u.version()
+        );
         match &u.change {
             Change::Reset { items, .. } => {
                 entry.1 = items
