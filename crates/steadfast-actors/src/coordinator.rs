@@ -13,6 +13,12 @@
 //! the last handle of a reference drops while the engine lives on, the
 //! reference is unsubscribed after the live `unsubscribe_linger` unless a
 //! handle of it exists again by then (see [`Directory`]'s lifetime docs).
+//!
+//! Every such decision (what is subscribed and how often, which resolver
+//! and which mapping follower is needed, which hold is current, when a
+//! linger ends, whether the engine is shut down) is taken by the sans-IO
+//! [`Lifetimes`] machine; this actor asks it, then starts and stops actors
+//! as it answers, and keeps one timer at its next linger deadline.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +28,10 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use steadfast_core::{MetadataPublisher, RecoverPolicy, Reference, Registry, ResolverMachine};
+use steadfast_core::{
+    LifetimeRefused, Lifetimes, MetadataPublisher, RecoverPolicy, Reference, Registry,
+    ResolverMachine,
+};
 
 use crate::cache_actor::CacheActor;
 use crate::config::EngineConfig;
@@ -85,11 +94,6 @@ pub(crate) use registrations::{ListRegistrations, RegisterInstance, UnregisterIn
 pub(crate) use subscriptions::HandlesDropped;
 use subscriptions::Subscribed;
 
-struct Counted<A: Actor> {
-    addr: Addr<A>,
-    refs: usize,
-}
-
 pub(crate) struct Coordinator {
     config: EngineConfig,
     /// The caller-side settings every directory reads when it needs them.
@@ -99,14 +103,18 @@ pub(crate) struct Coordinator {
     /// The failback registrar (every register / unregister goes through it).
     registrar: Option<Addr<RegistrarActor>>,
     cache: Option<Addr<CacheActor>>,
-    resolvers: HashMap<String, Counted<ResolverActor>>,
+    /// What is subscribed, needed and shut down: every lifetime decision.
+    lifetimes: Lifetimes,
+    /// The resolver of each app [`Lifetimes`] says is needed.
+    resolvers: HashMap<String, Addr<ResolverActor>>,
     directories: HashMap<Reference, Subscribed>,
     /// Every export with the (app, revision) it serves.
     exports: HashMap<u64, (Addr<ExportActor>, (String, String))>,
     registry_backend: Arc<dyn Registry>,
     publishers: Vec<Arc<dyn MetadataPublisher>>,
     next_id: u64,
-    shut_down: bool,
+    /// The one linger timer, at [`Lifetimes::poll_timeout`].
+    linger: Option<(std::time::Instant, SpawnHandle)>,
     /// Dropped at shutdown: a shut-down coordinator that an engine handle
     /// keeps restarting is an idle shell answering `ShutDown`, not alive.
     alive: Option<LiveGuard>,
@@ -145,10 +153,11 @@ impl Coordinator {
             publishers: backends.1,
             registry: Some(registry),
             cache: Some(cache),
+            lifetimes: Lifetimes::new(),
             resolvers: HashMap::new(),
             directories: HashMap::new(),
             next_id: 1,
-            shut_down: false,
+            linger: None,
             alive: Some(LiveGuard::new(&stats, Live::Actor)),
             containment: Default::default(),
             follows: Default::default(),
@@ -166,10 +175,18 @@ impl Coordinator {
         self.config.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 
-    fn resolver_for(&mut self, app: &str) -> Result<WeakAddr<ResolverActor>, EngineError> {
-        if let Some(c) = self.resolvers.get_mut(app) {
-            c.refs += 1;
-            return Ok(c.addr.downgrade());
+    /// The resolver of `app` (started by [`Coordinator::start_resolver`]).
+    fn resolver_of(&self, app: &str) -> Result<WeakAddr<ResolverActor>, EngineError> {
+        self.resolvers
+            .get(app)
+            .map(Addr::downgrade)
+            .ok_or(EngineError::ShutDown)
+    }
+
+    /// Starts the resolver of `app`, which [`Lifetimes`] says is needed now.
+    fn start_resolver(&mut self, app: &str) -> Result<(), EngineError> {
+        if self.resolvers.contains_key(app) {
+            return Ok(());
         }
         let (Some(registry), Some(cache)) = (&self.registry, &self.cache) else {
             return Err(EngineError::ShutDown);
@@ -200,35 +217,30 @@ impl Coordinator {
                 None => r,
             }
         });
-        let weak = addr.downgrade();
-        self.resolvers
-            .insert(app.to_string(), Counted { addr, refs: 1 });
-        Ok(weak)
+        self.resolvers.insert(app.to_string(), addr);
+        Ok(())
     }
 
-    fn release_resolver(&mut self, app: &str) {
-        if let Some(c) = self.resolvers.get_mut(app) {
-            c.refs -= 1;
-            if c.refs == 0 {
-                let c = self.resolvers.remove(app).expect("present above");
-                c.addr.do_send(Shutdown);
-            }
+    /// Stops the resolver of `app`, which [`Lifetimes`] says no one needs.
+    fn stop_resolver(&mut self, app: &str) {
+        if let Some(addr) = self.resolvers.remove(app) {
+            addr.do_send(Shutdown);
         }
     }
 
     fn shutdown_all(&mut self, ctx: &mut Context<Self>) {
-        self.shut_down = true;
+        self.lifetimes.shut_down();
         self.alive = None;
+        if let Some((_, t)) = self.linger.take() {
+            ctx.cancel_future(t);
+        }
         for (_, d) in self.directories.drain() {
-            if let Some(t) = d.linger {
-                ctx.cancel_future(t);
-            }
             d.handle.close();
-            d.counted.addr.do_send(Shutdown);
+            d.addr.do_send(Shutdown);
         }
         self.stop_mappings();
-        for (_, c) in self.resolvers.drain() {
-            c.addr.do_send(Shutdown);
+        for (_, addr) in self.resolvers.drain() {
+            addr.do_send(Shutdown);
         }
         for (_, (e, _)) in self.exports.drain() {
             e.do_send(Shutdown);
@@ -256,7 +268,7 @@ impl Actor for Coordinator {
         // stops everything; a stop while an engine or directory handle is
         // still held is a supervised restart
         // (the children keep running, the maps are kept).
-        if self.shut_down || !ctx.connected() {
+        if self.lifetimes.is_shut_down() || !ctx.connected() {
             self.shutdown_all(ctx);
         }
     }
@@ -264,7 +276,7 @@ impl Actor for Coordinator {
 
 impl Supervised for Coordinator {
     fn restarting(&mut self, ctx: &mut Self::Context) {
-        if !self.shut_down {
+        if !self.lifetimes.is_shut_down() {
             EngineStats::bump(&self.stats.restarts);
             self.rearm_lingers(ctx);
         }
@@ -281,6 +293,15 @@ impl Contain for Coordinator {
     }
 }
 
+/// The engine error of a call [`Lifetimes`] refused.
+fn refused(r: LifetimeRefused) -> EngineError {
+    match r {
+        LifetimeRefused::NoProviderApps(key) => EngineError::NoProviderApps(key),
+        LifetimeRefused::NotSubscribed(key) => EngineError::NotSubscribed(key),
+        _ => EngineError::ShutDown,
+    }
+}
+
 /// The answer of a coordinator call whose handler panicked.
 fn panicked<T>(r: Option<Result<T, EngineError>>) -> Result<T, EngineError> {
     r.unwrap_or(Err(EngineError::Panicked))
@@ -294,7 +315,7 @@ impl Handler<Shutdown> for Coordinator {
         // registered, then stop everything. Each registry
         // call of a stop has its own deadline, and the whole wait is bounded
         // by `shutdown_timeout`.
-        self.shut_down = true;
+        self.lifetimes.shut_down();
         // The exports stay listed, so `shutdown_all` stops them even when
         // their graceful stop ran out of time.
         let stops: Vec<_> = self
@@ -336,7 +357,7 @@ impl Handler<Shutdown> for Coordinator {
 impl Handler<Orphaned> for Coordinator {
     type Result = ();
     fn handle(&mut self, _: Orphaned, ctx: &mut Self::Context) {
-        if !self.shut_down {
+        if !self.lifetimes.is_shut_down() {
             self.shutdown_all(ctx);
         }
         ctx.stop();
@@ -357,7 +378,7 @@ impl Coordinator {
         spec: ExportSpec,
         me: WeakAddr<Coordinator>,
     ) -> Result<ExportHandle, EngineError> {
-        if self.shut_down {
+        if self.lifetimes.is_shut_down() {
             return Err(EngineError::ShutDown);
         }
         if spec.services.is_empty() {

@@ -29,6 +29,7 @@ mod instance;
 mod instance_set;
 mod jitter;
 mod keys;
+mod lifetimes;
 mod lookup;
 mod mapping;
 mod metadata_cache;
@@ -82,6 +83,7 @@ pub use incarnation::{BootId, Incarnation};
 pub use instance::{Instance, RevisionInterner};
 pub use instance_set::InstanceSet;
 pub use keys::{match_key, service_key, Reference};
+pub use lifetimes::{LifetimeRefused, Lifetimes, Released, SubscribeOutcome};
 pub use lookup::{
     InstancesAnswer, LookupAction, LookupCache, LookupConfig, LookupError, WaiterId,
     MAX_LOOKUP_TTL_JITTER,

@@ -44,7 +44,7 @@ pub(crate) struct Panic(pub RestartTarget);
 impl Handler<Restart> for Coordinator {
     type Result = Result<(), EngineError>;
     fn handle(&mut self, msg: Restart, ctx: &mut Self::Context) -> Self::Result {
-        if self.shut_down {
+        if self.lifetimes.is_shut_down() {
             return Err(EngineError::ShutDown);
         }
         let sent = match &msg.0 {
@@ -54,14 +54,13 @@ impl Handler<Restart> for Coordinator {
             }
             RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(ForceRestart)),
             RestartTarget::Cache => self.cache.as_ref().map(|a| a.do_send(ForceRestart)),
-            RestartTarget::Resolver(app) => self
-                .resolvers
-                .get(app)
-                .map(|c| c.addr.do_send(ForceRestart)),
+            RestartTarget::Resolver(app) => {
+                self.resolvers.get(app).map(|a| a.do_send(ForceRestart))
+            }
             RestartTarget::Directory(r) => self
                 .directories
                 .get(r)
-                .map(|d| d.counted.addr.do_send(ForceRestart)),
+                .map(|d| d.addr.do_send(ForceRestart)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }
@@ -70,7 +69,7 @@ impl Handler<Restart> for Coordinator {
 impl Handler<Panic> for Coordinator {
     type Result = Result<(), EngineError>;
     fn handle(&mut self, msg: Panic, _ctx: &mut Self::Context) -> Self::Result {
-        if self.shut_down {
+        if self.lifetimes.is_shut_down() {
             return Err(EngineError::ShutDown);
         }
         let sent = match &msg.0 {
@@ -80,13 +79,10 @@ impl Handler<Panic> for Coordinator {
             }
             RestartTarget::Registry => self.registry.as_ref().map(|a| a.do_send(DrillPanic)),
             RestartTarget::Cache => self.cache.as_ref().map(|a| a.do_send(DrillPanic)),
-            RestartTarget::Resolver(app) => {
-                self.resolvers.get(app).map(|c| c.addr.do_send(DrillPanic))
+            RestartTarget::Resolver(app) => self.resolvers.get(app).map(|a| a.do_send(DrillPanic)),
+            RestartTarget::Directory(r) => {
+                self.directories.get(r).map(|d| d.addr.do_send(DrillPanic))
             }
-            RestartTarget::Directory(r) => self
-                .directories
-                .get(r)
-                .map(|d| d.counted.addr.do_send(DrillPanic)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }

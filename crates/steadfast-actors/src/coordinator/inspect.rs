@@ -16,7 +16,7 @@ use crate::timer;
 impl Handler<InspectEngine> for Coordinator {
     type Result = ResponseFuture<Result<EngineReport, EngineError>>;
     fn handle(&mut self, _: InspectEngine, _: &mut Self::Context) -> Self::Result {
-        if self.shut_down {
+        if self.lifetimes.is_shut_down() {
             return Box::pin(async { Err(EngineError::ShutDown) });
         }
         let now = timer::now();
@@ -28,7 +28,7 @@ impl Handler<InspectEngine> for Coordinator {
             .filter_map(|(reference, d)| match d.handle.snapshot() {
                 Ok(snapshot) => {
                     let report = render::reference(reference, &snapshot, now, &ewma);
-                    Some((report, d.counted.addr.clone()))
+                    Some((report, d.addr.clone()))
                 }
                 Err(_) => {
                     // Named in `missing`, so the report never looks
@@ -41,7 +41,7 @@ impl Handler<InspectEngine> for Coordinator {
         let resolvers = self
             .resolvers
             .iter()
-            .map(|(app, c)| (app.clone(), c.addr.clone()))
+            .map(|(app, a)| (app.clone(), a.clone()))
             .collect();
         let parts = Parts {
             references,

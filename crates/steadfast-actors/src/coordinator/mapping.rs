@@ -1,11 +1,12 @@
 //! References without apps: their directories follow the interface's
-//! mapping. One [`MappingActor`] per interface (reference-counted by the
-//! directories following it) watches the mapping; for each app it reports,
-//! the coordinator takes a counted reference on the app's resolver and
-//! attaches every directory of the interface to it, and for each app that
-//! leaves the mapping it detaches them and releases the resolver. Each
-//! directory's attached apps are kept here, so unsubscribe and shutdown
-//! release exactly the resolver references taken.
+//! mapping. One [`MappingActor`] per interface watches the mapping, for as
+//! long as [`Lifetimes`](steadfast_core::Lifetimes) counts a directory
+//! following it. For each app the mapping reports, every follower is
+//! attached to the app's resolver (the machine counts the attach on the
+//! resolver); for each app that leaves the mapping they are detached (and
+//! the resolver stops with its last need). The machine keeps each
+//! follower's attached apps, so unsubscribe and shutdown release exactly
+//! what was taken.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -16,7 +17,6 @@ use steadfast_core::{MetadataInfo, Pending, RecoverPolicy, Reference};
 use super::Coordinator;
 use crate::contain::Contain;
 use crate::directory_actor::mapped::{AddApp, MappingPending, RemoveApp};
-use crate::error::EngineError;
 use crate::mapping_actor::{MappingActor, MappingChanged, MappingParts};
 use crate::messages::Shutdown;
 use crate::registrar_actor::MapIntent;
@@ -25,127 +25,108 @@ use crate::stats::EngineStats;
 /// One interface's followed mapping.
 struct Followed {
     addr: Addr<MappingActor>,
-    /// Directories following it.
-    refs: usize,
     /// Apps the mapping lists now.
     apps: BTreeSet<String>,
     /// What a directory with no app says.
     pending: Option<Pending>,
 }
 
-/// Every followed mapping, and the apps each mapping-following directory is
-/// attached to (one resolver reference each).
+/// Every followed mapping.
 #[derive(Default)]
 pub(crate) struct Follows {
     interfaces: HashMap<String, Followed>,
-    attached: HashMap<Reference, BTreeSet<String>>,
-}
-
-/// The apps a follower still has to attach: those the mapping lists that
-/// are not attached yet (a failed attach is not recorded, so it is here
-/// again at the next mapping event).
-fn to_attach(listed: &BTreeSet<String>, attached: Option<&BTreeSet<String>>) -> Vec<String> {
-    match attached {
-        Some(a) => listed.difference(a).cloned().collect(),
-        None => Vec::new(),
-    }
-}
-
-/// Runs `attach` for every app, each failure on its own: the failed app is
-/// returned with its error and the remaining apps are still attached.
-fn attach_each(
-    apps: &[String],
-    mut attach: impl FnMut(&str) -> Result<(), EngineError>,
-) -> Vec<(String, EngineError)> {
-    let mut failed = Vec::new();
-    for app in apps {
-        if let Err(e) = attach(app) {
-            failed.push((app.clone(), e));
-        }
-    }
-    failed
 }
 
 impl Coordinator {
-    /// `reference` (no apps; its directory just started) follows its
-    /// interface's mapping: the interface's actor starts if needed, and the
-    /// directory attaches to the apps already known.
-    pub(super) fn follow_mapping(
-        &mut self,
-        reference: &Reference,
-        me: WeakAddr<Coordinator>,
-    ) -> Result<(), EngineError> {
-        let interface = reference.interface.clone();
-        if !self.follows.interfaces.contains_key(&interface) {
-            let id = self.id();
-            let parts = MappingParts {
-                interface: interface.clone(),
-                registry: self.registry_backend.clone(),
-                policy: RecoverPolicy::new(self.config.registry_backoff),
-                call_timeout: self.config.registry_call_timeout,
-                seed: self.seed(id),
-                coordinator: me,
-            };
-            let stats = self.stats.clone();
-            let addr = Supervisor::start(move |_| MappingActor::new(parts, stats));
-            self.follows.interfaces.insert(
-                interface.clone(),
-                Followed {
-                    addr,
-                    refs: 0,
-                    apps: BTreeSet::new(),
-                    pending: Some(Pending::waiting()),
-                },
-            );
+    /// Starts following `interface`'s mapping (its first follower).
+    pub(super) fn follow_interface(&mut self, interface: &str, me: WeakAddr<Coordinator>) {
+        let id = self.id();
+        let parts = MappingParts {
+            interface: interface.to_string(),
+            registry: self.registry_backend.clone(),
+            policy: RecoverPolicy::new(self.config.registry_backoff),
+            call_timeout: self.config.registry_call_timeout,
+            seed: self.seed(id),
+            coordinator: me,
+        };
+        let stats = self.stats.clone();
+        let addr = Supervisor::start(move |_| MappingActor::new(parts, stats));
+        self.follows.interfaces.insert(
+            interface.to_string(),
+            Followed {
+                addr,
+                apps: BTreeSet::new(),
+                pending: Some(Pending::waiting()),
+            },
+        );
+    }
+
+    /// Stops following `interface`'s mapping (its last follower left).
+    pub(super) fn unfollow_interface(&mut self, interface: &str) {
+        if let Some(f) = self.follows.interfaces.remove(interface) {
+            f.addr.do_send(Shutdown);
         }
-        let f = self
-            .follows
-            .interfaces
-            .get_mut(&interface)
-            .expect("present above");
-        f.refs += 1;
+    }
+
+    /// A new follower `reference` (its directory just started) attaches to
+    /// the apps its interface's mapping lists already, and says what the
+    /// mapping says.
+    pub(super) fn attach_follower(&mut self, reference: &Reference) {
+        let Some(f) = self.follows.interfaces.get(&reference.interface) else {
+            return;
+        };
         let (apps, pending) = (f.apps.clone(), f.pending.clone());
-        self.follows.attached.entry(reference.clone()).or_default();
         self.attach_listed(reference, &apps);
         if let Some(d) = self.directories.get(reference) {
-            d.counted.addr.do_send(MappingPending(pending));
+            d.addr.do_send(MappingPending(pending));
         }
-        Ok(())
     }
 
     /// Attaches the directory of `reference` to every app of `listed` it is
-    /// not attached to yet; a failure is logged and counted, the app stays
+    /// not attached to yet. A failure is logged and counted; the app stays
     /// unattached (retried at the next mapping event), and the other apps
     /// are attached all the same.
     fn attach_listed(&mut self, reference: &Reference, listed: &BTreeSet<String>) {
-        let todo = to_attach(listed, self.follows.attached.get(reference));
-        let failed = attach_each(&todo, |app| self.attach_mapped(reference, app));
-        for (app, error) in failed {
-            EngineStats::bump(&self.stats.mapping_attach_failures);
-            tracing::warn!(%app, interface = %reference.interface, %error,
-                "mapped app not attached; retried at the next mapping event");
+        for app in listed {
+            let Some(start) = self.lifetimes.attach_mapped(reference, app) else {
+                continue;
+            };
+            let resolver = if start {
+                self.start_resolver(app)
+                    .and_then(|()| self.resolver_of(app))
+            } else {
+                self.resolver_of(app)
+            };
+            match resolver {
+                Ok(resolver) => {
+                    if let Some(d) = self.directories.get(reference) {
+                        d.addr.do_send(AddApp {
+                            app: app.to_string(),
+                            resolver,
+                        });
+                    }
+                }
+                Err(error) => {
+                    self.lifetimes.attach_failed(reference, app);
+                    EngineStats::bump(&self.stats.mapping_attach_failures);
+                    tracing::warn!(%app, interface = %reference.interface, %error,
+                        "mapped app not attached; retried at the next mapping event");
+                }
+            }
         }
     }
 
-    /// The directory of `reference` (following a mapping) goes away: its
-    /// resolver references are released, and the interface's actor stops
-    /// with its last follower.
-    pub(super) fn unfollow_mapping(&mut self, reference: &Reference) {
-        if let Some(apps) = self.follows.attached.remove(reference) {
-            for app in apps {
-                self.release_resolver(&app);
-            }
+    /// Detaches the directory of `reference` from `app`; its resolver stops
+    /// when that was its last need.
+    fn detach_mapped(&mut self, reference: &Reference, app: &str) {
+        let Some(stop) = self.lifetimes.detach_mapped(reference, app) else {
+            return;
+        };
+        if let Some(d) = self.directories.get(reference) {
+            d.addr.do_send(RemoveApp(app.to_string()));
         }
-        if let Some(f) = self.follows.interfaces.get_mut(&reference.interface) {
-            f.refs = f.refs.saturating_sub(1);
-            if f.refs == 0 {
-                let f = self
-                    .follows
-                    .interfaces
-                    .remove(&reference.interface)
-                    .expect("present above");
-                f.addr.do_send(Shutdown);
-            }
+        if stop {
+            self.stop_resolver(app);
         }
     }
 
@@ -170,57 +151,13 @@ impl Coordinator {
 
     /// Stops every mapping actor (shutdown).
     pub(super) fn stop_mappings(&mut self) {
-        self.follows.attached.clear();
         for (_, f) in self.follows.interfaces.drain() {
             f.addr.do_send(Shutdown);
         }
     }
 
-    /// Attaches the directory of `reference` to `app` (once).
-    fn attach_mapped(&mut self, reference: &Reference, app: &str) -> Result<(), EngineError> {
-        let Some(attached) = self.follows.attached.get(reference) else {
-            return Ok(());
-        };
-        if attached.contains(app) {
-            return Ok(());
-        }
-        let Some(dir) = self
-            .directories
-            .get(reference)
-            .map(|d| d.counted.addr.clone())
-        else {
-            return Ok(());
-        };
-        let resolver = self.resolver_for(app)?;
-        if let Some(a) = self.follows.attached.get_mut(reference) {
-            a.insert(app.to_string());
-        }
-        dir.do_send(AddApp {
-            app: app.to_string(),
-            resolver,
-        });
-        Ok(())
-    }
-
-    /// Detaches the directory of `reference` from `app` and releases the
-    /// resolver reference it held.
-    fn detach_mapped(&mut self, reference: &Reference, app: &str) {
-        let removed = self
-            .follows
-            .attached
-            .get_mut(reference)
-            .is_some_and(|a| a.remove(app));
-        if !removed {
-            return;
-        }
-        if let Some(d) = self.directories.get(reference) {
-            d.counted.addr.do_send(RemoveApp(app.to_string()));
-        }
-        self.release_resolver(app);
-    }
-
     fn mapping_changed(&mut self, msg: MappingChanged) {
-        if self.shut_down {
+        if self.lifetimes.is_shut_down() {
             return;
         }
         let Some(f) = self.follows.interfaces.get_mut(&msg.interface) else {
@@ -232,13 +169,7 @@ impl Coordinator {
         f.apps.extend(msg.added.iter().cloned());
         f.pending = msg.pending.clone();
         let listed = f.apps.clone();
-        let followers: Vec<Reference> = self
-            .follows
-            .attached
-            .keys()
-            .filter(|r| r.interface == msg.interface)
-            .cloned()
-            .collect();
+        let followers: Vec<Reference> = self.lifetimes.followers(&msg.interface).cloned().collect();
         for reference in &followers {
             for app in &msg.removed {
                 self.detach_mapped(reference, app);
@@ -247,7 +178,7 @@ impl Coordinator {
             // an attach that failed before is retried now.
             self.attach_listed(reference, &listed);
             if let Some(d) = self.directories.get(reference) {
-                d.counted.addr.do_send(MappingPending(msg.pending.clone()));
+                d.addr.do_send(MappingPending(msg.pending.clone()));
             }
         }
     }
@@ -257,36 +188,5 @@ impl Handler<MappingChanged> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: MappingChanged, ctx: &mut Self::Context) {
         self.contained(ctx, |act, _| act.mapping_changed(msg));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(apps: &[&str]) -> BTreeSet<String> {
-        apps.iter().map(|a| a.to_string()).collect()
-    }
-
-    #[test]
-    fn one_failed_attach_does_not_skip_the_others_and_is_retried_later() {
-        let listed = set(&["a", "b", "c"]);
-        let mut attached = BTreeSet::new();
-        let todo = to_attach(&listed, Some(&attached));
-        let failed = attach_each(&todo, |app| {
-            if app == "a" {
-                return Err(EngineError::ShutDown);
-            }
-            attached.insert(app.to_string());
-            Ok(())
-        });
-        assert_eq!(failed.len(), 1);
-        assert_eq!(failed[0].0, "a");
-        // The apps after the failed one are attached all the same.
-        assert_eq!(attached, set(&["b", "c"]));
-        // The next mapping event (even one adding nothing) retries "a" only.
-        assert_eq!(to_attach(&listed, Some(&attached)), vec!["a".to_string()]);
-        // A reference not following the mapping attaches nothing.
-        assert!(to_attach(&listed, None).is_empty());
     }
 }

@@ -26,7 +26,7 @@ pub(crate) struct ListRegistrations;
 impl Handler<RegisterInstance> for Coordinator {
     type Result = Result<(), EngineError>;
     fn handle(&mut self, msg: RegisterInstance, _ctx: &mut Self::Context) -> Self::Result {
-        match (&self.registrar, self.shut_down) {
+        match (&self.registrar, self.lifetimes.is_shut_down()) {
             (Some(r), false) => {
                 r.do_send(RegisterIntent(msg.0));
                 Ok(())
@@ -39,7 +39,7 @@ impl Handler<RegisterInstance> for Coordinator {
 impl Handler<UnregisterInstance> for Coordinator {
     type Result = Result<(), EngineError>;
     fn handle(&mut self, msg: UnregisterInstance, _ctx: &mut Self::Context) -> Self::Result {
-        match (&self.registrar, self.shut_down) {
+        match (&self.registrar, self.lifetimes.is_shut_down()) {
             (Some(r), false) => {
                 r.do_send(UnregisterIntent(msg.0));
                 Ok(())

@@ -1,22 +1,24 @@
-//! Subscriptions of the coordinator and their lifetimes: `subscribe`
-//! (reference-counted, one shared [`HandleHold`] for every live handle of a
-//! reference), `unsubscribe` (the last one stops the directory at once), and
-//! the linger after the last handle of a reference dropped (unsubscribes it
-//! unless a handle of it exists again by then).
+//! Subscriptions of the coordinator and their lifetimes, performed as the
+//! [`Lifetimes`](steadfast_core::Lifetimes) machine decides: `subscribe`
+//! (one shared [`HandleHold`] for every live handle of a reference),
+//! `unsubscribe` (the last one stops the directory at once), and the linger
+//! after the last handle of a reference dropped (one timer, at the
+//! machine's next deadline).
 
 use std::sync::{Arc, Weak};
 
 use actix::prelude::*;
 use actix::WeakAddr;
-use steadfast_core::Reference;
+use steadfast_core::{Reference, Released, SubscribeOutcome};
 
-use super::{panicked, Coordinator, Counted, Subscribe, Unsubscribe};
+use super::{panicked, refused, Coordinator, Subscribe, Unsubscribe};
 use crate::contain::Contain;
 use crate::directory_actor::{DirectoryActor, DirectoryShared};
 use crate::error::EngineError;
 use crate::handle::{Directory, EngineLife, HandleHold};
 use crate::messages::Shutdown;
 use crate::stats::EngineStats;
+use crate::timer;
 
 /// The last handle of `reference` (its hold number `id`) was dropped.
 #[derive(Message)]
@@ -28,14 +30,12 @@ pub(crate) struct HandlesDropped {
 
 /// One subscribed reference.
 pub(super) struct Subscribed {
-    /// The actor and the count of `subscribe` calls not yet unsubscribed.
-    pub(super) counted: Counted<DirectoryActor>,
+    /// Its directory actor.
+    pub(super) addr: Addr<DirectoryActor>,
     /// The coordinator's own copy of the handle (holds nothing).
     pub(super) handle: Directory,
     /// The hold every live handle shares, and its number.
     pub(super) hold: (Weak<HandleHold>, u64),
-    /// The linger timer armed when the last handle dropped.
-    pub(super) linger: Option<SpawnHandle>,
 }
 
 impl Handler<Subscribe> for Coordinator {
@@ -51,39 +51,86 @@ impl Coordinator {
         &mut self,
         reference: Reference,
         life: Arc<EngineLife>,
-        me_weak: WeakAddr<Coordinator>,
+        me: WeakAddr<Coordinator>,
         ctx: &mut Context<Self>,
     ) -> Result<Directory, EngineError> {
         self.containment.drill_point();
-        if self.shut_down {
-            return Err(EngineError::ShutDown);
-        }
-        // No app and no interface: there is no mapping to follow either.
-        if reference.apps.is_empty() && reference.interface.is_empty() {
-            return Err(EngineError::NoProviderApps(reference.subscribe_key()));
-        }
-        if self.directories.contains_key(&reference) {
-            let next = self.id();
-            let d = self.directories.get_mut(&reference).expect("present above");
-            d.counted.refs += 1;
-            // Subscribed again within the linger: the directory stays.
-            if let Some(t) = d.linger.take() {
-                ctx.cancel_future(t);
+        // Upgraded first, so the hold cannot go between the question and
+        // the handle.
+        let live = self
+            .directories
+            .get(&reference)
+            .and_then(|d| d.hold.0.upgrade());
+        let outcome = self
+            .lifetimes
+            .subscribe(&reference, live.is_some())
+            .map_err(refused)?;
+        match outcome {
+            SubscribeOutcome::Again { new_hold } => {
+                // A linger it had is over.
+                self.arm_linger(ctx);
+                let d = self
+                    .directories
+                    .get_mut(&reference)
+                    .ok_or(EngineError::ShutDown)?;
+                let hold = match (live, new_hold) {
+                    (Some(hold), None) => hold,
+                    (_, n) => {
+                        let n = n.unwrap_or(d.hold.1);
+                        let hold = Arc::new(HandleHold::new(life, reference, n));
+                        d.hold = (Arc::downgrade(&hold), n);
+                        hold
+                    }
+                };
+                Ok(d.handle.with_hold(hold))
             }
-            let hold = match d.hold.0.upgrade() {
-                Some(hold) => hold,
-                None => {
-                    let hold = Arc::new(HandleHold::new(life, reference, next));
-                    d.hold = (Arc::downgrade(&hold), next);
-                    hold
+            SubscribeOutcome::New {
+                start_resolvers,
+                follow,
+                hold,
+            } => {
+                let started = self.start_subscription(&reference, &start_resolvers, life, hold);
+                match started {
+                    Ok(handle) => {
+                        if let Some(interface) = follow {
+                            self.follow_interface(&interface, me);
+                        }
+                        // No apps named: the directory follows the
+                        // interface's mapping.
+                        if reference.apps.is_empty() {
+                            self.attach_follower(&reference);
+                        }
+                        Ok(handle)
+                    }
+                    Err(e) => {
+                        // Undone as the machine says.
+                        if let Ok(Some(released)) = self.lifetimes.unsubscribe(&reference) {
+                            self.perform_release(released, ctx);
+                        }
+                        Err(e)
+                    }
                 }
-            };
-            return Ok(d.handle.with_hold(hold));
+            }
         }
-        let mut resolvers = Vec::with_capacity(reference.apps.len());
-        for app in &reference.apps {
-            resolvers.push(self.resolver_for(app)?);
+    }
+
+    /// Starts the resolvers [`Lifetimes`](steadfast_core::Lifetimes) asked
+    /// for and the reference's directory, whose handles share hold `hold`.
+    fn start_subscription(
+        &mut self,
+        reference: &Reference,
+        start_resolvers: &[String],
+        life: Arc<EngineLife>,
+        hold: u64,
+    ) -> Result<Directory, EngineError> {
+        for app in start_resolvers {
+            self.start_resolver(app)?;
         }
+        let resolvers = reference
+            .apps
+            .iter()
+            .map(|app| self.resolver_of(app))
+            .collect::<Result<Vec<_>, _>>()?;
         let id = self.id();
         let seed = self.seed(id);
         let stats = self.stats.clone();
@@ -94,23 +141,16 @@ impl Coordinator {
             DirectoryActor::new(id, &r, resolvers, published, seed, stats)
         });
         let handle = Directory::new(reference.clone(), addr.downgrade(), shared);
-        let hold_id = self.id();
-        let hold = Arc::new(HandleHold::new(life, reference.clone(), hold_id));
-        let returned = handle.with_hold(hold.clone());
-        let mapped = reference.apps.is_empty().then(|| reference.clone());
+        let held = Arc::new(HandleHold::new(life, reference.clone(), hold));
+        let returned = handle.with_hold(held.clone());
         self.directories.insert(
-            reference,
+            reference.clone(),
             Subscribed {
-                counted: Counted { addr, refs: 1 },
+                addr,
                 handle,
-                hold: (Arc::downgrade(&hold), hold_id),
-                linger: None,
+                hold: (Arc::downgrade(&held), hold),
             },
         );
-        // No apps named: the directory follows the interface's mapping.
-        if let Some(reference) = mapped {
-            self.follow_mapping(&reference, me_weak)?;
-        }
         Ok(returned)
     }
 }
@@ -118,122 +158,87 @@ impl Coordinator {
 impl Handler<Unsubscribe> for Coordinator {
     type Result = Result<bool, EngineError>;
     fn handle(&mut self, msg: Unsubscribe, ctx: &mut Self::Context) -> Self::Result {
-        panicked(self.contained(ctx, |act, ctx| act.unsubscribe(msg, ctx)))
+        panicked(self.contained(ctx, |act, ctx| {
+            let released = act.lifetimes.unsubscribe(&msg.0).map_err(refused)?;
+            let last = released.is_some();
+            if let Some(released) = released {
+                act.perform_release(released, ctx);
+            }
+            Ok(last)
+        }))
     }
 }
 
 impl Coordinator {
-    fn unsubscribe(
-        &mut self,
-        msg: Unsubscribe,
-        ctx: &mut Context<Self>,
-    ) -> Result<bool, EngineError> {
-        if self.shut_down {
-            return Err(EngineError::ShutDown);
+    /// Ends a subscription as the machine released it: closes its handles,
+    /// stops its directory, then the resolvers and the mapping follower no
+    /// one needs any more.
+    pub(super) fn perform_release(&mut self, released: Released, ctx: &mut Context<Self>) {
+        if let Some(d) = self.directories.remove(&released.reference) {
+            d.handle.close();
+            d.addr.do_send(Shutdown);
         }
-        let Some(d) = self.directories.get_mut(&msg.0) else {
-            return Err(EngineError::NotSubscribed(msg.0.subscribe_key()));
-        };
-        d.counted.refs = d.counted.refs.saturating_sub(1);
-        if d.counted.refs > 0 {
-            return Ok(false);
+        for app in &released.stop_resolvers {
+            self.stop_resolver(app);
         }
-        self.remove_directory(&msg.0, ctx);
-        Ok(true)
-    }
-
-    /// Ends every subscription of `reference`: closes its handles, stops
-    /// its directory and releases its resolvers.
-    fn remove_directory(&mut self, reference: &Reference, ctx: &mut Context<Self>) {
-        let Some(d) = self.directories.remove(reference) else {
-            return;
-        };
-        if let Some(t) = d.linger {
-            ctx.cancel_future(t);
+        if let Some(interface) = released.unfollow {
+            self.unfollow_interface(&interface);
         }
-        d.handle.close();
-        d.counted.addr.do_send(Shutdown);
-        for app in &reference.apps {
-            self.release_resolver(app);
-        }
-        if reference.apps.is_empty() {
-            self.unfollow_mapping(reference);
-        }
+        self.arm_linger(ctx);
     }
 }
 
 impl Handler<HandlesDropped> for Coordinator {
     type Result = ();
     fn handle(&mut self, msg: HandlesDropped, ctx: &mut Self::Context) {
-        self.contained(ctx, |act, ctx| act.handles_dropped(msg, ctx));
+        self.contained(ctx, |act, ctx| {
+            let linger = act.live.load().unsubscribe_linger;
+            act.lifetimes
+                .handles_dropped(&msg.reference, msg.id, timer::now(), linger);
+            act.arm_linger(ctx);
+        });
     }
 }
 
 impl Coordinator {
-    /// The last handle of a reference dropped: arm its linger, unless a
-    /// newer hold took over, or the linger is off.
-    fn handles_dropped(&mut self, msg: HandlesDropped, ctx: &mut Context<Self>) {
-        if self.shut_down {
+    /// Keeps the one linger timer at the machine's next deadline: when it
+    /// fires, every reference whose linger ran out is released.
+    pub(super) fn arm_linger(&mut self, ctx: &mut Context<Self>) {
+        let want = self.lifetimes.poll_timeout();
+        if self.linger.as_ref().map(|(at, _)| *at) == want {
             return;
         }
-        let Some(linger) = self.live.load().unsubscribe_linger else {
-            return;
-        };
-        let Some(d) = self.directories.get_mut(&msg.reference) else {
-            return;
-        };
-        if d.hold.1 != msg.id || d.hold.0.strong_count() > 0 {
-            return;
+        if let Some((_, h)) = self.linger.take() {
+            ctx.cancel_future(h);
         }
-        self.arm_linger(msg.reference, msg.id, linger, ctx);
-    }
-
-    /// Arms the linger of `reference`, whose hold number `id` is gone: once
-    /// it passes with still no handle of it, the reference is unsubscribed.
-    fn arm_linger(
-        &mut self,
-        reference: Reference,
-        id: u64,
-        linger: std::time::Duration,
-        ctx: &mut Context<Self>,
-    ) {
-        let key = reference.clone();
-        let timer = crate::timer::arm(ctx, &self.stats, linger, move |act: &mut Self, ctx| {
-            let Some(d) = act.directories.get_mut(&reference) else {
-                return;
-            };
-            d.linger = None;
-            // Still no handle of this reference since it lingered.
-            if d.hold.1 == id && d.hold.0.strong_count() == 0 {
+        let Some(at) = want else {
+            return;
+        };
+        let delay = at.saturating_duration_since(timer::now());
+        let h = timer::arm(ctx, &self.stats, delay, |act: &mut Self, ctx| {
+            act.linger = None;
+            for released in act.lifetimes.handle_timeout(timer::now()) {
                 EngineStats::bump(&act.stats.linger_unsubscribes);
-                act.remove_directory(&reference, ctx);
+                act.perform_release(released, ctx);
             }
+            act.arm_linger(ctx);
         });
-        if let Some(d) = self.directories.get_mut(&key) {
-            if let Some(old) = d.linger.replace(timer) {
-                ctx.cancel_future(old);
-            }
-        }
+        self.linger = Some((at, h));
     }
 
     /// After a supervised restart (which drops every timer of the old
-    /// context): lingers start again for references with no handle, so none
-    /// is forgotten (a restart can only make a linger longer).
+    /// context): every reference with no handle left is reported to the
+    /// machine again (a report lost to the panic is made up for; a linger
+    /// under way keeps its deadline), and the timer is armed anew.
     pub(super) fn rearm_lingers(&mut self, ctx: &mut Context<Self>) {
-        let Some(linger) = self.live.load().unsubscribe_linger else {
-            return;
-        };
-        let orphans: Vec<(Reference, u64)> = self
-            .directories
-            .iter_mut()
-            .filter(|(_, d)| d.hold.0.strong_count() == 0)
-            .map(|(r, d)| {
-                d.linger = None;
-                (r.clone(), d.hold.1)
-            })
-            .collect();
-        for (reference, id) in orphans {
-            self.arm_linger(reference, id, linger, ctx);
+        self.linger = None;
+        let (now, linger) = (timer::now(), self.live.load().unsubscribe_linger);
+        for (reference, d) in &self.directories {
+            if d.hold.0.strong_count() == 0 {
+                self.lifetimes
+                    .handles_dropped(reference, d.hold.1, now, linger);
+            }
         }
+        self.arm_linger(ctx);
     }
 }
