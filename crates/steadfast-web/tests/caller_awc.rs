@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use steadfast_web::caller::{AwcCaller, CallError, Caller};
+use steadfast_web::caller::{Awc, CallError, Caller};
 use support::{dead_port, wait_endpoints, wait_until, Mode, Provider, World};
 
 #[actix_rt::test]
@@ -17,7 +17,7 @@ async fn an_awc_call_reaches_the_provider_at_the_built_url() {
     let p = Provider::start(Mode::Serve);
     world.register(p.port, "api");
     wait_endpoints(&dir, 1).await;
-    let caller = AwcCaller::new(dir);
+    let caller = Caller::builder(dir).client::<Awc>().build();
     let mut answer = caller.get("greet?x=1").await.expect("answer");
     assert_eq!(answer.attempts, 1);
     let body = answer.response.body().await.expect("body");
@@ -35,7 +35,8 @@ async fn an_awc_call_retries_a_dead_endpoint_and_a_closing_one_elsewhere() {
     wait_endpoints(&dir, 1).await;
     let caller = Caller::builder(dir.clone())
         .deadline(Duration::from_secs(3))
-        .build_awc();
+        .client::<Awc>()
+        .build();
     let call = actix_rt::spawn({
         let caller = caller.clone();
         async move {
@@ -65,7 +66,7 @@ async fn an_awc_post_is_not_retried_after_a_reset() {
     let (port, connections) = support::resetter();
     world.register(port, "");
     wait_endpoints(&dir, 1).await;
-    let caller = AwcCaller::new(dir);
+    let caller = Caller::builder(dir).client::<Awc>().build();
     let err = caller
         .send(awc::http::Method::POST, "x", |r| r.send_body("once"))
         .await

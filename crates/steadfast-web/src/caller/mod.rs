@@ -35,6 +35,7 @@
 mod attempt;
 #[cfg(feature = "awc")]
 mod awc;
+mod client;
 mod error;
 mod feed;
 mod pick;
@@ -45,13 +46,13 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use reqwest::{Method, RequestBuilder, Response};
 use steadfast_actors::Directory;
 use steadfast_core::{CallRetryPolicy, Endpoint, RetryBudget, RetryBudgetConfig};
-use steadfast_pool::{ClientFactory, ClientPool, PoolConfig, PooledClient};
+use steadfast_pool::{ClientFactory, ClientPool};
 
 #[cfg(feature = "awc")]
-pub use self::awc::{AwcAnswer, AwcCaller, AwcPool};
+pub use self::awc::{Awc, AwcPool};
+pub use client::{Held, HttpClient, Reqwest};
 pub use error::{is_idempotent, BoxError, CallError};
 
 use crate::factory::ReqwestFactory;
@@ -65,19 +66,28 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 
 /// A successful call: the answer, how many attempts it took, and the
 /// endpoint that answered.
-#[derive(Debug)]
-pub struct Answer {
+pub struct Answer<H: HttpClient = Reqwest> {
     /// The provider's answer (any status but a closing 503; check it).
     /// Reading its body is bounded by the call's deadline (or the
-    /// attempt's timeout): a provider that stalls mid-body gives a timeout
-    /// error, never a hang.
-    pub response: Response,
+    /// attempt's timeout) with reqwest: a provider that stalls mid-body
+    /// gives a timeout error, never a hang.
+    pub response: H::Response,
     /// Attempts made (1 = no retry).
     pub attempts: u32,
     /// The endpoint that answered.
     pub endpoint: Endpoint,
     /// Keeps the pooled client counted in use while the body is read.
-    _hold: PooledClient<reqwest::Client>,
+    _hold: Held<H>,
+}
+
+impl<H: HttpClient> std::fmt::Debug for Answer<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Answer")
+            .field("status", &H::status(&self.response))
+            .field("attempts", &self.attempts)
+            .field("endpoint", &self.endpoint.address())
+            .finish()
+    }
 }
 
 /// Counters of a [`Caller`] (shared by its clones), all time.
@@ -95,25 +105,33 @@ pub struct CallerStats {
     pub budget_refused: u64,
 }
 
-/// What every clone of a Caller (reqwest or awc) shares: the call loop's
-/// state, the pool, and the pool feed's stop signal.
+/// What every clone of a Caller shares: the call loop's state, the pool,
+/// and the pool feed's stop signal.
 pub(crate) struct Inner<F: ClientFactory> {
     pub(crate) core: CallCore,
     pub(crate) pool: ClientPool<F>,
     _feed: feed::FeedStop,
 }
 
-/// A reqwest client for one reference (see the module docs). Cheap to
-/// clone; the clones share the pool, the retry budget and the counters.
-/// Build it inside a tokio runtime (an actix System is one): it spawns the
-/// task that keeps the pool in step with the directory, which ends when
-/// the last clone drops or the directory closes.
-#[derive(Clone)]
-pub struct Caller {
-    inner: Arc<Inner<ReqwestFactory>>,
+/// An HTTP client for one reference (see the module docs), on reqwest by
+/// default (`Caller<Awc>`: on actix-web's own client, feature `awc`).
+/// Cheap to clone; the clones share the pool, the retry budget and the
+/// counters. Build it inside a tokio runtime (an actix System is one): it
+/// spawns the task that keeps the pool in step with the directory, which
+/// ends when the last clone drops or the directory closes.
+pub struct Caller<H: HttpClient = Reqwest> {
+    inner: Arc<Inner<H::Factory>>,
 }
 
-impl std::fmt::Debug for Caller {
+impl<H: HttpClient> Clone for Caller<H> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<H: HttpClient> std::fmt::Debug for Caller<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Caller")
             .field("reference", self.inner.core.dir.reference())
@@ -125,26 +143,39 @@ impl std::fmt::Debug for Caller {
 
 /// Builds a [`Caller`] (see [`Caller::builder`]).
 #[must_use]
-pub struct CallerBuilder {
+pub struct CallerBuilder<H: HttpClient = Reqwest> {
     dir: Directory,
-    pool: Option<ReqwestPool>,
+    pool: Option<ClientPool<H::Factory>>,
     deadline: Duration,
     budget: RetryBudgetConfig,
     policy: CallRetryPolicy,
     retry_any_method: bool,
     attempt_timeout: Option<Duration>,
     seed: Option<u64>,
-    #[cfg(feature = "awc")]
-    awc_pool: Option<AwcPool>,
 }
 
-impl CallerBuilder {
-    /// The pool to take clients from (default: a new pool of
-    /// [`ReqwestFactory::default`] clients with [`PoolConfig::default`]).
-    /// Share one pool between the Callers of one process.
-    pub fn pool(mut self, pool: ReqwestPool) -> Self {
+impl<H: HttpClient> CallerBuilder<H> {
+    /// The pool to take clients from (default: a new pool of the client's
+    /// default factory, [`HttpClient::default_pool`]). Share one pool
+    /// between the Callers of one process.
+    pub fn pool(mut self, pool: ClientPool<H::Factory>) -> Self {
         self.pool = Some(pool);
         self
+    }
+
+    /// The same settings on another HTTP client (`.client::<Awc>()`); a
+    /// pool given before is for the old client and is dropped.
+    pub fn client<C: HttpClient>(self) -> CallerBuilder<C> {
+        CallerBuilder {
+            dir: self.dir,
+            pool: None,
+            deadline: self.deadline,
+            budget: self.budget,
+            policy: self.policy,
+            retry_any_method: self.retry_any_method,
+            attempt_timeout: self.attempt_timeout,
+            seed: self.seed,
+        }
     }
 
     /// The deadline of a whole call, every attempt and wait included
@@ -195,26 +226,18 @@ impl CallerBuilder {
         self
     }
 
-    /// The Caller. Inside a tokio runtime.
-    pub fn build(mut self) -> Caller {
-        let pool = self
-            .pool
-            .take()
-            .unwrap_or_else(|| ClientPool::new(ReqwestFactory::default(), PoolConfig::default()));
-        Caller {
-            inner: self.start(pool),
-        }
-    }
-
-    /// The shared state of a Caller on `pool`: the call loop from these
-    /// settings, and the task feeding the pool the directory's addresses.
-    pub(crate) fn start<F: ClientFactory>(self, pool: ClientPool<F>) -> Arc<Inner<F>> {
+    /// The Caller. Inside a tokio runtime (with awc: inside an actix
+    /// System, whose arbiters run its calls).
+    pub fn build(mut self) -> Caller<H> {
+        let pool = self.pool.take().unwrap_or_else(H::default_pool);
         let feed = feed::start(&self.dir, &pool, pool.new_owner());
-        Arc::new(Inner {
-            core: self.core(),
-            pool,
-            _feed: feed,
-        })
+        Caller {
+            inner: Arc::new(Inner {
+                core: self.core(),
+                pool,
+                _feed: feed,
+            }),
+        }
     }
 
     /// The call loop's state from these settings.
@@ -239,13 +262,14 @@ impl CallerBuilder {
 }
 
 impl Caller {
-    /// A Caller with the defaults: its own pool of reqwest clients,
+    /// A reqwest Caller with the defaults: its own pool of reqwest clients,
     /// deadline 10 s, budget 20 % + 10/s over 10 s. Inside a tokio runtime.
     pub fn new(dir: Directory) -> Caller {
         Self::builder(dir).build()
     }
 
-    /// A builder starting from the defaults.
+    /// A builder starting from the defaults, on reqwest (`.client::<Awc>()`
+    /// for awc).
     pub fn builder(dir: Directory) -> CallerBuilder {
         CallerBuilder {
             dir,
@@ -256,36 +280,37 @@ impl Caller {
             retry_any_method: false,
             attempt_timeout: None,
             seed: None,
-            #[cfg(feature = "awc")]
-            awc_pool: None,
         }
     }
+}
 
+impl<H: HttpClient> Caller<H> {
     /// `GET <service base url>/<path>` (see [`Caller::send`]).
-    pub async fn get(&self, path: &str) -> Result<Answer, CallError> {
-        self.send(Method::GET, path, |r| r).await
+    pub async fn get(&self, path: &str) -> Result<Answer<H>, CallError> {
+        self.send(H::get(), path, H::plain).await
     }
 
-    /// `method <service base url>/<path>`, the request shaped by `build`
-    /// (headers, body; called anew for every attempt). `path` may carry a
-    /// query (`"greet?name=ann"`), written encoded.
+    /// `method <service base url>/<path>`, the request shaped by `shape`
+    /// (headers, body; called anew for every attempt, on a request whose
+    /// timeout is the attempt's time left). `path` may carry a query
+    /// (`"greet?name=ann"`), written encoded.
     pub async fn send(
         &self,
-        method: Method,
+        method: H::Method,
         path: &str,
-        build: impl Fn(RequestBuilder) -> RequestBuilder,
-    ) -> Result<Answer, CallError> {
+        shape: impl Fn(H::Request) -> H::Sent,
+    ) -> Result<Answer<H>, CallError> {
         let inner = &*self.inner;
-        let repeatable = inner.core.retry_any_method || is_idempotent(&method);
-        let run = inner.core.run(|lease, deadline| {
-            attempt::attempt(
+        let repeatable = inner.core.retry_any_method || H::is_idempotent(&method);
+        let run = inner.core.run(|endpoint, bound| {
+            H::attempt(
                 &inner.pool,
-                lease,
+                endpoint,
                 &method,
                 path,
-                &build,
+                &shape,
                 repeatable,
-                deadline,
+                bound,
             )
         });
         let ((response, hold), attempts, endpoint) = run.await?;
@@ -308,7 +333,7 @@ impl Caller {
     }
 
     /// The pool the Caller takes its clients from.
-    pub fn pool(&self) -> &ReqwestPool {
+    pub fn pool(&self) -> &ClientPool<H::Factory> {
         &self.inner.pool
     }
 }
@@ -326,6 +351,6 @@ mod tests {
     fn caller_and_its_calls_are_send(caller: Caller) {
         send_and_sync(&caller);
         send(caller.get("x"));
-        send(caller.send(Method::POST, "x", |r| r.body("b")));
+        send(caller.send(reqwest::Method::POST, "x", |r| r.body("b")));
     }
 }

@@ -1,5 +1,5 @@
-//! The call loop shared by the reqwest [`Caller`](super::Caller) and the
-//! awc `AwcCaller`: pick (another endpoint on a retry), run one attempt
+//! The call loop of the one [`Caller`](super::Caller), whatever its HTTP
+//! client (reqwest or awc): pick (another endpoint on a retry), run one attempt
 //! with the client's own code, report the outcome to the lease, and ask the
 //! sans-IO [`CallRetry`] whether to retry. Transport-agnostic: an attempt
 //! is a closure returning an [`Attempted`].
@@ -21,7 +21,7 @@ use super::pick;
 use super::CallerStats;
 
 /// What one attempt gave.
-pub(crate) enum Attempted<R> {
+pub enum Attempted<R> {
     /// An answer to hand back (any status but a closing 503); `server_error`
     /// when it is a 5xx (reported to the lease as a `Server` failure).
     Answer {
@@ -37,7 +37,7 @@ pub(crate) enum Attempted<R> {
 /// When an attempt must end: the call's deadline, or earlier with a
 /// per-attempt timeout (whose expiry may be retried elsewhere).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Bound {
+pub struct Bound {
     /// The instant.
     pub(crate) at: Instant,
     /// Whether it is the attempt's own timeout (before the call's deadline).
