@@ -291,3 +291,41 @@ async fn the_mapping_is_a_registrar_key_restored_after_a_session_loss_and_kept_a
     assert_eq!(fx.registry.mapped_apps(IFACE), vec![APP.to_string()]);
     assert!(fx.registry.instances(APP).is_empty());
 }
+
+#[actix_rt::test]
+async fn a_mapping_follower_that_panicked_is_re_created_and_reports_what_changed_meanwhile() {
+    let fx = fixture();
+    let _a = fx.engine.export(export_spec(9100)).await.unwrap();
+    let dir = fx.engine.subscribe(unnamed()).await.unwrap();
+    wait_for(&dir, "ready", Duration::from_secs(2), |v| {
+        v.status.is_ready()
+    })
+    .await;
+    assert_eq!(fx.engine.stats().resolvers_alive, 1);
+    let watches = fx.registry.mapping_watch_calls();
+    // The follower's next handler panics: the mapping's next change.
+    fx.engine
+        .drill_panic(steadfast_actors::RestartTarget::Mapping(IFACE.into()))
+        .await
+        .unwrap();
+    let _b = fx.engine.export(spec_of("other", 9200)).await.unwrap();
+    fx.registry.remove_mapping(IFACE, APP);
+    advance(Duration::from_secs(2)).await;
+    let s = fx.engine.stats();
+    assert_eq!((s.handler_panics, s.restarts), (1, 1), "{s:?}");
+    // Re-created from its inputs: it watched again and reported exactly
+    // the difference from what the coordinator had been told: the first
+    // app detached (its resolver stopped), the other attached.
+    assert!(fx.registry.mapping_watch_calls() > watches);
+    assert_eq!(fx.registry.mapping_watcher_count(IFACE), 1, "one watch");
+    let v = wait_for(&dir, "the other app served", Duration::from_secs(5), |v| {
+        ports(v) == vec![9200]
+    })
+    .await;
+    assert!(v.status.is_ready(), "{}", v.status);
+    assert_eq!(
+        fx.engine.stats().resolvers_alive,
+        1,
+        "the first app's resolver stopped"
+    );
+}

@@ -10,6 +10,10 @@
 //! (`catch_unwind`) and bounded by the registry call deadline, and its
 //! result comes back to the machine as a message; each answer goes to its
 //! waiting caller through a oneshot channel.
+//!
+//! Restart clean: after a handler panic the actor is re-created from its
+//! inputs with a fresh machine (its cache and throttles start empty). Only
+//! its waiting callers carry over, and each is asked again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,21 +46,30 @@ pub(crate) struct Instances {
     pub app: String,
 }
 
-/// Serves one-shot instance queries (see the module docs).
-pub struct LookupActor {
+/// What a lookup actor is (re-)created from.
+#[derive(Clone)]
+struct LookupInputs {
     registry: Arc<dyn Registry>,
     live: WeakAddr<RegistryActor>,
+    config: LookupConfig,
+    /// Bound of each registry call and of the live-state question.
+    call_timeout: Duration,
+    seed: u64,
+}
+
+/// Serves one-shot instance queries (see the module docs).
+pub struct LookupActor {
+    inputs: LookupInputs,
     machine: LookupCache,
-    max_staleness: Option<Duration>,
-    /// Bound of the live-state question to the registry actor.
-    ask_timeout: Duration,
-    waiters: HashMap<WaiterId, oneshot::Sender<InstancesResult>>,
+    /// Every waiting caller, with its app.
+    waiters: HashMap<WaiterId, (String, oneshot::Sender<InstancesResult>)>,
     /// Waiters whose live-state question is under way, with their app.
     asking: HashMap<WaiterId, String>,
     next_waiter: WaiterId,
     /// Registry calls under way, by token.
     handles: HashMap<Token, SpawnHandle>,
-    started_once: bool,
+    /// Set on a replacement until its `started` asked its waiters again.
+    recreated: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -75,22 +88,46 @@ impl LookupActor {
         seed: u64,
         stats: Arc<EngineStats>,
     ) -> Self {
-        Self {
+        let inputs = LookupInputs {
             registry,
             live,
-            machine: LookupCache::new(config, call_timeout, seed),
-            max_staleness: config.max_staleness,
-            ask_timeout: call_timeout,
+            config,
+            call_timeout,
+            seed,
+        };
+        Self::from_inputs(inputs, stats)
+    }
+
+    fn from_inputs(inputs: LookupInputs, stats: Arc<EngineStats>) -> Self {
+        Self {
+            machine: LookupCache::new(inputs.config, inputs.call_timeout, inputs.seed),
+            inputs,
             waiters: HashMap::new(),
             asking: HashMap::new(),
             next_waiter: 1,
             handles: HashMap::new(),
-            started_once: false,
+            recreated: false,
             terminated: false,
             containment: Default::default(),
             alive: Some(LiveGuard::new(&stats, Live::Actor)),
             stats,
         }
+    }
+
+    /// Restart clean: a new actor from the same inputs. Carried over: the
+    /// waiting callers (each asked again in `started`), the next waiter
+    /// number, the panic schedule, and whether it was shut down.
+    fn recreate(&mut self) -> Self {
+        let mut fresh = Self::from_inputs(self.inputs.clone(), self.stats.clone());
+        fresh.waiters = std::mem::take(&mut self.waiters);
+        fresh.next_waiter = self.next_waiter;
+        fresh.containment = std::mem::take(&mut self.containment);
+        fresh.terminated = self.terminated;
+        if fresh.terminated {
+            fresh.alive = None;
+        }
+        fresh.recreated = true;
+        fresh
     }
 
     fn query(&mut self, app: &str, waiter: WaiterId, ctx: &mut Context<Self>) {
@@ -108,7 +145,7 @@ impl LookupActor {
                     deadline,
                 } => {
                     EngineStats::bump(&self.stats.lookup_registry_calls);
-                    let (registry, name) = (self.registry.clone(), app.clone());
+                    let (registry, name) = (self.inputs.registry.clone(), app.clone());
                     let call = registry_call(deadline, move || registry.list(&name));
                     let h = ctx.spawn(call.into_actor(self).map(move |res, act, ctx| {
                         act.contained(ctx, |act, ctx| {
@@ -143,7 +180,7 @@ impl LookupActor {
                 age: timer::now().saturating_duration_since(t),
             },
         };
-        let result = match (freshness, self.max_staleness) {
+        let result = match (freshness, self.inputs.config.max_staleness) {
             (Freshness::Stale { age }, Some(max)) if age > max => Err(LookupError::TooStale {
                 app: app.to_string(),
                 age,
@@ -179,7 +216,7 @@ impl LookupActor {
         if let Some(c) = counter {
             EngineStats::bump(c);
         }
-        if let Some(tx) = self.waiters.remove(&waiter) {
+        if let Some((_, tx)) = self.waiters.remove(&waiter) {
             // The caller may have given up; nothing to do then.
             let _ = tx.send(result);
         }
@@ -190,40 +227,31 @@ impl Actor for LookupActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        if self.terminated || !self.started_once {
-            self.started_once = true;
+        if self.terminated || !std::mem::take(&mut self.recreated) {
             return;
         }
-        // Restarted: the futures of the old context are gone. Calls in
-        // flight are made again; questions to the registry actor go to the
-        // cache instead.
-        let actions = self.machine.on_restart(timer::now());
-        self.perform(actions, ctx);
-        for (waiter, app) in std::mem::take(&mut self.asking) {
-            self.query(&app, waiter, ctx);
-        }
-        // A caller the panic caught between its arrival and the machine.
-        let known: std::collections::HashSet<WaiterId> = self.machine.waiting().collect();
-        let orphans: Vec<WaiterId> = self
+        // A replacement: every caller still waiting (whatever the old actor
+        // had done for it) is asked again, in arrival order.
+        let mut waiting: Vec<(WaiterId, String)> = self
             .waiters
-            .keys()
-            .filter(|w| !known.contains(w))
-            .copied()
+            .iter()
+            .map(|(w, (app, _))| (*w, app.clone()))
             .collect();
-        for waiter in orphans {
-            let cause = RegistryError::Panicked("lookup handler panicked".into());
-            let app = String::new();
-            self.reply(waiter, Err(LookupError::Unavailable { app, cause }));
+        waiting.sort_unstable();
+        for (waiter, app) in waiting {
+            self.query(&app, waiter, ctx);
         }
     }
 }
 
 impl Supervised for LookupActor {
+    /// Nothing of the old actor's state survives but what
+    /// [`LookupActor::recreate`] names; the old context's futures are gone.
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         if !self.terminated {
             EngineStats::bump(&self.stats.restarts);
         }
-        self.handles.clear();
+        *self = self.recreate();
     }
 }
 
@@ -237,12 +265,12 @@ impl Handler<Instances> for LookupActor {
         let (tx, rx) = oneshot::channel();
         let waiter = self.next_waiter;
         self.next_waiter = self.next_waiter.wrapping_add(1);
-        self.waiters.insert(waiter, tx);
-        self.contained(ctx, |act, ctx| match act.live.upgrade() {
+        self.waiters.insert(waiter, (msg.app.clone(), tx));
+        self.contained(ctx, |act, ctx| match act.inputs.live.upgrade() {
             Some(registry) => {
                 act.asking.insert(waiter, msg.app.clone());
                 let ask = tokio::time::timeout(
-                    act.ask_timeout,
+                    act.inputs.call_timeout,
                     registry.send(LiveInstances {
                         app: msg.app.clone(),
                     }),
@@ -271,7 +299,7 @@ impl Handler<Shutdown> for LookupActor {
         self.terminated = true;
         let actions = self.machine.close();
         self.perform(actions, ctx);
-        for (_, tx) in self.waiters.drain() {
+        for (_, (_, tx)) in self.waiters.drain() {
             let _ = tx.send(Err(LookupError::ShutDown));
         }
         self.asking.clear();

@@ -46,6 +46,7 @@ impl Message for MappingItem {
 }
 
 /// What a mapping actor is built from.
+#[derive(Clone)]
 pub(crate) struct MappingParts {
     pub interface: String,
     pub registry: Arc<dyn Registry>,
@@ -63,6 +64,9 @@ pub(crate) struct MappingActor {
     /// The stream read now, with its token and liveness guard.
     watch: Option<(MappingToken, SpawnHandle, LiveGuard)>,
     timer: Option<SpawnHandle>,
+    /// What the coordinator has been told: the apps, and whether the
+    /// mapping answered (a replacement starts from exactly this).
+    told: (std::collections::BTreeSet<String>, bool),
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -76,6 +80,7 @@ impl MappingActor {
             parts,
             watch: None,
             timer: None,
+            told: Default::default(),
             terminated: false,
             containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
@@ -84,6 +89,7 @@ impl MappingActor {
     }
 
     fn perform(&mut self, actions: Vec<MappingAction>, ctx: &mut Context<Self>) {
+        self.containment.drill_point();
         let mut change = MappingChanged {
             interface: self.parts.interface.clone(),
             added: Vec::new(),
@@ -126,6 +132,11 @@ impl MappingActor {
         }
         if tell {
             change.pending = self.machine.pending();
+            for app in &change.removed {
+                self.told.0.remove(app);
+            }
+            self.told.0.extend(change.added.iter().cloned());
+            self.told.1 = self.machine.answered();
             if let Some(c) = self.parts.coordinator.upgrade() {
                 c.do_send(change);
             }
@@ -190,18 +201,28 @@ impl Actor for MappingActor {
         if self.terminated {
             return;
         }
-        // First start or a restart: (re)open; the apps known are kept.
         let actions = self.machine.start();
         self.perform(actions, ctx);
     }
 }
 
 impl Supervised for MappingActor {
+    /// Restart clean: a new actor from the same parts, with a fresh
+    /// machine that knows only what was told to the coordinator (the
+    /// apps, whether the mapping answered; not what the old machine held,
+    /// which a panic may have left untold), so its first read reports the
+    /// difference. The panic schedule and the shut-down flag carry over;
+    /// the old context's stream and timer are gone.
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        // The context's stream and timer are gone.
-        self.watch = None;
-        self.timer = None;
+        let mut fresh = Self::new(self.parts.clone(), self.stats.clone());
+        let (apps, answered) = std::mem::take(&mut self.told);
+        fresh.machine = MappingMachine::new(self.parts.policy, self.parts.seed)
+            .resuming(apps.clone(), answered);
+        fresh.told = (apps, answered);
+        fresh.containment = std::mem::take(&mut self.containment);
+        fresh.terminated = self.terminated;
+        *self = fresh;
     }
 }
 

@@ -144,14 +144,6 @@ impl LookupCache {
         self.entries.get(app).is_some_and(|e| e.flight.is_some())
     }
 
-    /// Every caller waiting on a registry call.
-    pub fn waiting(&self) -> impl Iterator<Item = WaiterId> + '_ {
-        self.entries
-            .values()
-            .filter_map(|e| e.flight.as_ref())
-            .flat_map(|f| f.waiters.iter().copied())
-    }
-
     /// When `app`'s copy stops being fresh, if one is held.
     pub fn expires_at(&self, app: &str) -> Option<Instant> {
         self.entries
@@ -279,27 +271,6 @@ impl LookupCache {
                     let result = fallback(app, entry, &self.config, now);
                     out.push(LookupAction::Answer { waiter, result });
                 }
-            }
-        }
-        out
-    }
-
-    /// The shell restarted and lost the futures of its calls: each flight
-    /// is called again under a new token (its waiters keep waiting).
-    pub fn on_restart(&mut self, now: Instant) -> Vec<LookupAction> {
-        let mut out = Vec::new();
-        for (app, entry) in self.entries.iter_mut() {
-            if let Some(f) = entry.flight.as_mut() {
-                let token = self.next_token;
-                self.next_token = token.wrapping_add(1).max(1);
-                f.token = token;
-                f.started = now;
-                entry.last_attempt = Some(now);
-                out.push(LookupAction::Call {
-                    app: app.clone(),
-                    token,
-                    deadline: self.call_timeout,
-                });
             }
         }
         out

@@ -132,8 +132,17 @@ impl MappingMachine {
         vec![MappingAction::OpenWatch { token }]
     }
 
-    /// The actor (re)started: its old watch and timer are gone. Opens the
-    /// watch (the apps known are kept: a restart does not forget them).
+    /// This (new) machine replaces one whose actor panicked (restart
+    /// clean): it starts from its inputs and knows only what the old one
+    /// had told the engine, the `apps` it reported and whether the mapping
+    /// had `answered`, so its first read reports exactly the difference.
+    pub fn resuming(mut self, apps: impl IntoIterator<Item = String>, answered: bool) -> Self {
+        self.apps = apps.into_iter().collect();
+        self.answered = answered;
+        self
+    }
+
+    /// The actor started: opens the watch.
     pub fn start(&mut self) -> Vec<MappingAction> {
         if self.closed || self.phase == Phase::GaveUp {
             return Vec::new();

@@ -22,6 +22,8 @@ pub enum RestartTarget {
     Resolver(String),
     /// The directory of one reference.
     Directory(Reference),
+    /// The follower of one interface's mapping (references without apps).
+    Mapping(String),
     /// The engine's coordinator itself.
     Coordinator,
 }
@@ -61,6 +63,7 @@ impl Handler<Restart> for Coordinator {
                 .directories
                 .get(r)
                 .map(|d| d.addr.do_send(ForceRestart)),
+            RestartTarget::Mapping(i) => self.mapping_of(i).map(|a| a.do_send(ForceRestart)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }
@@ -83,6 +86,7 @@ impl Handler<Panic> for Coordinator {
             RestartTarget::Directory(r) => {
                 self.directories.get(r).map(|d| d.addr.do_send(DrillPanic))
             }
+            RestartTarget::Mapping(i) => self.mapping_of(i).map(|a| a.do_send(DrillPanic)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }

@@ -61,6 +61,12 @@ impl Coordinator {
         );
     }
 
+    /// The follower of `interface`'s mapping, when it is followed.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(super) fn mapping_of(&self, interface: &str) -> Option<&Addr<MappingActor>> {
+        self.follows.interfaces.get(interface).map(|f| &f.addr)
+    }
+
     /// Stops following `interface`'s mapping (its last follower left).
     pub(super) fn unfollow_interface(&mut self, interface: &str) {
         if let Some(f) = self.follows.interfaces.remove(interface) {

@@ -197,3 +197,32 @@ fn a_restart_keeps_the_apps_and_reopens() {
     m.on_opened(w2);
     assert!(m.on_item(w2, set(2, &["a"]), t0).is_empty(), "no change");
 }
+
+#[test]
+fn a_re_created_follower_reports_only_what_changed_since_its_predecessor_reported() {
+    let t0 = Instant::now();
+    let mut old = MappingMachine::new(policy(), 1);
+    let w = open_token(&old.start());
+    old.on_opened(w);
+    old.on_item(w, set(3, &["a", "b"]), t0);
+    // The old actor panicked; its replacement knows what it told the
+    // coordinator and nothing else (no stream, no schedule).
+    let apps = old.apps().map(str::to_string);
+    let mut m = MappingMachine::new(policy(), 1).resuming(apps, old.answered());
+    assert_eq!(m.pending(), None, "answered before: no pending state");
+    let w = open_token(&m.start());
+    assert!(m.on_opened(w).is_empty());
+    // While it was down, a left and c came: exactly that is reported.
+    assert_eq!(
+        m.on_item(w, set(5, &["b", "c"]), t0),
+        vec![remove("a"), add("c")]
+    );
+    // An unanswered predecessor: the first read still says so.
+    let mut m = MappingMachine::new(policy(), 1).resuming(Vec::new(), false);
+    let w = open_token(&m.start());
+    m.on_opened(w);
+    assert_eq!(
+        m.on_item(w, set(1, &["a"]), t0),
+        vec![add("a"), MappingAction::StatusChanged]
+    );
+}
