@@ -256,3 +256,48 @@ async fn shutdown_unregisters_what_engine_register_registered() {
         "nothing after shutdown"
     );
 }
+
+#[actix_rt::test]
+async fn a_registrar_that_panicked_is_re_created_and_drives_every_intent_again_spread() {
+    let fx = Fixture::start();
+    // 7001 keeps failing: its retry schedule grows (1, 2, 4, 8 s...).
+    fx.registry.fail_next_registers(5);
+    fx.engine.register(provider(7001)).await.unwrap();
+    advance(Duration::from_secs(14)).await;
+    assert_eq!(fx.registry.register_calls(), 4, "still backing off");
+    fx.engine.register(provider(7002)).await.unwrap();
+    settle().await;
+    assert_eq!(
+        fx.registry.instances(APP).len(),
+        0,
+        "7002's first call failed too"
+    );
+    let calls = fx.registry.register_calls();
+    // The registrar's next handler panics: 7003's intent is recorded, then
+    // the panic hits before anything is sent.
+    fx.engine
+        .drill_panic(steadfast_actors::RestartTarget::Registrar)
+        .await
+        .unwrap();
+    fx.engine.register(provider(7003)).await.unwrap();
+    settle().await;
+    let s = fx.engine.stats();
+    assert_eq!((s.handler_panics, s.restarts), (1, 1), "{s:?}");
+    // Re-created from its intents: every key issues again within the
+    // session window, on a clean schedule (7001 no longer waits out its
+    // grown backoff), 7003's lost intent included.
+    advance(steadfast_core::DEFAULT_SESSION_SPREAD + Duration::from_secs(1)).await;
+    let mut ports: Vec<u16> = fx.registry.instances(APP).iter().map(|i| i.port).collect();
+    ports.sort_unstable();
+    assert_eq!(ports, [7001, 7002, 7003]);
+    assert!(
+        fx.registry.register_calls() - calls <= 4,
+        "one call per key, about"
+    );
+    let regs = fx.engine.registrations().await.unwrap();
+    assert!(
+        regs.iter()
+            .all(|(_, s)| *s == RegistrationState::Registered),
+        "{regs:?}"
+    );
+}

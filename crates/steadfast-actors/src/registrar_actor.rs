@@ -98,10 +98,19 @@ pub struct RegistrarActor {
     machine: RegistrarMachine,
     rng: StdRng,
     timers: HashMap<RegistrarToken, SpawnHandle>,
+    /// Calls started and not answered yet (a task of their own each: they
+    /// answer a replacement too).
+    calls: std::collections::HashSet<RegistrarToken>,
     waiters: HashMap<RegistrationKey, Vec<(bool, oneshot::Sender<bool>)>>,
     /// Where session losses are forwarded (subscriptions re-established).
     subscriptions: WeakAddr<RegistryActor>,
-    started_once: bool,
+    /// The rng's seed (a replacement reseeds from it).
+    seed: u64,
+    /// Whether the session reader (a task of its own, outliving restarts)
+    /// was started.
+    sessions_read: bool,
+    /// Set on a replacement until its `started` armed the machine's timers.
+    resumed: Vec<RegistrarAction>,
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -121,14 +130,44 @@ impl RegistrarActor {
             machine: RegistrarMachine::new(config),
             rng: StdRng::seed_from_u64(seed),
             timers: HashMap::new(),
+            calls: Default::default(),
             waiters: HashMap::new(),
             subscriptions,
-            started_once: false,
+            seed,
+            sessions_read: false,
+            resumed: Vec::new(),
             terminated: false,
             containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
         }
+    }
+
+    /// Restart clean: a new actor from the same inputs, with a fresh
+    /// machine resuming from this one's intents and calls in flight
+    /// ([`RegistrarMachine::resuming`]). Carried over too: the callers
+    /// waiting for a key to settle, whether the session reader runs, the
+    /// panic schedule and the shut-down flag.
+    fn recreate(&mut self) -> Self {
+        let config = *self.machine.config();
+        let mut fresh = Self::new(
+            self.registry.clone(),
+            config,
+            self.seed,
+            self.subscriptions.clone(),
+            self.stats.clone(),
+        );
+        let calls = std::mem::take(&mut self.calls);
+        let point = self.machine.resume_point(|t| calls.contains(&t));
+        let (machine, arm) = RegistrarMachine::resuming(config, point, &mut fresh.rng);
+        fresh.machine = machine;
+        fresh.resumed = arm;
+        fresh.calls = calls;
+        fresh.waiters = std::mem::take(&mut self.waiters);
+        fresh.sessions_read = self.sessions_read;
+        fresh.containment = std::mem::take(&mut self.containment);
+        fresh.terminated = self.terminated;
+        fresh
     }
 
     fn perform(&mut self, actions: Vec<RegistrarAction>, ctx: &mut Context<Self>) {
@@ -154,6 +193,7 @@ impl RegistrarActor {
                         }
                     });
                     // Its own task: concurrent with every other call.
+                    self.calls.insert(token);
                     actix::spawn(async move {
                         let result = call.await;
                         if let Some(me) = me.upgrade() {
@@ -275,20 +315,21 @@ impl Actor for RegistrarActor {
         if self.terminated {
             return;
         }
-        if self.started_once {
-            let actions = self.machine.on_restart(&mut self.rng);
-            self.perform(actions, ctx);
-        } else {
+        let resumed = std::mem::take(&mut self.resumed);
+        self.perform(resumed, ctx);
+        if !std::mem::replace(&mut self.sessions_read, true) {
             self.read_sessions(ctx);
         }
-        self.started_once = true;
     }
 }
 
 impl Supervised for RegistrarActor {
+    /// Nothing of the old actor's state survives but what
+    /// [`RegistrarActor::recreate`] names; its timers died with its
+    /// context (its calls in flight run on and answer the replacement).
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        self.timers.clear();
+        *self = self.recreate();
     }
 }
 
@@ -325,6 +366,7 @@ impl Handler<MapIntent> for RegistrarActor {
 impl Handler<CallDone> for RegistrarActor {
     type Result = ();
     fn handle(&mut self, msg: CallDone, ctx: &mut Self::Context) {
+        self.calls.remove(&msg.token);
         self.contained(ctx, |act, ctx| {
             let actions =
                 act.machine

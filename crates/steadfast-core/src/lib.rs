@@ -100,7 +100,7 @@ pub use probe::ProbeThrottle;
 pub use recover::{Recover, RecoverMemory, RecoverPolicy, Retry};
 pub use registrar::{
     Intent, RecordKind, RegistrarAction, RegistrarConfig, RegistrarMachine, RegistrarOp,
-    RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
+    RegistrarResume, RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
 };
 pub use resolver::{
     AppInspection, InstanceInspection, ResolverAction, ResolverMachine, ResumePoint,

@@ -36,6 +36,7 @@ use crate::pending::RegistryFailure;
 use crate::recover::{Recover, Retry};
 
 mod session;
+pub use session::RegistrarResume;
 #[cfg(test)]
 mod tests;
 mod types;

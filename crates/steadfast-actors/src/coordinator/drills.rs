@@ -24,6 +24,8 @@ pub enum RestartTarget {
     Directory(Reference),
     /// The follower of one interface's mapping (references without apps).
     Mapping(String),
+    /// The failback registrar.
+    Registrar,
     /// The engine's coordinator itself.
     Coordinator,
 }
@@ -64,6 +66,7 @@ impl Handler<Restart> for Coordinator {
                 .get(r)
                 .map(|d| d.addr.do_send(ForceRestart)),
             RestartTarget::Mapping(i) => self.mapping_of(i).map(|a| a.do_send(ForceRestart)),
+            RestartTarget::Registrar => self.registrar.as_ref().map(|a| a.do_send(ForceRestart)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }
@@ -87,6 +90,7 @@ impl Handler<Panic> for Coordinator {
                 self.directories.get(r).map(|d| d.addr.do_send(DrillPanic))
             }
             RestartTarget::Mapping(i) => self.mapping_of(i).map(|a| a.do_send(DrillPanic)),
+            RestartTarget::Registrar => self.registrar.as_ref().map(|a| a.do_send(DrillPanic)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }

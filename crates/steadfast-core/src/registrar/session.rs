@@ -1,13 +1,16 @@
 //! The registrar's answers to the registry losing this client's session,
-//! to its shell restarting and to engine shutdown: re-register, re-arm or
+//! to its shell being re-created after a panic and to engine shutdown: re-register, re-arm or
 //! unregister every key, spread within the session window so a thousand
 //! keys never move as one burst.
 
 use rand::Rng;
 
-use super::{Intent, Op, RegistrarMachine};
+use std::collections::BTreeMap;
+
+use super::{Entry, Intent, Op, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken};
 use crate::jitter::uniform_delay;
 use crate::model::ServiceInstance;
+use crate::recover::Recover;
 use crate::registrar::{RegistrarAction, RegistrationKey};
 
 impl RegistrarMachine {
@@ -76,29 +79,89 @@ impl RegistrarMachine {
             .collect()
     }
 
-    /// The shell restarted: its timers are gone (calls in flight run on
-    /// and report as usual). Every key that waited on a timer gets a new
-    /// one within the spread window, so a thousand keys in backoff do not
-    /// retry in one burst after a restart.
-    pub fn on_restart(&mut self, rng: &mut impl Rng) -> Vec<RegistrarAction> {
-        let mut out = Vec::new();
-        if self.closed {
-            return out;
+    /// What a replacement of this registrar must start from (restart
+    /// clean, [`RegistrarMachine::resuming`]): every key's latest intent
+    /// (what exports and `Engine::register` asked for), the calls the
+    /// registry may still be answering, and the next token. `sent` says
+    /// whether the shell really started the call with a token: a panic may
+    /// have struck between the machine's decision and the call, and a call
+    /// that never left must not be waited for.
+    pub fn resume_point(&self, sent: impl Fn(RegistrarToken) -> bool) -> RegistrarResume {
+        RegistrarResume {
+            intents: self.keys.values().map(|e| e.intent.clone()).collect(),
+            in_flight: self
+                .keys
+                .iter()
+                .filter_map(|(k, e)| match &e.op {
+                    Op::InFlight(token, op) if sent(*token) => {
+                        Some((k.clone(), *token, op.clone()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            next_token: self.next_token,
         }
-        let spread = self.config.session_spread;
-        let waiting: Vec<RegistrationKey> = self
-            .keys
-            .iter()
-            .filter(|(_, e)| matches!(e.op, Op::Waiting(_)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in waiting {
-            let (token, delay) = (self.token(), uniform_delay(spread, rng));
-            if let Some(e) = self.keys.get_mut(&key) {
-                e.op = Op::Waiting(token);
-                out.push(RegistrarAction::ArmTimer { key, token, delay });
-            }
-        }
-        out
     }
+
+    /// A new registrar with `config` replacing one whose shell panicked,
+    /// from `at` ([`RegistrarMachine::resume_point`]): nothing of the old
+    /// schedules, settled marks or give-ups is kept. Every key drives
+    /// towards its latest intent again: a key whose call the registry may
+    /// still answer waits for that answer (under its old token) and then
+    /// issues its intent once more; every other key issues after a uniform
+    /// random delay within the session window, so a thousand keys never
+    /// move as one burst. Returns the machine and the timers to arm.
+    pub fn resuming(
+        config: RegistrarConfig,
+        at: RegistrarResume,
+        rng: &mut impl Rng,
+    ) -> (Self, Vec<RegistrarAction>) {
+        let mut m = Self::new(config);
+        m.next_token = at.next_token.max(1);
+        let mut in_flight: BTreeMap<RegistrationKey, (RegistrarToken, RegistrarOp)> = at
+            .in_flight
+            .into_iter()
+            .map(|(k, t, op)| (k, (t, op)))
+            .collect();
+        let spread = m.config.session_spread;
+        let mut out = Vec::new();
+        for intent in at.intents {
+            let key = intent.key();
+            let op = match in_flight.remove(&key) {
+                Some((token, op)) => Op::InFlight(token, op),
+                None => {
+                    let (token, delay) = (m.token(), uniform_delay(spread, rng));
+                    out.push(RegistrarAction::ArmTimer {
+                        key: key.clone(),
+                        token,
+                        delay,
+                    });
+                    Op::Waiting(token)
+                }
+            };
+            let reissue = matches!(op, Op::InFlight(..));
+            m.keys.insert(
+                key,
+                Entry {
+                    intent,
+                    op,
+                    recover: Recover::new(),
+                    last_error: None,
+                    settled: false,
+                    gave_up: false,
+                    reissue,
+                },
+            );
+        }
+        (m, out)
+    }
+}
+
+/// What a replacement registrar starts from
+/// ([`RegistrarMachine::resume_point`]).
+#[derive(Clone, Debug, Default)]
+pub struct RegistrarResume {
+    intents: Vec<Intent>,
+    in_flight: Vec<(RegistrationKey, RegistrarToken, RegistrarOp)>,
+    next_token: RegistrarToken,
 }

@@ -272,7 +272,7 @@ fn under_a_persistent_outage_calls_per_key_are_bounded_by_the_backoff() {
 }
 
 #[test]
-fn a_restart_rearms_waiting_keys_within_the_spread_instead_of_one_burst() {
+fn a_re_created_registrar_drives_every_intent_again_within_the_spread_instead_of_one_burst() {
     let mut m = machine(0.0);
     let mut rng = StdRng::seed_from_u64(3);
     let t0 = Instant::now();
@@ -281,8 +281,17 @@ fn a_restart_rearms_waiting_keys_within_the_spread_instead_of_one_burst() {
         let key = RegistrationKey::of(&inst(id));
         timer(&m.on_result(&key, token, down(), t0, &mut rng));
     }
-    let out = m.on_restart(&mut rng);
-    assert!(no_call(&out), "no key retries at once after a restart");
+    // One key settled, one with its call still in flight.
+    let (token, _) = call(&m.register(inst(500)));
+    let settled = RegistrationKey::of(&inst(500));
+    m.on_result(&settled, token, Ok(()), t0, &mut rng);
+    let (flying, _) = call(&m.register(inst(501)));
+    // A call decided but never sent (the panic struck before it left).
+    let (lost, _) = call(&m.register(inst(502)));
+    let config = *m.config();
+    let point = m.resume_point(|t| t != lost);
+    let (mut m, out) = RegistrarMachine::resuming(config, point, &mut rng);
+    assert!(no_call(&out), "no key calls at once after a restart");
     let delays: Vec<Duration> = out
         .iter()
         .filter_map(|a| match a {
@@ -290,7 +299,11 @@ fn a_restart_rearms_waiting_keys_within_the_spread_instead_of_one_burst() {
             _ => None,
         })
         .collect();
-    assert_eq!(delays.len(), 200, "one new timer per waiting key");
+    assert_eq!(
+        delays.len(),
+        202,
+        "one timer per key not in flight: the settled one, and the call never sent"
+    );
     let spread = m.config().session_spread;
     assert!(delays.iter().all(|d| *d <= spread));
     let first_fifth = delays.iter().filter(|d| **d <= spread / 5).count();
@@ -298,7 +311,12 @@ fn a_restart_rearms_waiting_keys_within_the_spread_instead_of_one_burst() {
         first_fifth < 80,
         "spread, not a burst: {first_fifth} in the first fifth"
     );
-    assert_eq!(m.pending(), 200, "still one pending operation per key");
+    assert_eq!(m.pending(), 203, "one pending operation per key");
+    // The call in flight comes back under its old token: taken, and the
+    // intent is issued once more (it may have raced the restart).
+    let key = RegistrationKey::of(&inst(501));
+    let (again, _) = call(&m.on_result(&key, flying, Ok(()), t0, &mut rng));
+    assert!(again > flying, "new tokens come after the old ones");
 }
 
 #[test]
