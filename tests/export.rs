@@ -190,3 +190,66 @@ async fn stopping_one_of_identical_exports_keeps_their_shared_revision_served() 
     );
     cold.shutdown().await;
 }
+
+/// A publisher refusing its first `n` publishes (then the scripted one).
+struct Refusing {
+    left: std::sync::atomic::AtomicUsize,
+    inner: steadfast_testkit::ScriptedFetcher,
+}
+
+impl steadfast::MetadataPublisher for Refusing {
+    fn publish(
+        &self,
+        info: steadfast::MetadataInfo,
+    ) -> futures::future::BoxFuture<'static, Result<(), steadfast::PublishError>> {
+        use std::sync::atomic::Ordering;
+        let refused = self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if refused {
+            return Box::pin(async { Err(steadfast::PublishError::Unavailable("refused".into())) });
+        }
+        self.inner.publish(info)
+    }
+
+    fn withdraw(
+        &self,
+        app: &str,
+        revision: &str,
+    ) -> futures::future::BoxFuture<'static, Result<(), steadfast::PublishError>> {
+        self.inner.withdraw(app, revision)
+    }
+}
+
+#[actix_rt::test]
+async fn an_export_restarted_after_a_panic_asserts_its_record_on_a_clean_schedule() {
+    tokio::time::pause();
+    let fx = Fixture::start_full(|b, f| {
+        b.metadata_publisher(Refusing {
+            left: 5.into(),
+            inner: f.clone(),
+        })
+    });
+    let exported = fx.engine.export(export_spec(9100)).await.unwrap();
+    // Four refusals: the retries wait 1, 2, 4, then 8 s (+0-25 %).
+    advance(Duration::from_secs(9)).await;
+    assert!(!exported.is_registered().await.unwrap());
+    assert_eq!(fx.engine.stats().register_failures, 4);
+    // Re-created: a fresh schedule asserts the record at once; that fifth
+    // publish is refused too, and the next try comes after the initial
+    // delay (1 s), not after the grown one (16 s).
+    fx.engine
+        .force_restart(steadfast_actors::RestartTarget::Export(exported.id()))
+        .await
+        .unwrap();
+    settle().await;
+    assert_eq!(fx.engine.stats().register_failures, 5);
+    advance(Duration::from_millis(1300)).await;
+    assert!(
+        exported.is_registered().await.unwrap(),
+        "registered 1 s later"
+    );
+    assert_eq!(fx.registry.instances(APP).len(), 1);
+    assert_eq!(fx.engine.stats().restarts, 1);
+}

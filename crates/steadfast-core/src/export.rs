@@ -116,8 +116,7 @@ impl ExportMachine {
         vec![ExportAction::Attempt { token }]
     }
 
-    /// The actor (re)started: its old attempt and timer are gone. Asserts
-    /// the record again unless stopped.
+    /// The actor started: asserts the record unless stopped.
     pub fn start(&mut self) -> Vec<ExportAction> {
         self.attempt = None;
         self.timer = None;

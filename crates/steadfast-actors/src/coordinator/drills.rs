@@ -26,6 +26,8 @@ pub enum RestartTarget {
     Mapping(String),
     /// The failback registrar.
     Registrar,
+    /// One export (its `ExportHandle::id`).
+    Export(u64),
     /// The engine's coordinator itself.
     Coordinator,
 }
@@ -67,6 +69,7 @@ impl Handler<Restart> for Coordinator {
                 .map(|d| d.addr.do_send(ForceRestart)),
             RestartTarget::Mapping(i) => self.mapping_of(i).map(|a| a.do_send(ForceRestart)),
             RestartTarget::Registrar => self.registrar.as_ref().map(|a| a.do_send(ForceRestart)),
+            RestartTarget::Export(id) => self.exports.get(id).map(|(a, _)| a.do_send(ForceRestart)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }
@@ -91,6 +94,7 @@ impl Handler<Panic> for Coordinator {
             }
             RestartTarget::Mapping(i) => self.mapping_of(i).map(|a| a.do_send(DrillPanic)),
             RestartTarget::Registrar => self.registrar.as_ref().map(|a| a.do_send(DrillPanic)),
+            RestartTarget::Export(id) => self.exports.get(id).map(|(a, _)| a.do_send(DrillPanic)),
         };
         sent.ok_or(EngineError::UnknownTarget(format!("{:?}", msg.0)))
     }

@@ -18,8 +18,9 @@ use actix::prelude::*;
 use actix::WeakAddr;
 use futures::future::{join_all, BoxFuture, FutureExt, Shared};
 use steadfast_core::{
-    contain_publish_call, ErrorClass, ExportAction, ExportMachine, MetadataInfo, MetadataPublisher,
-    PublishError, RecoverPolicy, RegistrationKey, RegistrationState, Registry, ServiceInstance,
+    contain_publish_call, ErrorClass, ExportAction, ExportMachine, ExportPhase, MetadataInfo,
+    MetadataPublisher, PublishError, RecoverPolicy, RegistrationKey, RegistrationState, Registry,
+    ServiceInstance,
 };
 
 use super::in_flight::InFlight;
@@ -63,7 +64,8 @@ pub(crate) struct GracefulStop {
     pub withdraw: bool,
 }
 
-/// What an export actor is built from.
+/// What an export actor is built from (and re-created from).
+#[derive(Clone)]
 pub(crate) struct ExportParts {
     /// The backend; registrations go through `registrar` (kept for
     /// export-time registry writes other than the record, e.g. mappings).
@@ -117,6 +119,7 @@ impl ExportActor {
     }
 
     fn perform(&mut self, actions: Vec<ExportAction>, ctx: &mut Context<Self>) {
+        self.containment.drill_point();
         for action in actions {
             match action {
                 ExportAction::Attempt { token } => self.attempt(token, ctx),
@@ -192,31 +195,31 @@ impl ExportActor {
     }
 }
 
-impl Contain for ExportActor {
-    const NAME: &'static str = "export";
-    fn engine_stats(&self) -> &Arc<EngineStats> {
-        &self.stats
-    }
-    fn containment(&mut self) -> &mut crate::contain::Containment {
-        &mut self.containment
-    }
-}
+crate::contain::contained_actor!(ExportActor, "export");
 
 impl Actor for ExportActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        // First start, or a restart: (re)assert the record either way.
         let actions = self.machine.start();
         self.perform(actions, ctx);
     }
 }
 
 impl Supervised for ExportActor {
+    /// Restart clean: a new actor from the same parts with a fresh machine,
+    /// which asserts the record again on a clean schedule (publishing and
+    /// registering are idempotent). Carried over: the panic schedule, and a
+    /// stop (a stopped export stays stopped). The old context's attempt and
+    /// timer are gone.
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        self.timer = None;
-        self.attempt = None;
+        let mut fresh = Self::new(self.parts.clone(), self.stats.clone());
+        if *self.machine.phase() == ExportPhase::Closed {
+            drop(fresh.machine.stop());
+        }
+        fresh.containment = std::mem::take(&mut self.containment);
+        *self = fresh;
     }
 }
 
@@ -362,6 +365,13 @@ pub struct ExportHandle {
 }
 
 impl ExportHandle {
+    /// The export's number in its engine (drills:
+    /// `RestartTarget::Export`).
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The registry record.
     pub fn instance(&self) -> &ServiceInstance {
         &self.instance
