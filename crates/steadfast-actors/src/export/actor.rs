@@ -216,7 +216,7 @@ impl Supervised for ExportActor {
         EngineStats::bump(&self.stats.restarts);
         let mut fresh = Self::new(self.parts.clone(), self.stats.clone());
         if *self.machine.phase() == ExportPhase::Closed {
-            drop(fresh.machine.stop());
+            let _stopped = fresh.machine.stop();
         }
         fresh.containment = std::mem::take(&mut self.containment);
         *self = fresh;
