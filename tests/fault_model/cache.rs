@@ -152,16 +152,32 @@ impl Sim {
         }
     }
 
-    /// A supervised restart: every run is lost and re-run.
+    /// A supervised restart, as the actor does it: re-created with a fresh
+    /// cache machine holding the metadata learned (in recency order) and
+    /// the failure memory; every run is lost, and each waiter asks the new
+    /// machine again, whose flights are re-run.
     pub fn cache_restart(&mut self) {
         if self.cache.terminated {
             return;
         }
-        for rec in self.cache.flights.values_mut() {
-            if let Some(run) = rec.run.take() {
-                self.cache.runs.remove(&run.id);
+        let mut fresh: MetadataCache<Waiter> = MetadataCache::new(CACHE_CAPACITY);
+        for (key, info) in self.cache.cache.entries() {
+            fresh.seed(key, info);
+        }
+        let old = std::mem::take(&mut self.cache.flights);
+        self.cache.runs.clear();
+        for (key, waiter) in self.cache.cache.drain_flights() {
+            let Some(rec) = old.get(&key) else { continue };
+            if let Lookup::Start(id) = fresh.request(key.clone(), waiter) {
+                let rec = FlightRec {
+                    id,
+                    candidates: rec.candidates.clone(),
+                    run: None,
+                };
+                self.cache.flights.insert(key, rec);
             }
         }
+        self.cache.cache = fresh;
         let keys: Vec<CacheKey> = self.cache.flights.keys().cloned().collect();
         for key in keys {
             self.spawn_flight(key);

@@ -5,8 +5,9 @@
 //! call's panics contained) and whose result comes back into the actor.
 //!
 //! Every handler body runs under `contain`: a panic there is counted and
-//! stops the actor under its supervisor, which restarts it with its flights
-//! resynced against the cache machine (see [`Actor::started`]).
+//! stops the actor under its supervisor, which re-creates it from its inputs
+//! (restart clean, `CacheActor::recreate`) and re-runs the flights its
+//! waiters still expect.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -43,12 +44,13 @@ struct FlightRecord {
 /// Owns the shared metadata cache and the flights that fill it.
 pub struct CacheActor {
     cache: MetadataCache<Waiter>,
+    /// The cache's capacity (a replacement gets the same).
+    capacity: usize,
     flights: HashMap<CacheKey, FlightRecord>,
     fetcher: Arc<dyn MetadataFetcher>,
     policy: FetchPolicy,
     memory: FetchMemory,
     stats: Arc<EngineStats>,
-    restarted: bool,
     terminated: bool,
     containment: crate::contain::Containment,
     _alive: LiveGuard,
@@ -66,6 +68,7 @@ impl CacheActor {
     ) -> Self {
         Self {
             cache: MetadataCache::new(capacity),
+            capacity,
             flights: HashMap::new(),
             fetcher,
             memory: FetchMemory::new(&policy),
@@ -73,7 +76,6 @@ impl CacheActor {
             containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
             stats,
-            restarted: false,
             terminated: false,
         }
     }
@@ -134,21 +136,53 @@ impl CacheActor {
         }
     }
 
-    /// After a restart: drop records the cache machine no longer knows, and
-    /// answer flights that lost their record (a handler panicked between the
-    /// two) with an error, so their resolvers retry on schedule.
-    fn resync(&mut self) {
-        let known: HashMap<CacheKey, u64> = self.cache.flight_ids().into_iter().collect();
-        self.flights
-            .retain(|k, rec| known.get(k).is_some_and(|id| *id == rec.id));
-        for (key, id) in known {
-            if !self.flights.contains_key(&key) {
+    /// Restart clean: a new actor from the same inputs, with a fresh
+    /// cache machine and fresh flight records. Carried over: the metadata
+    /// learned (immutable, checked values, re-seeded in recency order), the
+    /// providers' failure memory (so a restart never lifts the load
+    /// bounds of retries), the panic schedule and the shut-down flag. Every
+    /// waiter of a flight under way asks the new machine again (one flight
+    /// per revision, re-run in `started`); a waiter whose flight record the
+    /// panic kept from being written is answered with an error, so its
+    /// resolver retries on schedule.
+    fn recreate(&mut self) -> Self {
+        let mut fresh = Self::new(
+            self.fetcher.clone(),
+            self.capacity,
+            self.policy,
+            self.stats.clone(),
+        );
+        for (key, info) in self.cache.entries() {
+            fresh.cache.seed(key, info);
+        }
+        fresh.memory = std::mem::replace(&mut self.memory, FetchMemory::new(&self.policy));
+        let candidates: HashMap<CacheKey, Arc<Vec<ServiceInstance>>> = self
+            .flights
+            .drain()
+            .map(|(k, rec)| (k, rec.candidates))
+            .collect();
+        for (key, waiter) in self.cache.drain_flights() {
+            let Some(c) = candidates.get(&key) else {
                 let err = Err(FetchError::Panicked("metadata cache restarted".into()));
-                for w in self.cache.complete(&key, id, &err) {
-                    reply(&w, &key, err.clone());
+                reply(&waiter, &key, err);
+                continue;
+            };
+            match fresh.cache.request(key.clone(), waiter) {
+                Lookup::Start(id) => {
+                    let rec = FlightRecord {
+                        id,
+                        candidates: c.clone(),
+                        handle: None,
+                    };
+                    fresh.flights.insert(key, rec);
                 }
+                Lookup::Joined => {}
+                Lookup::Hit(info, w) => reply(&w, &key, Ok(info)),
             }
         }
+        fresh.containment = std::mem::take(&mut self.containment);
+        fresh.terminated = self.terminated;
+        fresh
     }
 }
 
@@ -327,11 +361,8 @@ impl Actor for CacheActor {
             // stay idle; the actor ends when its last address drops.
             return;
         }
-        if std::mem::replace(&mut self.restarted, false) {
-            self.contained(ctx, |act, _| act.resync());
-        }
-        // After a restart the flights' futures are gone: run them again for
-        // the waiters that still expect an answer.
+        // After a restart: run the flights again for the waiters that still
+        // expect an answer.
         let keys: Vec<CacheKey> = self.flights.keys().cloned().collect();
         for key in keys {
             self.contained(ctx, |act, ctx| act.spawn_flight(key, ctx));
@@ -340,12 +371,11 @@ impl Actor for CacheActor {
 }
 
 impl Supervised for CacheActor {
+    /// Nothing of the old actor's state survives but what
+    /// [`CacheActor::recreate`] names; the old context's flights are gone.
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        self.restarted = true;
-        for rec in self.flights.values_mut() {
-            rec.handle = None;
-        }
+        *self = self.recreate();
     }
 }
 

@@ -61,6 +61,16 @@ impl<W> MetadataCache<W> {
         true
     }
 
+    /// Every cached revision with its metadata, least recently used first
+    /// (so seeding them in order into a new cache keeps their recency).
+    pub fn entries(&self) -> Vec<(CacheKey, Arc<MetadataInfo>)> {
+        self.lru
+            .iter()
+            .rev()
+            .map(|(k, info)| (k.clone(), info.clone()))
+            .collect()
+    }
+
     /// Every revision of `app` cached, with its metadata (no use is
     /// recorded: a recall by a re-created resolver, `resolver/resume.rs`).
     pub fn of_app(&self, app: &str) -> Vec<(String, Arc<MetadataInfo>)> {
@@ -133,15 +143,6 @@ impl<W> MetadataCache<W> {
         self.flights
             .drain()
             .flat_map(|(k, f)| f.waiters.into_iter().map(move |w| (k.clone(), w)))
-            .collect()
-    }
-
-    /// Every flight under way, with its id (to resync a shell that lost
-    /// track of some after a crash).
-    pub fn flight_ids(&self) -> Vec<(CacheKey, FlightId)> {
-        self.flights
-            .iter()
-            .map(|(k, f)| (k.clone(), f.id))
             .collect()
     }
 
@@ -220,13 +221,28 @@ mod tests {
     }
 
     #[test]
-    fn flight_ids_list_the_flights_under_way() {
+    fn entries_list_least_recent_first_so_a_new_cache_keeps_their_recency() {
         let mut c: MetadataCache<u32> = MetadataCache::new(2);
-        let Lookup::Start(id) = c.request(key("r"), 1) else {
-            panic!()
+        c.seed(key("a"), info("a"));
+        c.seed(key("b"), info("b"));
+        let Lookup::Hit(..) = c.request(key("a"), 1) else {
+            panic!("a is cached")
         };
-        assert_eq!(c.flight_ids(), vec![(key("r"), id)]);
-        c.complete(&key("r"), id, &Err(FetchError::Timeout));
-        assert!(c.flight_ids().is_empty());
+        let entries = c.entries();
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.1.as_str()).collect();
+        assert_eq!(keys, ["b", "a"], "a was used last");
+        let mut fresh: MetadataCache<u32> = MetadataCache::new(2);
+        for (k, info) in entries {
+            fresh.seed(k, info);
+        }
+        fresh.seed(key("c"), info("c"));
+        assert!(
+            matches!(fresh.request(key("a"), 1), Lookup::Hit(..)),
+            "kept"
+        );
+        assert!(
+            matches!(fresh.request(key("b"), 1), Lookup::Start(_)),
+            "evicted first"
+        );
     }
 }

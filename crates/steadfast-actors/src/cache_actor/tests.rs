@@ -1,6 +1,6 @@
-//! A handler panic in the cache actor restarts it under its supervisor with
-//! its flights resynced: waiters are answered, flights re-run, and the
-//! actor keeps serving. Virtual time inside an actix System.
+//! A handler panic in the cache actor re-creates it under its supervisor:
+//! waiters are answered or asked again, flights re-run, and the actor keeps
+//! serving. Virtual time inside an actix System.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
