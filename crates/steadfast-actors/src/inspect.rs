@@ -93,7 +93,7 @@ pub struct AppReport {
     /// Provider app.
     pub app: String,
     /// Its instances, by id.
-    pub instances: Vec<InstanceReport>,
+    pub instances: Vec<steadfast_core::InstanceInspection>,
     /// Its revisions, in order.
     pub revisions: Vec<RevisionReport>,
     /// Version of the latest registry delivery the resolver applied
@@ -108,23 +108,6 @@ pub struct AppReport {
     /// How long the current such gap has waited for its whole state.
     #[serde(default)]
     pub gap_for_ms: Option<u64>,
-}
-
-/// One instance of a provider app.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstanceReport {
-    /// Instance id.
-    pub id: String,
-    /// Host from the registry record.
-    pub host: String,
-    /// Port from the registry record.
-    pub port: u16,
-    /// The metadata revision it advertises.
-    pub revision: Option<String>,
-    /// Whether it may take traffic (healthy, not closing, weight above 0).
-    pub serving: bool,
-    /// Whether it announced closing.
-    pub closing: bool,
 }
 
 /// One metadata revision of a provider app.

@@ -52,8 +52,8 @@ pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport};
 pub use handle::{Deadline, Directory};
 pub use inspect::{
-    AppReport, EndpointReport, EngineReport, InstanceReport, ReferenceReport, RegistrationReport,
-    RegistryReport, RevisionReport, WatchReport,
+    AppReport, EndpointReport, EngineReport, ReferenceReport, RegistrationReport, RegistryReport,
+    RevisionReport, WatchReport,
 };
 pub use live_config::{CallerConfig, LiveConfig};
 pub use random::thread_random;

@@ -157,8 +157,9 @@ pub(crate) fn render(report: &EngineReport, source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use steadfast_actors::{
-        AppReport, EndpointReport, EngineReport, InstanceReport, ReferenceReport, RevisionReport,
+        AppReport, EndpointReport, EngineReport, ReferenceReport, RevisionReport,
     };
+    use steadfast_core::InstanceInspection;
 
     use super::render;
 
@@ -167,7 +168,7 @@ mod tests {
         let report = EngineReport {
             apps: vec![AppReport {
                 app: "greeter".into(),
-                instances: vec![InstanceReport {
+                instances: vec![InstanceInspection {
                     id: "i1".into(),
                     host: "10.0.0.1".into(),
                     port: 8001,

@@ -12,8 +12,8 @@ use steadfast_core::{
 };
 
 use super::{
-    state_label, AppReport, EndpointReport, InstanceReport, ReferenceReport, RegistrationReport,
-    RegistryReport, RevisionReport, WatchReport,
+    state_label, AppReport, EndpointReport, ReferenceReport, RegistrationReport, RegistryReport,
+    RevisionReport, WatchReport,
 };
 
 /// Whole milliseconds of `d`, saturating.
@@ -69,18 +69,7 @@ pub(crate) fn app(inspection: AppInspection, now: Instant) -> AppReport {
         resets_asked: inspection.resets_asked,
         gap_for_ms: inspection.gap_since.map(|t| ago(now, t)),
         app: inspection.app,
-        instances: inspection
-            .instances
-            .into_iter()
-            .map(|i| InstanceReport {
-                id: i.id,
-                host: i.host,
-                port: i.port,
-                revision: i.revision,
-                serving: i.serving,
-                closing: i.closing,
-            })
-            .collect(),
+        instances: inspection.instances,
         revisions: inspection
             .revisions
             .into_iter()

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::{Phase, ResolverMachine, RevisionState};
 
-/// One instance of the app, as the resolver holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One instance of the app, as the resolver holds it (also the instance
+/// rows of the engine's inspection report, as they are).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InstanceInspection {
     /// Instance id.
     pub id: String,
