@@ -154,35 +154,7 @@ fn pool_stats(g: &mut Gathered, s: &steadfast_pool::PoolStats) {
             Value::Int(count(n)),
         );
     }
-    let counters: [(&'static str, &'static str, u64); 6] = [
-        ("pool_clients_built", "Pooled clients built", s.built),
-        (
-            "pool_clients_reaped",
-            "Idle pooled clients closed by the reaper",
-            s.reaped,
-        ),
-        (
-            "pool_clients_drained",
-            "Draining clients closed once idle",
-            s.drained,
-        ),
-        (
-            "pool_forced_closes",
-            "Draining clients force-closed at the drain timeout",
-            s.forced_closes,
-        ),
-        (
-            "pool_refused_acquires",
-            "Acquires that found their client not active",
-            s.refused_acquires,
-        ),
-        (
-            "pool_close_failures",
-            "Client closes that failed or timed out",
-            s.close_failures,
-        ),
-    ];
-    for (name, help, v) in counters {
+    for (name, help, v) in s.counters.rows() {
         g.counter(name, help, v);
     }
 }

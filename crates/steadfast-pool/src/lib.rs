@@ -54,4 +54,4 @@ pub use error::{ClosedWhileInUse, PoolError};
 pub use factory::ClientFactory;
 pub use pool::{ClientPool, PoolStats};
 pub use pooled::PooledClient;
-pub use steadfast_core::pool::{ClientId, OwnerId};
+pub use steadfast_core::pool::{ClientId, OwnerId, PoolCounters};

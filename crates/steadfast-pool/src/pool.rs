@@ -14,7 +14,7 @@ use futures::FutureExt;
 use tokio::sync::Notify;
 
 use steadfast_core::pool::{
-    Acquire, ClientId, Close, CloseReason, OwnerId, PoolMachine, PoolPolicy,
+    Acquire, ClientId, Close, CloseReason, OwnerId, PoolCounters, PoolMachine, PoolPolicy,
 };
 
 use crate::pooled::{ClosedSignal, PooledClient, Release};
@@ -159,29 +159,23 @@ pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// Counters and gauges of a [`ClientPool`].
+/// Gauges and counters of a [`ClientPool`]. It reads as its counters
+/// too (`stats.built`: [`PoolCounters`], summed over the pool's stripes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// Clients Active now.
     pub active: usize,
     /// Clients Draining now (endpoint dropped, calls in flight).
     pub draining: usize,
-    /// Clients built.
-    pub built: u64,
-    /// Idle clients closed by the reaper.
-    pub reaped: u64,
-    /// Reaper candidates used again just before their close, and kept.
-    pub rescued: u64,
-    /// Acquires that found their address's client not Active and took a
-    /// fresh one.
-    pub refused_acquires: u64,
-    /// Draining clients closed once nothing was in flight.
-    pub drained: u64,
-    /// Draining clients force-closed at the drain timeout with calls in
-    /// flight.
-    pub forced_closes: u64,
-    /// Closes that failed or timed out (logged; the others went on).
-    pub close_failures: u64,
+    /// What the pool did so far.
+    pub counters: PoolCounters,
+}
+
+impl std::ops::Deref for PoolStats {
+    type Target = PoolCounters;
+    fn deref(&self) -> &PoolCounters {
+        &self.counters
+    }
 }
 
 /// A pool of clients keyed by endpoint address ("host:port"), generic over
@@ -330,16 +324,9 @@ impl<F: ClientFactory> ClientPool<F> {
     pub fn stats(&self) -> PoolStats {
         let mut s = PoolStats::default();
         for machine in self.inner.each_stripe() {
-            let c = machine.counters();
             s.active += machine.active();
             s.draining += machine.draining();
-            s.built += c.built;
-            s.reaped += c.reaped;
-            s.rescued += c.rescued;
-            s.refused_acquires += c.refused_acquires;
-            s.drained += c.drained;
-            s.forced_closes += c.forced_closes;
-            s.close_failures += c.close_failures;
+            s.counters.add(&machine.counters());
         }
         s
     }

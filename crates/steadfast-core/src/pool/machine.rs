@@ -69,6 +69,58 @@ pub struct PoolCounters {
     pub close_failures: u64,
 }
 
+impl PoolCounters {
+    /// Every counter with its metric family and help: the one list the
+    /// exports read (`steadfast-metrics`).
+    pub fn rows(&self) -> [(&'static str, &'static str, u64); 7] {
+        [
+            ("pool_clients_built", "Pooled clients built", self.built),
+            (
+                "pool_clients_reaped",
+                "Idle pooled clients closed by the reaper",
+                self.reaped,
+            ),
+            (
+                "pool_clients_rescued",
+                "Reaper candidates used again just before their close, and kept",
+                self.rescued,
+            ),
+            (
+                "pool_refused_acquires",
+                "Acquires that found their client not active",
+                self.refused_acquires,
+            ),
+            (
+                "pool_clients_drained",
+                "Draining clients closed once idle",
+                self.drained,
+            ),
+            (
+                "pool_forced_closes",
+                "Draining clients force-closed at the drain timeout",
+                self.forced_closes,
+            ),
+            (
+                "pool_close_failures",
+                "Client closes that failed or timed out",
+                self.close_failures,
+            ),
+        ]
+    }
+
+    /// Adds `other`'s counts (the stripes of one pool), saturating.
+    pub fn add(&mut self, other: &PoolCounters) {
+        let sum = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        sum(&mut self.built, other.built);
+        sum(&mut self.reaped, other.reaped);
+        sum(&mut self.rescued, other.rescued);
+        sum(&mut self.refused_acquires, other.refused_acquires);
+        sum(&mut self.drained, other.drained);
+        sum(&mut self.forced_closes, other.forced_closes);
+        sum(&mut self.close_failures, other.close_failures);
+    }
+}
+
 /// A call's hold on a client, as the machine hands it out.
 #[derive(Clone, Debug)]
 pub struct Held<C> {

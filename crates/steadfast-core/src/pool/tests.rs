@@ -353,3 +353,28 @@ fn striped_machines_hand_out_ids_unique_across_the_stripes() {
         .collect();
     assert_eq!(ids, vec![1, 2, 3]);
 }
+
+#[test]
+fn every_pool_counter_is_one_row_of_the_export_list_and_adds_up() {
+    let c = PoolCounters {
+        built: 1,
+        reaped: 2,
+        rescued: 3,
+        refused_acquires: 4,
+        drained: 5,
+        forced_closes: 6,
+        close_failures: 7,
+    };
+    let mut values: Vec<u64> = c.rows().iter().map(|(_, _, v)| *v).collect();
+    values.sort_unstable();
+    assert_eq!(values, [1, 2, 3, 4, 5, 6, 7], "each field once");
+    let mut names: Vec<&str> = c.rows().iter().map(|(n, _, _)| *n).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), 7, "one family per counter");
+    let mut sum = c;
+    sum.add(&c);
+    let doubled: Vec<u64> = sum.rows().iter().map(|(_, _, v)| *v).collect();
+    let once: Vec<u64> = c.rows().iter().map(|(_, _, v)| v * 2).collect();
+    assert_eq!(doubled, once);
+}
