@@ -23,6 +23,18 @@ fn spec_of(app: &str, port: u16) -> steadfast::ExportSpec {
     spec
 }
 
+/// `greeter` exported on 9100, and a ready directory following the
+/// mapping of its interface.
+async fn exported_and_followed(fx: &Fixture) -> (steadfast::ExportHandle, steadfast::Directory) {
+    let export = fx.engine.export(export_spec(9100)).await.unwrap();
+    let dir = fx.engine.subscribe(unnamed()).await.unwrap();
+    wait_for(&dir, "ready", Duration::from_secs(2), |v| {
+        v.status.is_ready()
+    })
+    .await;
+    (export, dir)
+}
+
 fn fixture() -> Fixture {
     tokio::time::pause();
     Fixture::start_full(|b, f| b.metadata_publisher(f.clone()))
@@ -148,12 +160,7 @@ async fn mapping_unavailable_then_back_and_the_status_says_so_meanwhile() {
 #[actix_rt::test]
 async fn known_apps_survive_a_broken_mapping_watch_which_is_watched_again() {
     let fx = fixture();
-    let _a = fx.engine.export(export_spec(9100)).await.unwrap();
-    let dir = fx.engine.subscribe(unnamed()).await.unwrap();
-    wait_for(&dir, "ready", Duration::from_secs(2), |v| {
-        v.status.is_ready()
-    })
-    .await;
+    let (_a, dir) = exported_and_followed(&fx).await;
     fx.registry.report_mapping_errors(IFACE);
     settle().await;
     assert_eq!(
@@ -295,12 +302,7 @@ async fn the_mapping_is_a_registrar_key_restored_after_a_session_loss_and_kept_a
 #[actix_rt::test]
 async fn a_mapping_follower_that_panicked_is_re_created_and_reports_what_changed_meanwhile() {
     let fx = fixture();
-    let _a = fx.engine.export(export_spec(9100)).await.unwrap();
-    let dir = fx.engine.subscribe(unnamed()).await.unwrap();
-    wait_for(&dir, "ready", Duration::from_secs(2), |v| {
-        v.status.is_ready()
-    })
-    .await;
+    let (_a, dir) = exported_and_followed(&fx).await;
     assert_eq!(fx.engine.stats().resolvers_alive, 1);
     let watches = fx.registry.mapping_watch_calls();
     // The follower's next handler panics: the mapping's next change.

@@ -2,9 +2,11 @@
 //! after `ctx.stop()`; a panic that unwinds out of a handler kills the actor
 //! for good, and with it every retry it owned. [`Contain::contained`] runs a
 //! handler body under `catch_unwind`: a panic is counted, logged, and turned
-//! into a supervised restart. The resolver's `restarting` then re-creates it
-//! from its inputs (restart clean); the other actors still keep their struct
-//! and `started()` resyncs it (re-watch, re-attach, re-arm). Futures of user code (fetchers,
+//! into a supervised restart. Most actors' `restarting` then re-creates them
+//! from their inputs (restart clean: the resolver, the cache, the lookup
+//! actor, the mapping followers, the registrar, the exports); the registry
+//! actor, the directories and the coordinator still keep their struct and
+//! `started()` resyncs it (re-watch, re-attach, re-arm). Futures of user code (fetchers,
 //! registries, publishers) are contained where they are called
 //! (`steadfast_core::contain`).
 //!
