@@ -161,3 +161,61 @@ async fn a_resolver_that_panicked_is_re_created_from_its_inputs_while_its_direct
     })
     .await;
 }
+
+#[actix_rt::test]
+async fn a_registry_actor_that_panicked_is_re_created_from_its_inputs_while_its_directory_serves() {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    // The registry goes down: the watch ends, every re-open and probe
+    // fails, and the re-open backoff grows past 16 s.
+    fx.registry.fail_next_watches(usize::MAX);
+    fx.registry.fail_next_lists(usize::MAX);
+    fx.registry.end_watches(APP);
+    advance(Duration::from_secs(60)).await;
+    let before = dir.view().await.unwrap();
+    let Some(down) = stale_since(&before) else {
+        panic!("stale: {:?}", before.status);
+    };
+    // A provider registers meanwhile (the watch cannot tell).
+    fx.registry.put(instance(&m1, 8002));
+    // The registry actor's next handler panics: the probe timer, within a
+    // probe interval.
+    let watches = fx.registry.watch_calls();
+    fx.engine
+        .drill_panic(RestartTarget::Registry)
+        .await
+        .unwrap();
+    advance(Duration::from_secs(2)).await;
+    let s = fx.engine.stats();
+    assert_eq!((s.handler_panics, s.restarts), (1, 1));
+    // Re-created: the directory kept what it held, still stale since the
+    // outage began (nothing pending, empty or fresh in between).
+    let after = dir.view().await.unwrap();
+    assert_eq!(after.endpoints, before.endpoints);
+    assert_eq!(after.version, before.version, "no update at all");
+    assert_eq!(stale_since(&after), Some(down), "{:?}", after.status);
+    // The replacement re-opens at once on a clean schedule (at once, then
+    // 1 s, 2 s, 4 s), where the old one waited out its grown backoff.
+    advance(Duration::from_secs(6)).await;
+    let reopened = fx.registry.watch_calls() - watches;
+    assert!(reopened >= 3, "re-opens in 8 s: {reopened}");
+    // The registry answers: fresh within a probe interval, with its state
+    // delivered whole (the provider that registered meanwhile).
+    fx.registry.fail_next_watches(0);
+    fx.registry.fail_next_lists(0);
+    let v = wait_for(&dir, "fresh", Duration::from_millis(1300), |v| {
+        stale_since(v).is_none() && v.endpoints.len() == 2
+    })
+    .await;
+    assert_eq!(v.status.is_ready(), true);
+}
+
+/// Since when the directory serves a stale registry state, if it does.
+fn stale_since(v: &steadfast::DirectoryView) -> Option<tokio::time::Instant> {
+    match &v.status {
+        steadfast::DirectoryStatus::Ready { stale_since, .. } => {
+            stale_since.map(tokio::time::Instant::from_std)
+        }
+        _ => None,
+    }
+}

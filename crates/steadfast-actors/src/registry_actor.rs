@@ -19,7 +19,7 @@ use actix::prelude::*;
 use futures::StreamExt;
 use steadfast_core::{
     panic_message, EventStream, Registry, RegistryError, RegistryEvent, SubscriptionConfig,
-    SubscriptionMachine, Token,
+    SubscriptionMachine, SubscriptionResume, Token,
 };
 use steadfast_core::{SubscriptionAction, TimerKind, To};
 
@@ -51,7 +51,10 @@ pub struct RegistryActor {
     watch_guards: HashMap<Token, LiveGuard>,
     /// A stream just opened, until the machine says to read it.
     opened: Option<(Token, EventStream)>,
-    started_once: bool,
+    /// Set on a replacement (restart clean) until `started` resumes from it.
+    resume: Option<SubscriptionResume>,
+    /// The session spread set at build (an input kept for a replacement).
+    spread: Option<std::time::Duration>,
     pub(crate) terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -76,7 +79,8 @@ impl RegistryActor {
             handles: HashMap::new(),
             watch_guards: HashMap::new(),
             opened: None,
-            started_once: false,
+            resume: None,
+            spread: None,
             terminated: false,
             containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
@@ -88,7 +92,28 @@ impl RegistryActor {
     /// `spread`.
     pub fn with_session_spread(mut self, spread: std::time::Duration) -> Self {
         self.machine.set_session_spread(spread);
+        self.spread = Some(spread);
         self
+    }
+
+    /// Restart clean: a new actor from the same inputs (the registry, the
+    /// config, the session spread) with a fresh machine, which resumes in
+    /// `started` from this one's [`SubscriptionResume`]: what the resolvers
+    /// were handed (see `steadfast_core`'s `subscription/resume.rs`).
+    /// Carried over, because other actors hold them: the subscribers' feeds,
+    /// the panic schedule, and whether it was shut down.
+    fn recreate(&mut self) -> Self {
+        let config = self.machine.config().clone();
+        let seed = crate::random::thread_random();
+        let mut fresh = Self::new(self.registry.clone(), config, seed, self.stats.clone());
+        if let Some(spread) = self.spread {
+            fresh = fresh.with_session_spread(spread);
+        }
+        fresh.resume = Some(self.machine.resume_point());
+        fresh.subscribers = std::mem::take(&mut self.subscribers);
+        fresh.containment = std::mem::take(&mut self.containment);
+        fresh.terminated = self.terminated;
+        fresh
     }
 
     /// Counts a registry error (panics apart) and logs it: at warn when
@@ -397,21 +422,25 @@ impl Actor for RegistryActor {
             // stay idle; the actor ends when its last address drops.
             return;
         }
-        if self.started_once {
-            let actions = self.machine.on_restart(timer::now());
+        if let Some(point) = self.resume.take() {
+            let subscribers: Vec<(String, u64)> = self
+                .subscribers
+                .iter()
+                .flat_map(|(app, subs)| subs.keys().map(move |id| (app.clone(), *id)))
+                .collect();
+            let actions = self.machine.resume(point, subscribers, timer::now());
             self.perform(actions, ctx);
         }
-        self.started_once = true;
     }
 }
 
 impl Supervised for RegistryActor {
+    /// Restart clean: the actor is replaced by one re-created from the inputs
+    /// [`RegistryActor::recreate`] names (the old context's calls, streams
+    /// and timers are gone with it).
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        // The old context's futures are gone; forget their handles.
-        self.handles.clear();
-        self.watch_guards.clear();
-        self.opened = None;
+        *self = self.recreate();
     }
 }
 

@@ -111,7 +111,7 @@ pub use revision::compute_revision;
 pub use snapshot::serve::{ServedFromSnapshot, SnapshotOrigin};
 pub use subscription::{
     Delivery, Feed, LiveState, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,
-    TimerKind, To, WatchInspection, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER,
+    SubscriptionResume, TimerKind, To, WatchInspection, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER,
 };
 pub use update::{DirectoryUpdate, HeldInstances, NotServing, Unresolved, UpdateState, UrlChange};
 pub use url::{Endpoint, ServiceEndpoint, ServiceUrl};

@@ -45,7 +45,7 @@ pub const MASS_REMOVAL_WINDOW: Duration = Duration::from_secs(10);
 pub const MASS_REMOVAL_MIN: usize = 2;
 
 /// An instance of the base removed within the window.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Removed {
     record: Arc<Instance>,
     at: Instant,
@@ -54,7 +54,7 @@ struct Removed {
 }
 
 /// The recovery window of one app.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Window {
     /// Removals after this instant no longer count.
     until: Instant,
@@ -67,7 +67,7 @@ struct Window {
 }
 
 /// The instances held for one app, and the recovery window they are judged in.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Hold {
     /// Held instances by id, with the instant each is dropped. Never an id
     /// the registry holds (a re-registration releases it).

@@ -4,7 +4,8 @@
 //! re-read the app in full (periodic resync), and which instances of a
 //! registry-caused mass expiry to hold for a grace. The registry actor only
 //! delivers inputs (watch opened or failed, stream item or end, timer fired,
-//! list result, subscriber added or removed, restart, close) and performs
+//! list result, subscriber added or removed, close; a replacement
+//! resumes from its predecessor's [`SubscriptionResume`]) and performs
 //! the [`SubscriptionAction`]s. Time and randomness are inputs.
 //!
 //! Stream contract (see [`crate::backend::EventStream`]): an `Err` item
@@ -72,6 +73,7 @@ mod inspect;
 mod live;
 #[cfg(test)]
 mod outage_tests;
+mod resume;
 mod session;
 #[cfg(test)]
 mod session_tests;
@@ -93,6 +95,7 @@ pub use actions::{Delivery, Feed, SubscriptionAction, TimerKind, To};
 pub use config::{SubscriptionConfig, DEFAULT_PROBE_INTERVAL, RECONCILE_JITTER};
 pub use inspect::WatchInspection;
 pub use live::LiveState;
+pub use resume::SubscriptionResume;
 use state::AppSub;
 
 /// The one probe of a registry that is down: per engine, not per app, so
@@ -475,14 +478,6 @@ impl SubscriptionMachine {
                 sub.on_registry_answers(ctx);
             }
         })
-    }
-
-    /// The actor restarted: its calls, streams and timers are gone. Every
-    /// watch is re-opened and every timer re-armed; subscribers and the last
-    /// state are kept.
-    pub fn on_restart(&mut self, now: Instant) -> Vec<SubscriptionAction> {
-        self.probe = Probe::Off;
-        self.each_app(now, |sub, ctx| sub.restart(now, ctx))
     }
 
     /// Shuts down: cancels everything; every later input is ignored.

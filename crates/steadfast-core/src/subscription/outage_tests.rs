@@ -1,6 +1,6 @@
 //! Hand-stepped-clock tests of what an outage does to the subscription:
-//! staleness travels with every delivery (a hold ending or a restart during
-//! an outage never reads as fresh), an unhealthy stream that stays silent
+//! staleness travels with every delivery (a hold ending or a replacement
+//! machine during an outage never reads as fresh), an unhealthy stream that stays silent
 //! is re-opened on the recover schedule (never sooner than the backoff
 //! cap), a resume resync overtaken by pushes backs off on the same
 //! schedule, and a backend that re-reads on resume gets no second read.
@@ -64,28 +64,51 @@ fn a_hold_ending_during_an_outage_is_delivered_stale() {
 }
 
 #[test]
-fn a_restart_during_an_outage_delivers_stale() {
+fn a_replacement_during_an_outage_keeps_the_hold_and_the_stale_mark() {
     let mut sim = down_again_while_holding();
     let down = sim.now;
-    // The actor stops; its timers die with it; it restarts after the hold
-    // ended (so the restart itself delivers the hold's end).
+    // The actor panics 1 s into the outage; a new machine resumes while
+    // the hold lasts (2 s left): nothing is delivered, nothing is dropped.
     sim.timers.clear();
-    sim.now += Duration::from_secs(3);
-    let acts = sim.m.on_restart(sim.now);
-    let delivered = acts.iter().find_map(|a| match a {
-        SubscriptionAction::Deliver { delivery, .. } => Some(delivery.clone()),
-        _ => None,
-    });
-    delivered.expect("the restart delivers the hold's end");
+    sim.now += Duration::from_secs(1);
+    let before = sim.deliveries().len();
+    let acts = sim.replace();
     sim.perform(acts);
-    let d = sim.last();
-    assert_eq!(ports(&d.instances), [1]);
+    assert_eq!(
+        sim.deliveries().len(),
+        before,
+        "the subscribers keep theirs"
+    );
+    assert_eq!(sim.m.stale_since(A), Some(down), "the re-open failed");
+    // The carried hold ends on its own deadline, delivered stale and whole.
+    sim.advance(Duration::from_secs(2));
+    let ds = sim.deliveries();
+    assert_eq!(ds.len(), before + 1, "the hold's end");
+    let d = &ds[before].1;
+    assert_eq!((ports(&d.instances), d.held, d.carried), (vec![1], None, 1));
     assert_eq!(
         d.stale_since,
         Some(down),
         "stale: the registry is still down"
     );
-    assert_eq!(sim.m.stale_since(A), Some(down), "the re-open failed");
+}
+
+#[test]
+fn a_replacement_after_the_hold_ended_delivers_its_end_at_once() {
+    let mut sim = down_again_while_holding();
+    let down = sim.now;
+    sim.timers.clear();
+    sim.now += Duration::from_secs(3);
+    let acts = sim.replace();
+    let delivered = acts.iter().find_map(|a| match a {
+        SubscriptionAction::Deliver { delivery, .. } => Some(delivery.clone()),
+        _ => None,
+    });
+    delivered.expect("the resume delivers the hold's end");
+    sim.perform(acts);
+    let d = sim.last();
+    assert_eq!(ports(&d.instances), [1]);
+    assert_eq!(d.stale_since, Some(down));
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::hold::Hold;
+use super::resume::Carried;
 use super::{Ctx, Delivery, Feed, SubscriptionAction, TimerKind, To};
 use std::sync::Arc;
 
@@ -91,6 +92,10 @@ pub(super) struct AppSub {
     /// While opening the watch keeps failing: since when, attempts, last
     /// error (cleared by the first `Ok` item).
     pub(super) failing: Option<crate::pending::RegistryFailure>,
+    /// Carried over from a machine that was replaced (`resume.rs`): the
+    /// next delivery is the whole state, whatever changed, so subscribers
+    /// hold exactly this machine's state from then on.
+    pub(super) resumed: bool,
 }
 
 impl AppSub {
@@ -369,7 +374,7 @@ impl AppSub {
                         held: held.unwrap_or_default(),
                     });
                 }
-                if always || !expired.is_empty() {
+                if always || self.resumed || !expired.is_empty() {
                     self.deliver_change(Changes::default(), Vec::new(), expired, ctx);
                 }
                 self.sync_hold_timer(now, ctx);
@@ -391,6 +396,7 @@ impl AppSub {
         // The first state is delivered even when empty: "the registry holds
         // no instance" is news too.
         let deliver = always
+            || self.resumed
             || self.out.is_none()
             || !changes.is_empty()
             || !step.newly_held.is_empty()
@@ -456,7 +462,7 @@ impl AppSub {
         expired: Vec<Arc<Instance>>,
         ctx: &mut Ctx<'_>,
     ) {
-        let Some(base) = self.out else {
+        let Some(base) = self.out.filter(|_| !self.resumed) else {
             if self.real.version().is_some() {
                 self.deliver_all(ctx);
             }
@@ -512,6 +518,7 @@ impl AppSub {
 
     fn deliver(&mut self, feed: Feed, ctx: &mut Ctx<'_>) {
         self.out = Some(feed.version());
+        self.resumed = false;
         let delivery = Delivery {
             feed,
             held: self.hold.info(ctx.config.mass_removal_grace),
@@ -562,31 +569,46 @@ impl AppSub {
         }
     }
 
-    /// After an actor restart: calls, streams and timers are gone.
-    pub(super) fn restart(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
-        self.watch = Watch::Idle;
-        self.resync = Resync::Idle;
-        self.hold_timer = None;
-        self.heal = None;
-        self.open_watch(ctx);
-        if let Some(delivery) = self.full(ctx.config.mass_removal_grace) {
-            // A delivery the old actor computed may never have been sent:
-            // everyone gets the whole state again (rare, one pass).
-            let app = ctx.app.to_string();
-            ctx.push(SubscriptionAction::Deliver {
-                app,
-                to: To::All,
-                delivery,
-            });
+    /// What a replacement of this app's subscription carries over: what the
+    /// subscribers were handed (`resume.rs`).
+    pub(super) fn carry(&self) -> Carried {
+        Carried {
+            version: self.real.version(),
+            instances: self.real.iter().cloned().collect(),
+            out: self.out,
+            stale_since: self.stale_since,
+            failing: self.failing.clone(),
+            hold: self.hold.clone(),
         }
-        if self.stale_since.is_none() && self.real.version().is_some() {
-            self.ensure_periodic(ctx);
+    }
+
+    /// A subscription of `subscribers` re-created from `carried`: the
+    /// registry state is rebuilt from its instances (no index of the old
+    /// one is kept), nothing is under way, and the next delivery is whole.
+    pub(super) fn resumed(subscribers: BTreeSet<u64>, carried: Carried) -> Self {
+        let mut real = InstanceMap::default();
+        if let Some(version) = carried.version {
+            let reset = Change::Reset {
+                version,
+                items: carried.instances,
+            };
+            // An empty map takes any Reset.
+            let _ = real.apply(reset, 0);
         }
-        self.deliver_expired(now, ctx);
+        Self {
+            subscribers,
+            real,
+            out: carried.out,
+            stale_since: carried.stale_since,
+            failing: carried.failing,
+            hold: carried.hold,
+            resumed: true,
+            ..Self::default()
+        }
     }
 
     /// Drops the held instances whose grace ended and delivers that.
-    fn deliver_expired(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
+    pub(super) fn deliver_expired(&mut self, now: Instant, ctx: &mut Ctx<'_>) {
         let expired = self.hold.expire(now);
         if !expired.is_empty() {
             self.deliver_change(Changes::default(), Vec::new(), expired, ctx);

@@ -318,6 +318,17 @@ impl Sim {
         out
     }
 
+    /// The machine is replaced (its actor panicked): a new one resumes
+    /// from the old one's resume point for subscriber 1; its stream is gone.
+    pub(super) fn replace(&mut self) -> Vec<SubscriptionAction> {
+        let point = self.m.resume_point();
+        let mut fresh = SubscriptionMachine::new(self.m.config().clone(), 8);
+        let acts = fresh.resume(point, [(A.to_string(), 1)], self.now);
+        self.m = fresh;
+        self.stream = None;
+        acts
+    }
+
     pub(super) fn last(&self) -> Seen {
         self.deliveries().last().expect("a delivery").1.clone()
     }
@@ -584,31 +595,58 @@ fn a_failed_resync_is_retried_on_the_backoff() {
 }
 
 #[test]
-fn restart_reopens_every_watch_and_close_silences_everything() {
-    let mut sim = Sim::new(config(), insts(&[1]));
+fn a_replacement_reopens_every_watch_and_delivers_the_registry_state_whole_after_the_last_delivery()
+{
+    let mut sim = Sim::new(config(), insts(&[1, 2, 3]));
     let (gen, delivered) = (sim.last().version, sim.deliveries().len());
+    // The old actor's timers and stream die with it.
     sim.timers.clear();
-    let acts = sim.m.on_restart(sim.now);
+    let acts = sim.replace();
     assert!(
-        matches!(acts[0], SubscriptionAction::OpenWatch { .. }),
-        "{acts:?}"
+        matches!(&acts[..], [SubscriptionAction::OpenWatch { .. }]),
+        "nothing is delivered before the registry answers: {acts:?}"
     );
+    // Meanwhile the registry changed, unnotified.
+    sim.state = insts(&[2, 3, 4]);
     sim.perform(acts);
     assert_eq!(sim.opens, 2);
-    let last = sim.last();
+    let ds = sim.deliveries();
+    let last = &ds.last().expect("a delivery").1;
+    assert_eq!(ds.len(), delivered + 1, "one delivery");
+    assert!(last.version > gen, "after the last one handed out");
     assert_eq!(
-        (sim.deliveries().len(), last.version, last.carried),
-        (delivered + 1, gen, 1),
-        "the whole state again after restart (a Reset at the version held)"
+        (ports(&last.instances), last.carried),
+        (vec![2, 3, 4], 3),
+        "the registry's state, whole (not a delta on the carried state)"
     );
-    assert_eq!(sim.timers.len(), 1, "the resync timer is re-armed");
+    assert_eq!(sim.timers.len(), 1, "the periodic resync is armed again");
+    // From then on, changes travel as what changed.
+    sim.push_delta(&[5], &[]);
+    assert_eq!(sim.last().carried, 1);
+    // Even an unchanged registry gets the whole state delivered once, after
+    // the last delivery (it may never have reached the subscribers).
+    let gen = sim.last().version;
+    sim.timers.clear();
+    let acts = sim.replace();
+    sim.perform(acts);
+    let last = sim.last();
+    assert!(last.version > gen && last.carried == 4, "{last:?}");
+}
+
+#[test]
+fn close_silences_everything_even_a_resume() {
+    let mut sim = Sim::new(config(), insts(&[1]));
+    let point = sim.m.resume_point();
     let cancels = sim.m.close();
     assert!(cancels
         .iter()
         .all(|a| matches!(a, SubscriptionAction::Cancel { .. })));
     assert!(sim.m.subscribe(A, 3, sim.now).is_empty());
     assert!(sim.m.on_timer(A, 1, sim.now).is_empty());
-    assert!(sim.m.on_restart(sim.now).is_empty());
+    assert!(sim
+        .m
+        .resume(point, [(A.to_string(), 1)], sim.now)
+        .is_empty());
     let _ = sim.since_t0();
 }
 

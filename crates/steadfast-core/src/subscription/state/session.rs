@@ -32,9 +32,18 @@ impl AppSub {
     /// Opening (or keeping) the watch failed with `err`, after the recover
     /// schedule counted it: track it and tell every subscriber.
     pub(super) fn record_failure(&mut self, err: &RegistryError, now: Instant, ctx: &mut Ctx<'_>) {
+        // One failure until the watch answers: its start and its attempts
+        // go on across a backoff started over (a replacement machine).
+        let (since, attempts) = match &self.failing {
+            Some(f) => (f.since, f.attempts.saturating_add(1)),
+            None => (
+                self.recover.down_since().unwrap_or(now),
+                self.recover.failures(),
+            ),
+        };
         self.failing = Some(RegistryFailure {
-            since: self.recover.down_since().unwrap_or(now),
-            attempts: self.recover.failures(),
+            since,
+            attempts,
             last_error: err.clone(),
         });
         self.tell_failure(To::All, ctx);
