@@ -479,7 +479,8 @@ impl Sim {
             acted.extend(m.subscribe(&app, 999, now));
             acted.extend(m.unsubscribe(&app, 999, now));
         }
-        acted.extend(self.reg.m.on_restart(now));
+        let point = self.reg.m.resume_point();
+        acted.extend(self.reg.m.resume(point, [("x".to_string(), 1)], now));
         if !acted.is_empty() {
             self.violate(format!(
                 "[after-shutdown] the closed subscription machine acted: {acted:?}"

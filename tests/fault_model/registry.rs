@@ -1,7 +1,7 @@
 //! The registry actor's shell, as in `steadfast-actors/src/registry_actor.rs`:
 //! it delivers the [`SubscriptionMachine`]'s inputs (subscriber changes,
 //! watch opened or failed, stream items and ends, timers, list results,
-//! restart, close) and performs its actions against the simulated registry.
+//! close; a replacement resumes) and performs its actions against the simulated registry.
 //! Every call, stream and timer is a handle keyed by its token; a cancelled
 //! one never reaches the machine, like a cancelled actix future.
 
@@ -249,7 +249,9 @@ impl Sim {
         self.reg.subscribers.clear();
     }
 
-    /// A supervised restart: every call, stream and timer is gone.
+    /// A supervised restart, as the actor does it: every call, stream and
+    /// timer is gone, and a fresh machine (same config, a new seed) resumes
+    /// from the old one's resume point for the subscribers the shell holds.
     pub fn reg_restart(&mut self) {
         if self.reg.terminated {
             return;
@@ -259,7 +261,16 @@ impl Sim {
         self.reg.opened = None;
         self.track.reg_dirty = true;
         let now = self.at();
-        let actions = self.reg.m.on_restart(now);
+        let point = self.reg.m.resume_point();
+        let seed = self.seed_for(u64::MAX - self.stats.restarts);
+        self.reg.m = SubscriptionMachine::new(self.reg.m.config().clone(), seed);
+        let subscribers: Vec<(String, u64)> = self
+            .reg
+            .subscribers
+            .iter()
+            .flat_map(|(app, ids)| ids.iter().map(move |id| (app.clone(), *id)))
+            .collect();
+        let actions = self.reg.m.resume(point, subscribers, now);
         self.reg_perform(actions);
     }
 
