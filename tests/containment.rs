@@ -27,7 +27,7 @@ async fn a_handler_panic_in_any_actor_restarts_it_and_healing_goes_on() {
         // Arm the drill: the actor's next real handler panics at its drill
         // point (registry: delivering the snapshot; cache: taking the fetch
         // request, which is lost; resolver: performing the snapshot's
-        // actions; directory: applying the update). Then drive traffic
+        // actions; directory: after applying the update, before publishing it). Then drive traffic
         // through that handler: an instance of a new revision, which needs a
         // fetch.
         fx.engine.drill_panic(target.clone()).await.unwrap();
@@ -207,7 +207,7 @@ async fn a_registry_actor_that_panicked_is_re_created_from_its_inputs_while_its_
         stale_since(v).is_none() && v.endpoints.len() == 2
     })
     .await;
-    assert_eq!(v.status.is_ready(), true);
+    assert!(v.status.is_ready());
 }
 
 /// Since when the directory serves a stale registry state, if it does.

@@ -261,3 +261,47 @@ async fn a_call_failing_with_closing_removes_the_endpoint_and_tombstones_it() {
     assert!(hosts(&dir.view().await.unwrap()).contains(&8001));
     assert_eq!(fx.engine.stats().tombstones_cleared_by_restart, 1);
 }
+
+#[actix_rt::test]
+async fn a_directory_that_panicked_is_re_created_serves_what_it_had_applied_and_keeps_its_tombstones(
+) {
+    let fx = Fixture::start();
+    let (m1, _m2, dir) = fx.ready_on_r1().await;
+    fx.registry.put(instance(&m1, 8003));
+    // :8001 announces closing: tombstoned.
+    fx.registry.put(closing(&instance(&m1, 8001)));
+    settle().await;
+    let before = dir.view().await.unwrap();
+    assert_eq!(hosts(&before), vec![8003]);
+    assert_eq!(fx.engine.stats().tombstones_written, 1);
+    // The directory's next handler panics after it applied an update and
+    // before it published it: a provider of a revision already resolved
+    // arrives (one update).
+    fx.engine
+        .drill_panic(steadfast_actors::RestartTarget::Directory(reference()))
+        .await
+        .unwrap();
+    fx.registry.put(instance(&m1, 8002));
+    settle().await;
+    let s = fx.engine.stats();
+    assert_eq!((s.handler_panics, s.restarts), (1, 1));
+    // Re-created from its inputs, it learned the whole state again from
+    // the resolver: the update the panic cut off is served, after the
+    // version readers held.
+    let v = wait_for(&dir, "the new provider", Duration::from_secs(2), |v| {
+        hosts(v) == vec![8002, 8003]
+    })
+    .await;
+    assert!(
+        v.version > before.version,
+        "{} {}",
+        v.version,
+        before.version
+    );
+    // The carried tombstone keeps the closed endpoint out: its re-add is
+    // vetoed until the tombstone expires.
+    fx.registry.put(instance(&m1, 8001));
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(hosts(&dir.view().await.unwrap()), vec![8002, 8003]);
+    assert!(fx.engine.stats().closing_readds_vetoed >= 1);
+}

@@ -297,21 +297,33 @@ impl Sim {
         self.send(Msg::WatchApp { app, id });
     }
 
-    /// A supervised restart of directory `id`: it attaches again.
+    /// A supervised restart of directory `id`, as the actor does it:
+    /// re-created from its inputs (a fresh machine resuming from the old
+    /// one's resume point: version, tombstones, the apps that answered),
+    /// publishing nothing until those apps answer its attaches again.
     pub fn restart_directory(&mut self, id: u64) {
-        let Some(d) = self.dirs.values().find(|d| d.id == id) else {
+        let now = self.at();
+        let seed = self.seed_for(id.rotate_left(32) ^ self.stats.restarts);
+        let Some(d) = self.dirs.values_mut().find(|d| d.id == id) else {
             return;
         };
+        let key = d.m.subscribe_key().to_string();
+        let apps: Vec<String> = d.resolvers.keys().cloned().collect();
+        let point = d.m.resume_point();
+        d.m = DirectoryMachine::new(key.clone(), &apps, seed).resuming(point, now);
+        d.gens.clear();
+        d.tomb_at = None;
         let attach: Vec<Msg> = d
             .resolvers
             .values()
             .map(|rid| Msg::Attach {
                 to: *rid,
-                key: d.m.subscribe_key().into(),
-                directory: d.id,
+                key: key.clone(),
+                directory: id,
             })
             .collect();
         self.stats.restarts += 1;
+        self.arm_tomb_timer(id);
         for msg in attach {
             self.send(msg);
         }

@@ -263,7 +263,7 @@ impl Sim {
         let now = self.at();
         let point = self.reg.m.resume_point();
         let seed = self.seed_for(u64::MAX - self.stats.restarts);
-        self.reg.m = SubscriptionMachine::new(self.reg.m.config().clone(), seed);
+        self.reg.m = SubscriptionMachine::new(*self.reg.m.config(), seed);
         let subscribers: Vec<(String, u64)> = self
             .reg
             .subscribers

@@ -280,8 +280,11 @@ impl Sim {
         match got {
             Applied::Yes => {
                 d.gens.insert(app.clone(), version);
-                d.urls = d.m.list();
-                self.track.urls_dirty = true;
+                // A replacement waiting for its apps publishes nothing.
+                if d.m.publishable() {
+                    d.urls = d.m.list();
+                    self.track.urls_dirty = true;
+                }
             }
             Applied::Gap => {
                 reattach = d
@@ -320,7 +323,7 @@ impl Sim {
 
     /// (Re)arms directory `to`'s tombstone-expiry timer at its machine's
     /// next deadline, as the directory actor does after every change.
-    fn arm_tomb_timer(&mut self, to: u64) {
+    pub fn arm_tomb_timer(&mut self, to: u64) {
         let t0 = self.t0;
         let Some(d) = self.dirs.values_mut().find(|d| d.id == to) else {
             return;
@@ -346,7 +349,7 @@ impl Sim {
             return;
         }
         d.tomb_at = None;
-        if d.m.on_timeout(at).applied() {
+        if d.m.on_timeout(at).applied() && d.m.publishable() {
             d.urls = d.m.list();
             self.track.urls_dirty = true;
         }
@@ -364,7 +367,9 @@ impl Sim {
                 .resolvers
                 .values()
                 .any(|rid| self.resolvers.get(rid).is_some_and(|r| r.m.is_resyncing()));
-            if resyncing {
+            // A replacement directory waiting for its apps holds what it
+            // published last.
+            if resyncing || !d.m.publishable() {
                 continue;
             }
             for (app, rid) in &d.resolvers {

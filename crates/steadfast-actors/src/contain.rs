@@ -2,12 +2,13 @@
 //! after `ctx.stop()`; a panic that unwinds out of a handler kills the actor
 //! for good, and with it every retry it owned. [`Contain::contained`] runs a
 //! handler body under `catch_unwind`: a panic is counted, logged, and turned
-//! into a supervised restart. Most actors' `restarting` then re-creates them
-//! from their inputs (restart clean: the resolver, the cache, the lookup
-//! actor, the mapping followers, the registrar, the exports); the registry
-//! actor, the directories and the coordinator still keep their struct and
-//! `started()` resyncs it (re-watch, re-attach, re-arm). Futures of user code (fetchers,
-//! registries, publishers) are contained where they are called
+//! into a supervised restart. Every actor's `restarting` but the
+//! coordinator's then re-creates it from its inputs (restart clean: the
+//! registry actor, the resolvers, the cache, the directories, the lookup
+//! actor, the mapping followers, the registrar and the exports); the
+//! coordinator keeps its struct (its decisions are in `Lifetimes`) and
+//! `started()` re-arms it. Futures of user code (fetchers, registries,
+//! publishers) are contained where they are called
 //! (`steadfast_core::contain`).
 //!
 //! A panic that comes back with the same input after every restart must not

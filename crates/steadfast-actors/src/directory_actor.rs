@@ -105,8 +105,12 @@ pub struct DirectoryActor {
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
-    /// The tombstone expiry timer: when it fires, and its handle.
+    /// The machine's timer (tombstone expiry, a replacement's publish
+    /// gate): when it fires, and its handle.
     tomb_timer: Option<(Instant, SpawnHandle)>,
+    /// Set on the struct a replacement took over: dropping it must not
+    /// close the slot the replacement publishes into.
+    handed_over: bool,
     _alive: LiveGuard,
 }
 
@@ -141,8 +145,61 @@ impl DirectoryActor {
             terminated: false,
             containment: Default::default(),
             tomb_timer: None,
+            handed_over: false,
             _alive: LiveGuard::new(&stats, Live::Directory),
             stats,
+        }
+    }
+}
+
+impl DirectoryActor {
+    /// Restart clean: a new actor from the same inputs (the key, the apps
+    /// with their resolvers, the slot it publishes into) with a fresh
+    /// machine resuming from this one's
+    /// [`DirectoryResume`](steadfast_core::DirectoryResume): the version
+    /// readers hold, the closing tombstones, what the mapping said (see
+    /// `steadfast_core`'s `directory/resume.rs`). Until every app that had
+    /// answered answers the re-attach, it publishes nothing, so handles keep
+    /// the last snapshot. Also carried: the panic schedule and whether it
+    /// was shut down.
+    fn recreate(&mut self) -> Self {
+        let key = self.machine.subscribe_key().to_string();
+        let seed = crate::random::thread_random();
+        let mut machine = if self.machine.follows_mapping() {
+            let mut m = DirectoryMachine::following_mapping(key, seed);
+            for app in &self.apps {
+                drop(m.add_app(app));
+            }
+            m
+        } else {
+            DirectoryMachine::new(key, &self.apps, seed)
+        };
+        let published = self.shared.published.load().version();
+        let point = self.machine.resume_point().after(published);
+        machine = machine.resuming(point, timer::now());
+        self.handed_over = true;
+        Self {
+            id: self.id,
+            machine,
+            apps: std::mem::take(&mut self.apps),
+            inboxes: self.resolvers.iter().map(|_| Inbox::default()).collect(),
+            resolvers: std::mem::take(&mut self.resolvers),
+            shared: self.shared.clone(),
+            graveyard: Graveyard::default(),
+            terminated: self.terminated,
+            containment: std::mem::take(&mut self.containment),
+            tomb_timer: None,
+            handed_over: false,
+            _alive: LiveGuard::new(&self.stats, Live::Directory),
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// Publishes the machine's snapshot, unless a replacement still waits
+    /// for its apps ([`DirectoryMachine::publishable`]).
+    fn publish(&self) {
+        if self.machine.publishable() {
+            self.shared.publish(self.machine.snapshot().clone());
         }
     }
 }
@@ -156,15 +213,13 @@ impl Actor for DirectoryActor {
             // stay idle; the actor ends when its last address drops.
             return;
         }
-        // On first start and after a restart alike: (re)attach, and each
-        // resolver answers with the current update for our key. What a
-        // handler that panicked left queued is taken now (its wake-up was
-        // spent).
+        // On first start and after a restart alike: attach, and each
+        // resolver answers with the current update for our key (into a
+        // fresh inbox after a restart).
         for i in 0..self.resolvers.len() {
             self.attach(i, ctx);
         }
-        ctx.notify(Wake);
-        // Tombstones survive a restart; their timer does not.
+        // A replacement's gate deadline, a carried tombstone's expiry.
         self.after_change(ctx);
     }
 }
@@ -210,7 +265,7 @@ impl DirectoryActor {
                 return;
             }
             if act.machine.on_timeout(timer::now()).applied() {
-                act.shared.publish(act.machine.snapshot().clone());
+                act.publish();
             }
             act.after_change(ctx);
         });
@@ -220,8 +275,11 @@ impl DirectoryActor {
 
 impl Drop for DirectoryActor {
     fn drop(&mut self) {
-        // However the actor ends, handles must not serve its last state.
-        self.shared.close();
+        // However the actor ends, handles must not serve its last state
+        // (a struct replaced by a restart did not end it).
+        if !self.handed_over {
+            self.shared.close();
+        }
     }
 }
 
@@ -232,11 +290,12 @@ impl Buries for DirectoryActor {
 }
 
 impl Supervised for DirectoryActor {
+    /// Restart clean: the actor is replaced by one re-created from the
+    /// inputs [`DirectoryActor::recreate`] names (the old context's timers
+    /// are gone with it).
     fn restarting(&mut self, _ctx: &mut Self::Context) {
         EngineStats::bump(&self.stats.restarts);
-        self.graveyard.reset();
-        // The context's timers are gone; `started` re-arms.
-        self.tomb_timer = None;
+        *self = self.recreate();
     }
 }
 
@@ -250,7 +309,6 @@ impl Handler<Wake> for DirectoryActor {
     /// that app's resolver, which answers with the whole state.
     fn handle(&mut self, _: Wake, ctx: &mut Self::Context) {
         self.contained(ctx, |act, ctx| {
-            act.containment.drill_point();
             if act.terminated {
                 return;
             }
@@ -279,8 +337,10 @@ impl Handler<Wake> for DirectoryActor {
                     }
                 }
             }
+            // A drill panics here: the batch applied, nothing published.
+            act.containment.drill_point();
             if published {
-                act.shared.publish(act.machine.snapshot().clone());
+                act.publish();
                 Graveyard::arm(act, ctx);
             }
             gaps.dedup();
@@ -304,7 +364,7 @@ impl Handler<EndpointClosing> for DirectoryActor {
             }
             let ttl = act.shared.config.load().tombstone_ttl;
             if act.machine.close(msg.0, timer::now(), ttl).applied() {
-                act.shared.publish(act.machine.snapshot().clone());
+                act.publish();
             }
             act.after_change(ctx);
         });

@@ -44,11 +44,4 @@ impl Graveyard {
             g.items.clear();
         });
     }
-
-    /// Forgets the scheduled reap (after a restart the timer is gone); the
-    /// items are dropped now.
-    pub(crate) fn reset(&mut self) {
-        self.items.clear();
-        self.armed = false;
-    }
 }

@@ -103,7 +103,7 @@ impl RegistryActor {
     /// Carried over, because other actors hold them: the subscribers' feeds,
     /// the panic schedule, and whether it was shut down.
     fn recreate(&mut self) -> Self {
-        let config = self.machine.config().clone();
+        let config = *self.machine.config();
         let seed = crate::random::thread_random();
         let mut fresh = Self::new(self.registry.clone(), config, seed, self.stats.clone());
         if let Some(spread) = self.spread {

@@ -129,6 +129,11 @@ pub struct DirectoryMachine {
     mapping: Option<apps::MappingView>,
     /// Reset asks per app, after updates that did not follow.
     asks: BTreeMap<String, ResetAsk>,
+    /// A replacement's tombstones of apps that have not delivered yet
+    /// (`directory/resume.rs`).
+    carried: BTreeMap<String, Tombstones>,
+    /// A replacement's publish gate (`directory/resume.rs`).
+    gate: Option<resume::Gate>,
 }
 
 impl DirectoryMachine {
@@ -143,6 +148,8 @@ impl DirectoryMachine {
             tomb_counts: TombstoneCounts::default(),
             mapping: None,
             asks: BTreeMap::new(),
+            carried: BTreeMap::new(),
+            gate: None,
         };
         m.snapshot = Arc::new(DirectorySnapshot::new(0, m.compute_status(), Vec::new()));
         m
@@ -180,6 +187,7 @@ impl DirectoryMachine {
         if update.subscribe_key != self.subscribe_key {
             return (Applied::Ignored, None);
         }
+        let carried = &mut self.carried;
         let Some(slot) = self.apps.get_mut(&update.app) else {
             return (Applied::Ignored, None);
         };
@@ -212,7 +220,7 @@ impl DirectoryMachine {
                     stale_since: None,
                     held: None,
                     snapshot: None,
-                    tombs: Tombstones::default(),
+                    tombs: carried.remove(&update.app).unwrap_or_default(),
                 });
                 let urls = view.tombs.screen_full(
                     &mut view.editor,
@@ -247,6 +255,7 @@ impl DirectoryMachine {
         view.stale_since = update.stale_since;
         view.held = update.held;
         view.snapshot = update.snapshot.as_deref().cloned();
+        self.answered(&update.app);
         (Applied::Yes, Some(self.republish()))
     }
 
@@ -406,12 +415,17 @@ pub use no_endpoint::{NoEndpoint, NoEndpointReason};
 mod apps;
 mod closing;
 mod inspect;
+mod resume;
+pub use resume::{DirectoryResume, RESUME_GATE};
 mod tombstones;
 pub use tombstones::TombstoneCounts;
 use tombstones::{Clock, Tombstones};
 
 #[cfg(test)]
 mod tombstone_tests;
+
+#[cfg(test)]
+mod resume_tests;
 
 #[cfg(test)]
 mod tests;

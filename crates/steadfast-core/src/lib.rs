@@ -66,8 +66,8 @@ pub use change::{
 pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
 pub use directory::{
-    Applied, DirectoryMachine, DirectoryStatus, EmptyReason, NoEndpoint, NoEndpointReason,
-    TombstoneCounts,
+    Applied, DirectoryMachine, DirectoryResume, DirectoryStatus, EmptyReason, NoEndpoint,
+    NoEndpointReason, TombstoneCounts, RESUME_GATE,
 };
 pub use endpoint_set::{
     wyrand, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK, PAGE,

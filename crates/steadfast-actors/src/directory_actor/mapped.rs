@@ -39,7 +39,7 @@ impl Handler<AddApp> for DirectoryActor {
             }
             if let Some(old) = act.machine.add_app(&msg.app) {
                 drop(old);
-                act.shared.publish(act.machine.snapshot().clone());
+                act.publish();
             }
             act.apps.push(msg.app);
             act.resolvers.push(msg.resolver);
@@ -71,7 +71,7 @@ impl Handler<RemoveApp> for DirectoryActor {
             if let Some(old) = act.machine.remove_app(&msg.0) {
                 act.graveyard.bury(old);
                 crate::graveyard::Graveyard::arm(act, ctx);
-                act.shared.publish(act.machine.snapshot().clone());
+                act.publish();
             }
             act.after_change(ctx);
         });
@@ -86,7 +86,7 @@ impl Handler<MappingPending> for DirectoryActor {
                 return;
             }
             if act.machine.set_mapping_pending(msg.0).is_some() {
-                act.shared.publish(act.machine.snapshot().clone());
+                act.publish();
             }
         });
     }

@@ -56,6 +56,8 @@ impl DirectoryMachine {
     pub fn remove_app(&mut self, app: &str) -> Option<Arc<DirectorySnapshot>> {
         self.apps.remove(app)?;
         self.asks.remove(app);
+        self.carried.remove(app);
+        self.answered(app);
         Some(self.republish())
     }
 

@@ -49,6 +49,9 @@ impl DirectoryMachine {
     /// each holds (so a vetoed add is never lost). [`Applied::Yes`] when a
     /// new snapshot is ready.
     pub fn on_timeout(&mut self, now: Instant) -> Applied {
+        // A replacement's publish gate whose time is up: what it has is
+        // publishable now (its snapshot is current).
+        let opened = self.open_gate(now);
         let mut changed = false;
         let counts = &mut self.tomb_counts;
         for v in self.apps.values_mut().flatten() {
@@ -60,17 +63,23 @@ impl DirectoryMachine {
             // A held-back URL that expired changes the status too.
             changed |= v.tombs.vetoed() != before;
         }
-        if !changed {
-            return Applied::Ignored;
+        if changed {
+            drop(self.republish());
         }
-        drop(self.republish());
-        Applied::Yes
+        if changed || opened {
+            Applied::Yes
+        } else {
+            Applied::Ignored
+        }
     }
 
-    /// When the earliest tombstone expires ([`DirectoryMachine::on_timeout`]
-    /// is due then), if any.
+    /// When [`DirectoryMachine::on_timeout`] is due next: the earliest
+    /// tombstone expiry or a replacement's gate deadline, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.views().filter_map(|v| v.tombs.next_deadline()).min()
+        self.views()
+            .filter_map(|v| v.tombs.next_deadline())
+            .chain(self.gate_deadline())
+            .min()
     }
 
     /// Number of tombstones held.

@@ -7,8 +7,8 @@ use crate::instance::{Instance, RevisionInterner};
 use crate::model::{ServiceInfo, ServiceInstance, CLOSING_KEY};
 use crate::url::ServiceEndpoint;
 
-const KEY: &str = "S:tri";
-const TTL: Duration = Duration::from_secs(30);
+pub(super) const KEY: &str = "S:tri";
+pub(super) const TTL: Duration = Duration::from_secs(30);
 
 fn svc() -> ServiceInfo {
     ServiceInfo::test_service()
@@ -16,7 +16,7 @@ fn svc() -> ServiceInfo {
 
 /// The record of 127.0.0.1:`port` in boot `inc` (export ms, boot id,
 /// registry creation marker), closing or not.
-fn instance(port: u16, inc: Option<(u64, &str, u64)>, closing: bool) -> Arc<Instance> {
+pub(super) fn instance(port: u16, inc: Option<(u64, &str, u64)>, closing: bool) -> Arc<Instance> {
     let mut r = ServiceInstance::new("a", "127.0.0.1", port);
     if let Some((ms, boot, _)) = inc {
         Incarnation {
@@ -34,14 +34,14 @@ fn instance(port: u16, inc: Option<(u64, &str, u64)>, closing: bool) -> Arc<Inst
     Arc::new(Instance::decode(&r, &mut RevisionInterner::default()).with_created(created))
 }
 
-fn url(port: u16, inc: Option<(u64, &str, u64)>) -> Endpoint {
+pub(super) fn url(port: u16, inc: Option<(u64, &str, u64)>) -> Endpoint {
     Arc::new(ServiceUrl::new(
         &instance(port, inc, false),
         &ServiceEndpoint::of(&svc()),
     ))
 }
 
-fn full(gen: u64, urls: Vec<Endpoint>, closing: Vec<Arc<Instance>>) -> DirectoryUpdate {
+pub(super) fn full(gen: u64, urls: Vec<Endpoint>, closing: Vec<Arc<Instance>>) -> DirectoryUpdate {
     DirectoryUpdate {
         app: "a".into(),
         subscribe_key: KEY.into(),
@@ -57,7 +57,12 @@ fn full(gen: u64, urls: Vec<Endpoint>, closing: Vec<Arc<Instance>>) -> Directory
     }
 }
 
-fn patch(gen: u64, up: Vec<Endpoint>, rm: &[u16], closing: Vec<Arc<Instance>>) -> DirectoryUpdate {
+pub(super) fn patch(
+    gen: u64,
+    up: Vec<Endpoint>,
+    rm: &[u16],
+    closing: Vec<Arc<Instance>>,
+) -> DirectoryUpdate {
     DirectoryUpdate {
         change: Change::Delta {
             base: Version::at(gen - 1),
@@ -72,13 +77,13 @@ fn patch(gen: u64, up: Vec<Endpoint>, rm: &[u16], closing: Vec<Arc<Instance>>) -
     }
 }
 
-fn ports(d: &DirectoryMachine) -> Vec<u16> {
+pub(super) fn ports(d: &DirectoryMachine) -> Vec<u16> {
     let mut p: Vec<u16> = d.list().iter().map(|u| u.instance.port()).collect();
     p.sort_unstable();
     p
 }
 
-const A: Option<(u64, &str, u64)> = Some((1_000_100, "boot-a", 0));
+pub(super) const A: Option<(u64, &str, u64)> = Some((1_000_100, "boot-a", 0));
 
 /// A directory at `t0` holding :1 and :2 in boot `inc`, then told by the
 /// registry (a patch: removal + closing) that :1 closes.

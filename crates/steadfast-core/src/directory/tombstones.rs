@@ -117,7 +117,44 @@ pub(crate) struct Tombstones {
     vetoed: usize,
 }
 
+/// One tombstone as plain data: what a replacement directory takes over
+/// (`directory/resume.rs`). The URL it held back is not: the app's next
+/// Reset lists it again, and is screened as any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TombRecord {
+    id: Arc<str>,
+    incarnation: Option<Incarnation>,
+    expires: Instant,
+}
+
 impl Tombstones {
+    /// Every tombstone as plain data.
+    pub(crate) fn records(&self) -> Vec<TombRecord> {
+        self.by_id
+            .iter()
+            .map(|(id, t)| TombRecord {
+                id: id.clone(),
+                incarnation: t.incarnation.clone(),
+                expires: t.expires,
+            })
+            .collect()
+    }
+
+    /// Tombstones rebuilt from `records` (every index derived again); those
+    /// expired by `now` are left out.
+    pub(crate) fn from_records(records: Vec<TombRecord>, now: Instant) -> Self {
+        let mut tombs = Self::default();
+        for r in records.into_iter().filter(|r| r.expires > now) {
+            let t = Tombstone {
+                incarnation: r.incarnation,
+                expires: r.expires,
+                vetoed: None,
+            };
+            tombs.insert(r.id, t);
+        }
+        tombs
+    }
+
     /// Number of tombstones.
     pub(crate) fn len(&self) -> usize {
         self.by_id.len()

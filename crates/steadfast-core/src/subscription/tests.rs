@@ -322,7 +322,7 @@ impl Sim {
     /// from the old one's resume point for subscriber 1; its stream is gone.
     pub(super) fn replace(&mut self) -> Vec<SubscriptionAction> {
         let point = self.m.resume_point();
-        let mut fresh = SubscriptionMachine::new(self.m.config().clone(), 8);
+        let mut fresh = SubscriptionMachine::new(*self.m.config(), 8);
         let acts = fresh.resume(point, [(A.to_string(), 1)], self.now);
         self.m = fresh;
         self.stream = None;
