@@ -249,7 +249,9 @@ impl Sim {
                 // A replacement still resyncing has handed out nothing: the
                 // directory serves what the old resolver held (the
                 // registry's own state still bounds it, below).
-                let resyncing = resolver.is_some_and(|r| r.m.is_resyncing());
+                // Likewise a replacement directory serving an app from its
+                // predecessor's set until the app answers (at most 1 s).
+                let resyncing = resolver.is_some_and(|r| r.m.is_resyncing()) || d.m.awaits(app);
                 let serving = resolver
                     .and_then(|r| r.instances.as_ref())
                     .and_then(|m| m.get(id))

@@ -280,11 +280,8 @@ impl Sim {
         match got {
             Applied::Yes => {
                 d.gens.insert(app.clone(), version);
-                // A replacement waiting for its apps publishes nothing.
-                if d.m.publishable() {
-                    d.urls = d.m.list();
-                    self.track.urls_dirty = true;
-                }
+                d.urls = d.m.list();
+                self.track.urls_dirty = true;
             }
             Applied::Gap => {
                 reattach = d
@@ -349,7 +346,7 @@ impl Sim {
             return;
         }
         d.tomb_at = None;
-        if d.m.on_timeout(at).applied() && d.m.publishable() {
+        if d.m.on_timeout(at).applied() {
             d.urls = d.m.list();
             self.track.urls_dirty = true;
         }
@@ -367,9 +364,9 @@ impl Sim {
                 .resolvers
                 .values()
                 .any(|rid| self.resolvers.get(rid).is_some_and(|r| r.m.is_resyncing()));
-            // A replacement directory waiting for its apps holds what it
-            // published last.
-            if resyncing || !d.m.publishable() {
+            // A replacement directory serves an app it waits for from what
+            // it published last.
+            if resyncing || d.resolvers.keys().any(|a| d.m.awaits(a)) {
                 continue;
             }
             for (app, rid) in &d.resolvers {

@@ -159,8 +159,8 @@ impl DirectoryActor {
     /// [`DirectoryResume`](steadfast_core::DirectoryResume): the version
     /// readers hold, the closing tombstones, what the mapping said (see
     /// `steadfast_core`'s `directory/resume.rs`). Until every app that had
-    /// answered answers the re-attach, it publishes nothing, so handles keep
-    /// the last snapshot. Also carried: the panic schedule and whether it
+    /// answered answers the re-attach, it serves that app's last published
+    /// set (no partial state, and no removal of another app held back). Also carried: the panic schedule and whether it
     /// was shut down.
     fn recreate(&mut self) -> Self {
         let key = self.machine.subscribe_key().to_string();
@@ -195,12 +195,9 @@ impl DirectoryActor {
         }
     }
 
-    /// Publishes the machine's snapshot, unless a replacement still waits
-    /// for its apps ([`DirectoryMachine::publishable`]).
+    /// Publishes the machine's snapshot.
     fn publish(&self) {
-        if self.machine.publishable() {
-            self.shared.publish(self.machine.snapshot().clone());
-        }
+        self.shared.publish(self.machine.snapshot().clone());
     }
 }
 

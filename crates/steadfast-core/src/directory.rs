@@ -269,7 +269,7 @@ impl DirectoryMachine {
     /// are; hands back the replaced one.
     fn republish(&mut self) -> Arc<DirectorySnapshot> {
         self.version += 1;
-        let sets = self.views().map(|v| v.set.clone()).collect();
+        let sets = self.served_sets().cloned().collect();
         let next = Arc::new(DirectorySnapshot::new(
             self.version,
             self.compute_status(),
@@ -316,6 +316,15 @@ impl DirectoryMachine {
         self.snapshot.pick(r).cloned()
     }
 
+    /// Every app's set as served: its own, or while a replacement waits for
+    /// the app, the set its predecessor served (`directory/resume.rs`).
+    fn served_sets(&self) -> impl Iterator<Item = &EndpointSet> {
+        self.apps.iter().filter_map(|(app, v)| match v {
+            Some(v) => Some(&v.set),
+            None => self.gate.as_ref().and_then(|g| g.awaited.get(app)),
+        })
+    }
+
     fn views(&self) -> impl Iterator<Item = &AppView> {
         self.apps.values().flatten()
     }
@@ -326,7 +335,7 @@ impl DirectoryMachine {
     }
 
     fn compute_status(&self) -> DirectoryStatus {
-        let endpoints: usize = self.views().map(|v| v.set.len()).sum();
+        let endpoints: usize = self.served_sets().map(EndpointSet::len).sum();
         if endpoints > 0 {
             let degraded = self
                 .apps

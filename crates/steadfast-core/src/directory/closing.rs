@@ -49,8 +49,7 @@ impl DirectoryMachine {
     /// each holds (so a vetoed add is never lost). [`Applied::Yes`] when a
     /// new snapshot is ready.
     pub fn on_timeout(&mut self, now: Instant) -> Applied {
-        // A replacement's publish gate whose time is up: what it has is
-        // publishable now (its snapshot is current).
+        // A replacement's carried sets whose time is up leave.
         let opened = self.open_gate(now);
         let mut changed = false;
         let counts = &mut self.tomb_counts;
@@ -63,7 +62,7 @@ impl DirectoryMachine {
             // A held-back URL that expired changes the status too.
             changed |= v.tombs.vetoed() != before;
         }
-        if changed {
+        if changed || opened {
             drop(self.republish());
         }
         if changed || opened {

@@ -9,20 +9,22 @@
 //!   caller said those endpoints close, and a replayed registry record of
 //!   the closed boot must stay vetoed until they expire;
 //! - what a mapping-following directory was last told of its mapping;
-//! - which apps had delivered a state.
+//! - each app's endpoint set as last published (immutable, shared).
 //!
-//! Until each of those apps delivered again, the replacement publishes
-//! nothing ([`DirectoryMachine::publishable`]), so readers keep the last
-//! snapshot instead of a partial or pending one; the gate is bounded by
-//! [`RESUME_GATE`] (an app whose resolver does not answer by then is shown
-//! as what it is: pending).
+//! Until an app that had answered delivers again, the replacement serves
+//! that app's carried set, so readers see neither a partial nor a pending
+//! state, while every app that answered is served from its own new state at
+//! once (a removal is never held back). The carried sets are bounded by
+//! [`RESUME_GATE`]: an app whose resolver does not answer by then is shown
+//! as what it is, pending.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::apps::MappingView;
 use super::tombstones::{TombRecord, Tombstones};
 use super::DirectoryMachine;
+use crate::endpoint_set::EndpointSet;
 
 /// Longest a replacement directory waits for its apps' states before it
 /// publishes what it has.
@@ -35,7 +37,7 @@ pub struct DirectoryResume {
     version: u64,
     tombs: BTreeMap<String, Vec<TombRecord>>,
     mapping: Option<MappingView>,
-    answered: BTreeSet<String>,
+    answered: BTreeMap<String, EndpointSet>,
 }
 
 impl DirectoryResume {
@@ -61,7 +63,7 @@ impl DirectoryResume {
 #[derive(Clone, Debug)]
 pub(super) struct Gate {
     until: Instant,
-    awaited: BTreeSet<String>,
+    pub(super) awaited: BTreeMap<String, EndpointSet>,
 }
 
 impl DirectoryMachine {
@@ -72,10 +74,10 @@ impl DirectoryMachine {
             .iter()
             .map(|(app, t)| (app.clone(), t.records()))
             .collect();
-        let mut answered = BTreeSet::new();
+        let mut answered = BTreeMap::new();
         for (app, view) in &self.apps {
             if let Some(v) = view {
-                answered.insert(app.clone());
+                answered.insert(app.clone(), v.set.clone());
                 tombs
                     .entry(app.clone())
                     .or_default()
@@ -83,7 +85,9 @@ impl DirectoryMachine {
             }
         }
         if let Some(gate) = &self.gate {
-            answered.extend(gate.awaited.iter().cloned());
+            for (app, set) in &gate.awaited {
+                answered.entry(app.clone()).or_insert_with(|| set.clone());
+            }
         }
         tombs.retain(|_, t| !t.is_empty());
         DirectoryResume {
@@ -97,8 +101,8 @@ impl DirectoryMachine {
     /// This (new) machine, with its apps set, replaces one that stopped at
     /// `point`: its snapshots come after the last one there, the carried
     /// tombstones not expired by `now` screen each app's first Reset, and
-    /// nothing is publishable until every app that had answered there has
-    /// answered here, or [`RESUME_GATE`] after `now`.
+    /// each app that had answered there is served from its carried set
+    /// until it answers here, at most until [`RESUME_GATE`] after `now`.
     pub fn resuming(mut self, point: DirectoryResume, now: Instant) -> Self {
         let DirectoryResume {
             version,
@@ -116,9 +120,9 @@ impl DirectoryMachine {
         if self.mapping.is_some() {
             self.mapping = mapping.or(self.mapping.take());
         }
-        let awaited: BTreeSet<String> = answered
+        let awaited: BTreeMap<String, EndpointSet> = answered
             .into_iter()
-            .filter(|a| self.apps.contains_key(a))
+            .filter(|(a, _)| self.apps.contains_key(a))
             .collect();
         self.gate = match now.checked_add(RESUME_GATE) {
             Some(until) if !awaited.is_empty() => Some(Gate { until, awaited }),
@@ -126,12 +130,6 @@ impl DirectoryMachine {
         };
         drop(self.republish());
         self
-    }
-
-    /// Whether the snapshot may be published: always, except while a
-    /// replacement waits for its apps (see the module docs).
-    pub fn publishable(&self) -> bool {
-        self.gate.is_none()
     }
 
     /// `app` delivered a state: the gate stops waiting for it.
@@ -147,6 +145,14 @@ impl DirectoryMachine {
     /// When the gate opens by itself, if one is up.
     pub(super) fn gate_deadline(&self) -> Option<Instant> {
         self.gate.as_ref().map(|g| g.until)
+    }
+
+    /// Whether `app` is served from a carried set (it has not answered the
+    /// replacement yet).
+    pub fn awaits(&self, app: &str) -> bool {
+        self.gate
+            .as_ref()
+            .is_some_and(|g| g.awaited.contains_key(app))
     }
 
     /// Opens the gate when its time is up at `now`; whether it did.

@@ -1,7 +1,7 @@
 //! A replacement directory (restart clean), on a hand-stepped clock: its
-//! snapshots come after its predecessor's, it publishes nothing until its
-//! apps answered again (bounded), and the closing tombstones it carries
-//! keep vetoing the closed boot.
+//! snapshots come after its predecessor's, it serves an app from its
+//! predecessor's set until the app answers again (bounded), and the closing
+//! tombstones it carries keep vetoing the closed boot.
 
 use super::tombstone_tests::{full, instance, ports, url, A, KEY, TTL};
 use super::*;
@@ -29,18 +29,22 @@ fn serving(t0: Instant) -> DirectoryMachine {
 }
 
 #[test]
-fn a_replacement_publishes_once_every_app_answered_after_the_last_version() {
+fn a_replacement_serves_each_app_from_its_predecessors_set_until_it_answers() {
     let t0 = Instant::now();
     let old = serving(t0);
     let point = old.resume_point();
     let mut d = DirectoryMachine::new(KEY, &apps(), 2).resuming(point, t0);
-    assert!(!d.publishable(), "nothing answered yet");
-    d.apply_at(of("a", full(1, vec![url(1, A)], vec![])), t0, TTL);
-    assert!(!d.publishable(), "b has not answered: a partial state");
+    assert_eq!(ports(&d), [1, 2], "nothing answered yet: the carried sets");
+    assert!(d.status().is_ready());
+    assert!(d.awaits("a") && d.awaits("b"));
+    // a answers with a change (a:1 gone, a:3 new): served at once, b carried.
+    d.apply_at(of("a", full(1, vec![url(3, A)], vec![])), t0, TTL);
+    assert_eq!(ports(&d), [2, 3], "no removal held back");
+    assert!(!d.awaits("a") && d.awaits("b"));
     d.apply_at(of("b", full(1, vec![url(2, A)], vec![])), t0, TTL);
-    assert!(d.publishable());
+    assert!(!d.awaits("b"));
     assert!(d.version() > old.version(), "after the readers' version");
-    assert_eq!(ports(&d), [1, 2]);
+    assert_eq!(ports(&d), [2, 3]);
     assert_eq!(d.next_deadline(), None, "no gate, no tombstone");
 }
 
@@ -56,9 +60,9 @@ fn the_gate_is_bounded_and_an_app_that_never_answers_is_shown_pending() {
         d.on_timeout(due - Duration::from_millis(1)),
         Applied::Ignored
     );
-    assert!(!d.publishable());
-    assert_eq!(d.on_timeout(due), Applied::Yes, "the gate opens");
-    assert!(d.publishable());
+    assert_eq!(ports(&d), [1, 2], "b carried");
+    assert_eq!(d.on_timeout(due), Applied::Yes, "the carried sets leave");
+    assert!(!d.awaits("b"));
     assert_eq!(ports(&d), [1]);
     // With no app at all, a pending state says so (nothing is invented).
     let point = serving(t0).resume_point();
@@ -95,7 +99,6 @@ fn a_replacement_keeps_vetoing_the_closed_boot_until_its_tombstone_expires() {
     // a:1 is listed still, and stays out.
     d.apply_at(of("a", full(1, vec![url(1, A)], vec![])), t1, TTL);
     d.apply_at(of("b", full(1, vec![url(2, A)], vec![])), t1, TTL);
-    assert!(d.publishable());
     assert_eq!(ports(&d), [2], "the closed boot is not served again");
     assert_eq!(d.tombstones(), 1);
     // Its tombstone expires when it would have: the listed record is back.
@@ -119,7 +122,7 @@ fn a_restarted_provider_passes_a_carried_tombstone_and_expired_ones_are_not_carr
     let mut d = DirectoryMachine::new(KEY, &apps(), 2).resuming(old.resume_point(), t0);
     // a:1 restarted (another boot): served at once.
     d.apply_at(of("a", full(3, vec![url(1, B)], vec![])), t0, TTL);
-    assert!(d.publishable(), "b never answered before: not awaited");
+    assert!(!d.awaits("b"), "b never answered before: not awaited");
     assert_eq!((ports(&d), d.tombstones()), (vec![1], 0));
     // A tombstone expired by the time of the replacement is not carried.
     let late = t0 + TTL;
