@@ -40,6 +40,8 @@ pub use steadfast_actors::{
 pub use steadfast_actors::{
     CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS,
 };
+/// A password, token or inline key that `Debug` and `Serialize` never show.
+pub use steadfast_core::Secret;
 pub use steadfast_core::CLOSING_KEY;
 pub use steadfast_core::{
     BackoffPolicy, DirectorySnapshot, DirectoryStatus, DirectoryUpdate, EmptyReason, Endpoint,

@@ -269,7 +269,7 @@ fn etcd_credentials_and_tls_come_from_variables_and_never_leak() {
     .unwrap();
     let auth = c.etcd.auth.as_ref().expect("credentials set");
     assert_eq!(
-        (auth.username.as_str(), auth.password.as_str()),
+        (auth.username.as_str(), auth.password.expose()),
         ("svc", "s3cret-pw")
     );
     let tls = c.etcd.tls.as_ref().expect("tls set");

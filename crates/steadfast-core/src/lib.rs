@@ -43,6 +43,7 @@ mod registrar;
 mod resolver;
 mod retry_budget;
 mod revision;
+mod secret;
 mod slot_index;
 pub mod snapshot;
 mod subscription;
@@ -108,6 +109,7 @@ pub use resolver::{
 };
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, RetryBudgetError};
 pub use revision::compute_revision;
+pub use secret::{Secret, REDACTED};
 pub use snapshot::serve::{ServedFromSnapshot, SnapshotOrigin};
 pub use subscription::{
     Delivery, Feed, LiveState, SubscriptionAction, SubscriptionConfig, SubscriptionMachine,

@@ -27,6 +27,7 @@
 //! tokens.
 
 use serde::{Deserialize, Serialize};
+use steadfast_core::Secret;
 
 use crate::error::grpc;
 
@@ -40,39 +41,25 @@ pub const AUTH_NOT_ENABLED: &str = "authentication is not enabled";
 /// the apply (the call may be re-sent with a fresh token).
 pub const OLD_AUTH_REVISION: &str = "revision of auth store is old";
 
-/// Credentials of an etcd user. Neither `Debug` nor `Serialize` shows the
-/// password (a serialized config writes `"<redacted>"`, so dumping a
-/// config never leaks it; read it back from its source instead).
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Credentials of an etcd user. The password is a [`Secret`]: neither
+/// `Debug` nor `Serialize` shows it (a serialized config writes
+/// `"<redacted>"`, so dumping a config never leaks it; read it back from
+/// its source instead).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EtcdAuth {
     /// The etcd user name.
     pub username: String,
     /// Its password.
-    #[serde(serialize_with = "redacted")]
-    pub password: String,
-}
-
-/// Serializes a secret as `"<redacted>"`.
-pub(crate) fn redacted<S: serde::Serializer>(_: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str("<redacted>")
+    pub password: Secret,
 }
 
 impl EtcdAuth {
     /// Credentials for `username`.
-    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn new(username: impl Into<String>, password: impl Into<Secret>) -> Self {
         Self {
             username: username.into(),
             password: password.into(),
         }
-    }
-}
-
-impl std::fmt::Debug for EtcdAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdAuth")
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
     }
 }
 
@@ -105,7 +92,7 @@ pub fn is_auth_cancel(reason: &str) -> bool {
 /// someone already replaced the token it used.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TokenState {
-    token: Option<String>,
+    token: Option<Secret>,
     generation: u64,
 }
 
@@ -113,7 +100,7 @@ pub struct TokenState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TokenDecision {
     /// Use this token (of this generation).
-    Use(String, u64),
+    Use(Secret, u64),
     /// Authenticate, then [`TokenState::install`] the new token.
     Authenticate,
 }
@@ -133,7 +120,7 @@ impl TokenState {
     }
 
     /// Installs a fresh token; returns its generation.
-    pub fn install(&mut self, token: String) -> u64 {
+    pub fn install(&mut self, token: Secret) -> u64 {
         self.generation = self.generation.wrapping_add(1);
         self.token = Some(token);
         self.generation
@@ -150,7 +137,7 @@ impl TokenState {
 pub(crate) struct AuthenticateResponse {
     /// The token (absent on a refusal).
     #[serde(default)]
-    pub token: String,
+    pub token: Secret,
 }
 
 #[cfg(test)]
@@ -209,9 +196,24 @@ mod tests {
     }
 
     #[test]
-    fn debug_hides_the_password() {
+    fn neither_debug_nor_serialize_shows_the_password_or_the_token() {
         let a = EtcdAuth::new("svc", "s3cret");
-        let shown = format!("{a:?}");
-        assert!(shown.contains("svc") && !shown.contains("s3cret"));
+        let shown = format!("{a:?} {}", serde_json::to_string(&a).unwrap());
+        assert!(
+            shown.contains("svc") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+
+        let mut s = TokenState::default();
+        let g = s.install("ZNZXtokenvalue.7".into());
+        let r: AuthenticateResponse =
+            serde_json::from_str(r#"{"token":"ZNZXtokenvalue.8"}"#).unwrap();
+        let shown = format!("{s:?} {:?} {r:?}", s.decide(None));
+        assert!(!shown.contains("ZNZXtokenvalue"), "{shown}");
+        assert_eq!(
+            s.decide(None),
+            TokenDecision::Use("ZNZXtokenvalue.7".into(), g)
+        );
+        assert_eq!(r.token.expose(), "ZNZXtokenvalue.8");
     }
 }

@@ -178,6 +178,11 @@ pub enum EtcdConfigError {
     /// `auth` has an empty user name.
     #[error("etcd config: auth.username is empty")]
     EmptyUser,
+    /// An endpoint or the proxy URL carries user info (`user:password@`):
+    /// it would be echoed into errors, status pages and logs. The URL
+    /// itself is not repeated here; set [`EtcdConfig::auth`] instead.
+    #[error("etcd config: {0} carries user info (user:password@); use the auth settings instead")]
+    UserInfo(&'static str),
     /// The backoff policy is invalid.
     #[error("etcd config: invalid backoff")]
     Backoff(#[source] BackoffError),
@@ -235,7 +240,11 @@ impl EtcdConfig {
     }
 
     /// Authenticates as `username` with `password`.
-    pub fn with_auth(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn with_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<steadfast_core::Secret>,
+    ) -> Self {
         self.auth = Some(EtcdAuth::new(username, password));
         self
     }
@@ -282,6 +291,12 @@ impl EtcdConfig {
     pub fn validate(&self) -> Result<(), EtcdConfigError> {
         if self.endpoints.iter().all(|e| e.trim().is_empty()) {
             return Err(EtcdConfigError::NoEndpoints);
+        }
+        if self.endpoints.iter().any(|e| has_user_info(e)) {
+            return Err(EtcdConfigError::UserInfo("an endpoint"));
+        }
+        if self.proxy.as_deref().is_some_and(has_user_info) {
+            return Err(EtcdConfigError::UserInfo("the proxy URL"));
         }
         let mut durations = vec![
             ("lease_ttl", self.lease_ttl),
@@ -336,9 +351,50 @@ impl EtcdConfig {
     }
 }
 
+/// Whether `url`'s authority (between `://` and the first `/`, `?` or
+/// `#`) holds an `@`, i.e. user info.
+fn has_user_info(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#'])
+        .next()
+        .is_some_and(|authority| authority.contains('@'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_with_user_info_are_refused_without_being_echoed() {
+        for (c, what) in [
+            (
+                EtcdConfig::new(["http://127.0.0.1:2379", "http://root:hunter2@10.0.0.1:2379"]),
+                "an endpoint",
+            ),
+            (
+                EtcdConfig::new(["root:hunter2@10.0.0.1:2379"]),
+                "an endpoint",
+            ),
+            (
+                EtcdConfig {
+                    proxy: Some("http://u:hunter2@proxy:3128".into()),
+                    ..EtcdConfig::new(["http://127.0.0.1:2379"])
+                },
+                "the proxy URL",
+            ),
+        ] {
+            let e = c.validate().unwrap_err();
+            assert_eq!(e, EtcdConfigError::UserInfo(what));
+            let shown = format!("{e} {e:?}");
+            assert!(!shown.contains("hunter2"), "{shown}");
+            // The client refuses it too, whoever builds it.
+            let e = crate::EtcdClient::from_config(&c).unwrap_err();
+            assert!(!format!("{e} {e:?}").contains("hunter2"));
+        }
+        // An `@` past the authority is not user info.
+        let c = EtcdConfig::new(["http://127.0.0.1:2379/path@x"]);
+        assert_eq!(c.validate(), Ok(()));
+    }
 
     #[test]
     fn defaults_and_ttl_rounding() {

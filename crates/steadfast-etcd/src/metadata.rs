@@ -52,7 +52,6 @@ impl EtcdMetadataReport {
     /// A report for `config` (validated: its endpoints, timeouts, prefix,
     /// lease TTL).
     pub fn new(config: &EtcdConfig) -> Result<Self, GatewayError> {
-        config.validate()?;
         let client = EtcdClient::from_config(config)?;
         let ctx = keeper_ctx(Arc::new(client), config, Arc::default());
         Ok(Self::with_ctx(ctx, &config.prefix))

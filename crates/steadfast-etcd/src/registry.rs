@@ -107,7 +107,6 @@ impl EtcdRegistry {
 
     /// A registry for `config` (validated). Does no IO.
     pub fn new(config: EtcdConfig) -> Result<Self, GatewayError> {
-        config.validate()?;
         let client = EtcdClient::from_config(&config)?;
         Self::with_client(Arc::new(client), config)
     }

@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use steadfast_core::Secret;
 
 use crate::error::GatewayError;
 
@@ -21,9 +22,9 @@ use crate::error::GatewayError;
 pub enum PemSource {
     /// Read from this file when the client is built.
     File(PathBuf),
-    /// The PEM text itself (serialized as `"<redacted>"`: it may be a
-    /// private key).
-    Pem(#[serde(serialize_with = "crate::auth::redacted")] String),
+    /// The PEM text itself, a [`Secret`] (it may be a private key):
+    /// serialized as `"<redacted>"`.
+    Pem(Secret),
 }
 
 impl std::fmt::Debug for PemSource {
@@ -31,7 +32,7 @@ impl std::fmt::Debug for PemSource {
         match self {
             PemSource::File(p) => f.debug_tuple("File").field(p).finish(),
             // A key may be inline: never print PEM text.
-            PemSource::Pem(p) => write!(f, "Pem(<{} bytes>)", p.len()),
+            PemSource::Pem(p) => write!(f, "Pem(<{} bytes>)", p.expose().len()),
         }
     }
 }
@@ -40,7 +41,7 @@ impl PemSource {
     /// The PEM bytes (the file read now).
     pub fn load(&self, what: &str) -> Result<Vec<u8>, GatewayError> {
         match self {
-            PemSource::Pem(p) => Ok(p.as_bytes().to_vec()),
+            PemSource::Pem(p) => Ok(p.expose().as_bytes().to_vec()),
             PemSource::File(path) => std::fs::read(path).map_err(|e| {
                 GatewayError::TlsConfig(format!("cannot read {what} {}: {e}", path.display()))
             }),
@@ -68,7 +69,7 @@ pub struct EtcdTls {
 impl EtcdTls {
     /// Trusts the CA in `pem` (PEM text).
     pub fn with_ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.ca = Some(PemSource::Pem(pem.into()));
+        self.ca = Some(PemSource::Pem(Secret::new(pem)));
         self
     }
 
@@ -78,8 +79,8 @@ impl EtcdTls {
         cert_pem: impl Into<String>,
         key_pem: impl Into<String>,
     ) -> Self {
-        self.client_cert = Some(PemSource::Pem(cert_pem.into()));
-        self.client_key = Some(PemSource::Pem(key_pem.into()));
+        self.client_cert = Some(PemSource::Pem(Secret::new(cert_pem)));
+        self.client_key = Some(PemSource::Pem(Secret::new(key_pem)));
         self
     }
 

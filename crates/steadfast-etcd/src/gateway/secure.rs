@@ -25,6 +25,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::{Attempt, EtcdClient, MAX_IDLE_CONNECTIONS};
+use steadfast_core::Secret;
+
 use crate::auth::{AuthenticateResponse, EtcdAuth, TokenDecision, TokenState};
 use crate::config::EtcdConfig;
 use crate::error::GatewayError;
@@ -67,7 +69,7 @@ impl TokenCache {
             .unwrap_or(TokenDecision::Authenticate)
     }
 
-    fn install(&self, token: String) -> u64 {
+    pub(crate) fn install(&self, token: Secret) -> u64 {
         self.state.lock().map(|mut s| s.install(token)).unwrap_or(0)
     }
 }
@@ -78,10 +80,12 @@ fn bearer(token: &str) -> Option<&str> {
 }
 
 impl EtcdClient {
-    /// A client for `config`: its endpoints, deadlines, credentials, TLS
+    /// A client for `config` (validated: an endpoint with user info is
+    /// refused): its endpoints, deadlines, credentials, TLS
     /// settings (CA and client PEM files are read now) and proxy. Does no
     /// network IO; the first call authenticates.
     pub fn from_config(config: &EtcdConfig) -> Result<Self, GatewayError> {
+        config.validate()?;
         let security = Security {
             auth: config.auth.clone(),
             tls: config.tls.clone(),
@@ -157,7 +161,7 @@ impl EtcdClient {
         endpoint: &str,
         refused: Option<u64>,
         timeout: Duration,
-    ) -> Result<(String, u64), Attempt> {
+    ) -> Result<(Secret, u64), Attempt> {
         if let TokenDecision::Use(t, g) = auth.decide(refused) {
             return Ok((t, g));
         }
@@ -194,8 +198,8 @@ impl EtcdClient {
         creds: &EtcdAuth,
         endpoint: &str,
         timeout: Duration,
-    ) -> Result<String, Attempt> {
-        let body = json!({ "name": creds.username, "password": creds.password })
+    ) -> Result<Secret, Attempt> {
+        let body = json!({ "name": creds.username, "password": creds.password.expose() })
             .to_string()
             .into_bytes();
         let read = async {
@@ -228,7 +232,7 @@ impl EtcdClient {
             }
         };
         let Some(bytes) = bytes else {
-            return Ok(String::new());
+            return Ok(Secret::default());
         };
         let r: AuthenticateResponse = serde_json::from_slice(&bytes)
             .map_err(|e| Attempt::Fail(GatewayError::Decode(e.to_string())))?;
@@ -259,14 +263,14 @@ impl EtcdClient {
         };
         let (token, g) = self.token(auth, endpoint, refused, timeout).await?;
         match self
-            .send_once(endpoint, path, body, timeout, bearer(&token))
+            .send_once(endpoint, path, body, timeout, bearer(token.expose()))
             .await
         {
             Err(Attempt::Fail(e)) if e.is_auth_refusal() && refused.is_none() => {
                 tracing::debug!(%endpoint, error = %e, "etcd refused the token; fetching a new one");
                 let (token, g) = self.token(auth, endpoint, Some(g), timeout).await?;
                 match self
-                    .send_once(endpoint, path, body, timeout, bearer(&token))
+                    .send_once(endpoint, path, body, timeout, bearer(token.expose()))
                     .await
                 {
                     Err(Attempt::Fail(e)) if e.is_auth_refusal() => {

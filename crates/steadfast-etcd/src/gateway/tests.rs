@@ -35,3 +35,40 @@ async fn one_pass_over_dead_endpoints_then_unreachable() {
         Err(GatewayError::Unreachable { .. })
     ));
 }
+
+/// A client holding a live token, and a registry over it: neither their
+/// `Debug` nor the config's `Debug` / `Serialize` shows the password, the
+/// token or an inline private key.
+#[test]
+fn debug_of_a_client_holding_a_token_shows_no_secret() {
+    let tls = crate::EtcdTls::default().with_client_identity_pem(
+        "-----BEGIN CERTIFICATE-----\nCERTBODY\n-----END CERTIFICATE-----",
+        "-----BEGIN PRIVATE KEY-----\nKEYBODY\n-----END PRIVATE KEY-----",
+    );
+    let config = crate::EtcdConfig {
+        tls: Some(tls),
+        ..crate::EtcdConfig::new(["http://127.0.0.1:1"]).with_auth("svc", "pw-s3cret")
+    };
+    // The PEM above is not a real identity: build the client without
+    // it, then install a token the way an authenticate answer does.
+    let plain = crate::EtcdConfig {
+        tls: None,
+        ..config.clone()
+    };
+    let client = EtcdClient::from_config(&plain).unwrap();
+    client
+        .auth
+        .as_ref()
+        .unwrap()
+        .install("ZNZXlivetoken.42".into());
+    let client = std::sync::Arc::new(client);
+    let registry = crate::EtcdRegistry::with_client(client.clone(), plain).unwrap();
+    let shown = format!(
+        "{client:?} {client:#?} {registry:?} {config:?} {config:#?} {}",
+        serde_json::to_string(&config).unwrap()
+    );
+    for secret in ["pw-s3cret", "ZNZXlivetoken", "KEYBODY", "CERTBODY"] {
+        assert!(!shown.contains(secret), "{secret} shown in {shown}");
+    }
+    assert!(shown.contains("svc"));
+}
