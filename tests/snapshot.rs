@@ -396,3 +396,19 @@ async fn a_too_old_snapshot_is_refused() {
     )
     .await;
 }
+
+/// A file dated at the end of time would be "0 ms old" for ever and
+/// bypass `snapshot_max_age`: it is refused (`from_the_future`), counted,
+/// and the engine heals from the registry.
+#[actix_rt::test]
+async fn a_snapshot_dated_in_the_future_is_refused() {
+    let m = metadata(APP, 20000, "t1");
+    let mut future = snapshot_of(&m, &[7001], Duration::ZERO);
+    future.written_at_ms = u64::MAX;
+    refused_then_live(
+        "future",
+        encode(&future, DEFAULT_MAX_BYTES).unwrap(),
+        DEFAULT_MAX_BYTES,
+    )
+    .await;
+}

@@ -1,6 +1,13 @@
 //! Blocking file IO of snapshots, run on tokio's blocking pool: an atomic
 //! write (temp file in the same directory, fsync, rename, fsync of the
 //! directory) and a size-bounded read.
+//!
+//! The trust boundary: a snapshot's checksum detects damage, not forgery,
+//! so whoever can write `snapshot_dir` chooses the endpoints served at the
+//! next cold start. On Unix the directory is created `0700` and files
+//! `0600`, and a file is read only when neither it nor its directory is
+//! writable by group or others and the file belongs to this process's user
+//! ([`SnapshotError::Untrusted`] otherwise).
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -27,7 +34,7 @@ pub(crate) fn path_of(dir: &Path, app: &str) -> PathBuf {
 /// Writes `bytes` as `app`'s snapshot in `dir`: readers see the old file or
 /// the new one, never a part of it.
 pub(crate) fn write_atomic(dir: &Path, app: &str, bytes: &[u8]) -> Result<PathBuf, SnapshotError> {
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    create_private_dir(dir).map_err(io_err(dir))?;
     let target = path_of(dir, app);
     let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
     let temp = dir.join(format!(
@@ -36,7 +43,7 @@ pub(crate) fn write_atomic(dir: &Path, app: &str, bytes: &[u8]) -> Result<PathBu
         std::process::id()
     ));
     let written = (|| {
-        let mut f = File::create(&temp)?;
+        let mut f = create_private_file(&temp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&temp, &target)
@@ -66,6 +73,7 @@ pub(crate) fn read_bounded(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(&path)(e)),
     };
+    check_trusted(dir, &f, &path)?;
     let too_large = |size: u64| SnapshotError::TooLarge {
         size,
         max: max_bytes as u64,
@@ -82,6 +90,57 @@ pub(crate) fn read_bounded(
         return Err(too_large(bytes.len() as u64));
     }
     Ok(Some(bytes))
+}
+
+/// Creates `dir` (and its parents) readable by this user alone.
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut b = fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+}
+
+/// Creates `path` for writing, readable by this user alone.
+fn create_private_file(path: &Path) -> io::Result<File> {
+    let mut o = fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)
+}
+
+/// Refuses a snapshot someone else could have written: a file or directory
+/// writable by group or others, or a file owned by another user (the
+/// process's user is read from `/proc/self`; where that is missing the
+/// owner is not compared).
+#[cfg(unix)]
+fn check_trusted(dir: &Path, file: &File, path: &Path) -> Result<(), SnapshotError> {
+    use std::os::unix::fs::MetadataExt;
+    let untrusted = |reason: &'static str| SnapshotError::Untrusted {
+        path: path.display().to_string(),
+        reason,
+    };
+    let f = file.metadata().map_err(io_err(path))?;
+    let d = fs::metadata(dir).map_err(io_err(dir))?;
+    if d.mode() & 0o022 != 0 {
+        return Err(untrusted("its directory is writable by group or others"));
+    }
+    if f.mode() & 0o022 != 0 {
+        return Err(untrusted("the file is writable by group or others"));
+    }
+    if let Ok(me) = fs::metadata("/proc/self") {
+        if f.uid() != me.uid() {
+            return Err(untrusted("the file belongs to another user"));
+        }
+    }
+    Ok(())
+}
+
+/// Elsewhere the platform's own permissions are relied on.
+#[cfg(not(unix))]
+fn check_trusted(_: &Path, _: &File, _: &Path) -> Result<(), SnapshotError> {
+    Ok(())
 }
 
 #[cfg(test)]
@@ -116,6 +175,29 @@ mod tests {
         assert!(matches!(
             read_bounded(&dir, "a", 3),
             Err(SnapshotError::TooLarge { size: 6, max: 3 })
+        ));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_others_could_have_written_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp("trust");
+        write_atomic(&dir, "a", b"ours").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&path_of(&dir, "a")), 0o600);
+        assert_eq!(read_bounded(&dir, "a", 100).unwrap().unwrap(), b"ours");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = read_bounded(&dir, "a", 100).unwrap_err();
+        assert!(matches!(e, SnapshotError::Untrusted { .. }), "{e}");
+        assert_eq!(e.label(), "untrusted");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(path_of(&dir, "a"), fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(
+            read_bounded(&dir, "a", 100),
+            Err(SnapshotError::Untrusted { .. })
         ));
         let _ = fs::remove_dir_all(&dir);
     }

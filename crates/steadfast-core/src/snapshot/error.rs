@@ -60,6 +60,25 @@ pub enum SnapshotError {
         /// The limit.
         max_age: Duration,
     },
+    /// Dated further in the future than [`super::MAX_SNAPSHOT_SKEW`]
+    /// allows: the date cannot be trusted, so neither can its age.
+    #[error("snapshot is dated {} s in the future, beyond the allowed clock skew of {} s", ahead.as_secs(), max_skew.as_secs())]
+    FromTheFuture {
+        /// How far ahead of now it is dated.
+        ahead: Duration,
+        /// The skew allowed.
+        max_skew: Duration,
+    },
+    /// The file or its directory could have been written by someone else
+    /// (writable by group or others, or another user's file): its checksum
+    /// cannot tell a forgery, so it is not served.
+    #[error("snapshot {path} not trusted: {reason}")]
+    Untrusted {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// Reading or writing the file failed.
     #[error("snapshot io on {path}")]
     Io {
@@ -89,6 +108,8 @@ impl SnapshotError {
             SnapshotError::UnsupportedVersion { .. } => "unsupported_version",
             SnapshotError::TooLarge { .. } => "too_large",
             SnapshotError::TooOld { .. } => "too_old",
+            SnapshotError::FromTheFuture { .. } => "from_the_future",
+            SnapshotError::Untrusted { .. } => "untrusted",
             SnapshotError::Io { .. } => "io",
             SnapshotError::Deadline { .. } => "deadline",
         }

@@ -33,7 +33,7 @@ pub use error::SnapshotError;
 pub use format::{decode, encode, AppSnapshot, FORMAT_VERSION, HEADER_LEN, MAGIC};
 pub use name::{file_name, SNAPSHOT_EXTENSION};
 pub use schedule::{WriteDecision, WriteSchedule};
-pub use serve::check_age;
+pub use serve::{check_age, MAX_SNAPSHOT_SKEW};
 
 /// Default largest snapshot file written or read: 64 MiB (about 200k
 /// instances).

@@ -8,14 +8,28 @@ use super::SnapshotError;
 use crate::freshness::{Freshness, Source};
 use crate::pending::RegistryFailure;
 
+/// How far in the future a snapshot's write time may lie and still be
+/// read as written "now" (clock steps between the run that wrote it and
+/// this one). Beyond it the date is not believable, and a file dated far
+/// ahead would otherwise never age past `snapshot_max_age`.
+pub const MAX_SNAPSHOT_SKEW: Duration = Duration::from_secs(60);
+
 /// The age of a snapshot written at `written_at_ms` (Unix ms) at `now_ms`,
 /// if it is at most `max_age` old; [`SnapshotError::TooOld`] otherwise. A
-/// snapshot from the future (clock skew) counts as age zero.
+/// snapshot up to [`MAX_SNAPSHOT_SKEW`] in the future counts as age zero;
+/// one further ahead is [`SnapshotError::FromTheFuture`].
 pub fn check_age(
     written_at_ms: u64,
     now_ms: u64,
     max_age: Duration,
 ) -> Result<Duration, SnapshotError> {
+    let ahead = Duration::from_millis(written_at_ms.saturating_sub(now_ms));
+    if ahead > MAX_SNAPSHOT_SKEW {
+        return Err(SnapshotError::FromTheFuture {
+            ahead,
+            max_skew: MAX_SNAPSHOT_SKEW,
+        });
+    }
     let age = Duration::from_millis(now_ms.saturating_sub(written_at_ms));
     if age > max_age {
         return Err(SnapshotError::TooOld { age, max_age });

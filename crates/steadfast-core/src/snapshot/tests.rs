@@ -131,6 +131,19 @@ fn age_is_checked_against_the_max_age() {
         Duration::from_secs(60)
     );
     assert_eq!(check_age(5000, 1000, day).unwrap(), Duration::ZERO, "skew");
+    let skew = MAX_SNAPSHOT_SKEW.as_millis() as u64;
+    assert_eq!(check_age(1000 + skew, 1000, day).unwrap(), Duration::ZERO);
+    let ahead = check_age(1001 + skew, 1000, day).unwrap_err();
+    assert!(
+        matches!(ahead, SnapshotError::FromTheFuture { .. }),
+        "{ahead}"
+    );
+    assert_eq!(ahead.label(), "from_the_future");
+    // A file dated at the end of time never passes for fresh.
+    assert!(matches!(
+        check_age(u64::MAX, 1000, day),
+        Err(SnapshotError::FromTheFuture { .. })
+    ));
     let old = check_age(0, 25 * 3600 * 1000, day).unwrap_err();
     assert!(matches!(old, SnapshotError::TooOld { .. }));
     assert_eq!(old.label(), "too_old");
