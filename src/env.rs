@@ -10,13 +10,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Variables (every one optional; unset or empty keeps the value below it;
-//! durations are humantime strings such as `5s`, `250ms`):
+//! `STEADFAST_REGISTRY` (or the file's `registry`) is required: without it
+//! [`SteadfastConfig::builder`] refuses to start ([`FromEnvError::NoRegistry`]),
+//! so a misspelt name cannot silently pick the in-process registry; `memory`
+//! is the explicit choice for that. [`SteadfastConfig::from_env`] warns
+//! about every `STEADFAST_*` variable it does not know, naming the closest
+//! known one. The other variables are optional (unset or empty keeps the
+//! value below it; durations are humantime strings such as `5s`, `250ms`):
 //!
 //! | variable | what | default |
 //! |---|---|---|
 //! | `STEADFAST_CONFIG` | path of a JSON [`SteadfastConfig`] read first; the variables apply on top | none |
-//! | `STEADFAST_REGISTRY` | `memory`, or `etcd://host:port[,host:port...]` (`etcds://` for https) | memory |
+//! | `STEADFAST_REGISTRY` | `memory`, or `etcd://host:port[,host:port...]` (`etcds://` for https) | required |
 //! | `STEADFAST_ETCD_PREFIX` | etcd key prefix | `/steadfast` |
 //! | `STEADFAST_ETCD_LEASE_TTL` | lease TTL of registrations | 10s |
 //! | `STEADFAST_ETCD_REQUEST_TIMEOUT` | deadline of one etcd call | 3s |
@@ -29,6 +34,7 @@
 //! | `STEADFAST_HTTP_TIMEOUT` | metadata fetcher deadline of one request | 5s |
 //! | `STEADFAST_HTTP_MAX_BODY_BYTES` | largest metadata body | 1048576 |
 //! | `STEADFAST_HTTP_BASE_PATH` | MetadataService base path | `/steadfast` |
+//! | `STEADFAST_EXPORT_HOST` / `STEADFAST_EXPORT_PORT` | the address a provider advertises ([`ExportSpec::from_env`](crate::ExportSpec::from_env)) | none / the bound port |
 //!
 //! and the engine's own variables ([`ENGINE_VARS`](crate::ENGINE_VARS),
 //! e.g. `STEADFAST_FETCH_TIMEOUT`, `STEADFAST_REGISTRY_CALL_TIMEOUT`,
@@ -68,11 +74,11 @@ pub const FACADE_VARS: &[&str] = &[
 
 /// Which registry backend to use: `memory` or
 /// `etcd://host:port[,host:port...]` (`etcds://`: the members speak https).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum RegistryChoice {
-    /// A fresh embedded `MemoryRegistry` (the default).
-    #[default]
+    /// A fresh embedded `MemoryRegistry` (in-process: only this process
+    /// sees its records).
     Memory,
     /// etcd with these client URLs (`http://host:port`).
     Etcd(Vec<String>),
@@ -169,8 +175,9 @@ impl From<RegistryChoice> for String {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SteadfastConfig {
-    /// The registry backend (default `memory`).
-    pub registry: RegistryChoice,
+    /// The registry backend. Required: `None` is refused by
+    /// [`SteadfastConfig::builder`].
+    pub registry: Option<RegistryChoice>,
     /// The engine's settings.
     pub engine: EngineConfig,
     /// The etcd client's settings (its endpoints come from `registry`).
@@ -191,6 +198,11 @@ pub enum FromEnvError {
     /// `STEADFAST_REGISTRY` (or the file's `registry`) names no backend.
     #[error("STEADFAST_REGISTRY: {0}")]
     Registry(#[source] BadRegistry),
+    /// Neither `STEADFAST_REGISTRY` nor the file's `registry` is set.
+    #[error(
+        "STEADFAST_REGISTRY is not set: name the registry (`etcd://host:port` or `memory` for the in-process one)"
+    )]
+    NoRegistry,
     /// The registry needs a cargo feature this build does not have.
     #[error("registry {registry} needs the `{feature}` feature of steadfast")]
     FeatureOff {
@@ -237,7 +249,23 @@ pub enum FromEnvError {
 impl SteadfastConfig {
     /// The `STEADFAST_CONFIG` file when set (else the defaults), with every
     /// `STEADFAST_*` variable of the process environment applied on top.
+    /// Warns (one `WARN` line each) about every `STEADFAST_*` variable of
+    /// the process that no part of steadfast reads ([`unknown_vars`]).
     pub fn from_env() -> Result<Self, FromEnvError> {
+        for u in unknown_vars(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok())) {
+            match u.closest {
+                Some(known) => tracing::warn!(
+                    variable = %u.name,
+                    "unknown STEADFAST_* variable {}, ignored (did you mean {known}?)",
+                    u.name
+                ),
+                None => tracing::warn!(
+                    variable = %u.name,
+                    "unknown STEADFAST_* variable {}, ignored",
+                    u.name
+                ),
+            }
+        }
         Self::from_vars(&EnvVars::new(|k| std::env::var(k).ok()))
     }
 
@@ -268,7 +296,7 @@ impl SteadfastConfig {
         vars: &EnvVars<F>,
     ) -> Result<Self, FromEnvError> {
         if let Some(r) = vars.string("STEADFAST_REGISTRY") {
-            self.registry = r.parse().map_err(FromEnvError::Registry)?;
+            self.registry = Some(r.parse().map_err(FromEnvError::Registry)?);
         }
         self.engine = self.engine.apply_env(vars)?;
         #[cfg(feature = "etcd")]
@@ -332,30 +360,136 @@ impl SteadfastConfig {
 
     /// Checks every value and returns a builder with the registry, the
     /// fetcher (feature `http`) and the engine settings installed; add
-    /// publishers or override anything before `start()`.
+    /// publishers or override anything before `start()`. [`Self::build`]
+    /// also hands back the registry and fetcher it built.
     pub fn builder(&self) -> Result<EngineBuilder, FromEnvError> {
+        self.build().map(|c| c.builder)
+    }
+
+    /// As [`Self::builder`], with the handles of what it built: the
+    /// registry (for `Metrics::etcd`, a metadata report, registering by
+    /// hand) and the metadata fetcher (to wrap in a `FallbackFetcher`).
+    pub fn build(&self) -> Result<Configured, FromEnvError> {
+        let choice = self.registry.as_ref().ok_or(FromEnvError::NoRegistry)?;
         self.engine.validate().map_err(FromEnvError::Engine)?;
         let builder = steadfast_actors::Engine::builder().config(self.engine.clone());
         #[cfg(feature = "http")]
-        let builder = builder.fetcher(self.fetcher.build().map_err(FromEnvError::Fetcher)?);
-        match &self.registry {
-            RegistryChoice::Memory => Ok(builder.registry(steadfast_memory::MemoryRegistry::new())),
+        let fetcher = self.fetcher.build().map_err(FromEnvError::Fetcher)?;
+        #[cfg(feature = "http")]
+        let builder = builder.fetcher(fetcher.clone());
+        let registry = match choice {
+            RegistryChoice::Memory => {
+                ConfiguredRegistry::Memory(steadfast_memory::MemoryRegistry::new())
+            }
             #[cfg(feature = "etcd")]
             RegistryChoice::Etcd(members) => {
                 let mut config = self.etcd.clone();
                 config.endpoints = members.clone();
                 config.validate().map_err(FromEnvError::Etcd)?;
-                let registry =
-                    steadfast_etcd::EtcdRegistry::new(config).map_err(FromEnvError::EtcdClient)?;
-                Ok(builder.registry(registry))
+                ConfiguredRegistry::Etcd(
+                    steadfast_etcd::EtcdRegistry::new(config).map_err(FromEnvError::EtcdClient)?,
+                )
             }
             #[cfg(not(feature = "etcd"))]
-            RegistryChoice::Etcd(_) => Err(FromEnvError::FeatureOff {
-                registry: self.registry.to_string(),
-                feature: "etcd",
-            }),
+            RegistryChoice::Etcd(_) => {
+                return Err(FromEnvError::FeatureOff {
+                    registry: choice.to_string(),
+                    feature: "etcd",
+                })
+            }
+        };
+        let builder = match &registry {
+            ConfiguredRegistry::Memory(m) => builder.registry(m.clone()),
+            #[cfg(feature = "etcd")]
+            ConfiguredRegistry::Etcd(e) => builder.registry(e.clone()),
+        };
+        Ok(Configured {
+            builder,
+            registry,
+            #[cfg(feature = "http")]
+            fetcher,
+        })
+    }
+}
+
+/// What [`SteadfastConfig::build`] made: the engine builder and the
+/// handles it was given.
+#[non_exhaustive]
+pub struct Configured {
+    /// The engine builder, registry and fetcher installed.
+    pub builder: EngineBuilder,
+    /// The registry it uses (a clone: both share one client and state).
+    pub registry: ConfiguredRegistry,
+    /// The HTTP metadata fetcher it uses (a clone sharing its pool).
+    #[cfg(feature = "http")]
+    pub fetcher: steadfast_http::HttpMetadataFetcher,
+}
+
+/// The registry [`SteadfastConfig::build`] built.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ConfiguredRegistry {
+    /// The embedded registry.
+    Memory(steadfast_memory::MemoryRegistry),
+    /// The etcd registry.
+    #[cfg(feature = "etcd")]
+    Etcd(steadfast_etcd::EtcdRegistry),
+}
+
+/// A `STEADFAST_*` variable no part of steadfast reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownVar {
+    /// Its name.
+    pub name: String,
+    /// The known name closest to it (at most 3 edits away), if any.
+    pub closest: Option<&'static str>,
+}
+
+/// Every name in `names` that starts with `STEADFAST_` and is none of
+/// [`FACADE_VARS`], [`ENGINE_VARS`](crate::ENGINE_VARS) or
+/// [`EXPORT_VARS`](crate::EXPORT_VARS), with the closest known name.
+pub fn unknown_vars(names: impl IntoIterator<Item = String>) -> Vec<UnknownVar> {
+    let known: Vec<&'static str> = FACADE_VARS
+        .iter()
+        .copied()
+        .chain(steadfast_actors::env::ENGINE_VARS.iter().map(|v| v.var))
+        .chain(steadfast_actors::EXPORT_VARS.iter().copied())
+        .collect();
+    let mut unknown: Vec<UnknownVar> = names
+        .into_iter()
+        .filter(|n| n.starts_with("STEADFAST_") && !known.contains(&n.as_str()))
+        .map(|name| {
+            let closest = known
+                .iter()
+                .map(|k| (edit_distance(&name, k), *k))
+                .filter(|(d, _)| *d <= 3)
+                .min()
+                .map(|(_, k)| k);
+            UnknownVar { name, closest }
+        })
+        .collect();
+    unknown.sort_by(|a, b| a.name.cmp(&b.name));
+    unknown
+}
+
+/// Levenshtein distance over chars (names are short: O(len^2) is fine).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(cur).min(row[j])
+            };
+            prev = cur;
         }
     }
+    row[b.len()]
 }
 
 /// An [`EngineBuilder`] configured from the `STEADFAST_*` environment

@@ -34,7 +34,7 @@ pub use steadfast_actors::RestartTarget;
 pub use steadfast_actors::{
     CallerConfig, ConfigError, Deadline, Directory, DirectoryView, Engine, EngineBuilder,
     EngineConfig, EngineError, ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport,
-    SnapshotConfig,
+    SnapshotConfig, EXPORT_VARS,
 };
 /// Engine counters (`Engine::stats`) and the one table they are exported from.
 pub use steadfast_actors::{
@@ -61,7 +61,10 @@ pub use steadfast_core::{InstancesAnswer, LookupConfig, LookupError};
 pub use steadfast_memory::MemoryRegistry;
 
 pub mod env;
-pub use env::{from_env, FromEnvError, RegistryChoice, SteadfastConfig};
+pub use env::{
+    from_env, unknown_vars, Configured, ConfiguredRegistry, FromEnvError, RegistryChoice,
+    SteadfastConfig, UnknownVar,
+};
 /// An engine built with neither a fetcher nor the `http` feature fetches
 /// through this (every fetch fails saying why).
 pub use steadfast_actors::defaults::NoFetcher;

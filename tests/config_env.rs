@@ -3,6 +3,8 @@
 //! errors naming them, and `STEADFAST_REGISTRY=etcd://...` drives a real
 //! etcd under the configured prefix.
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -58,7 +60,7 @@ async fn a_config_document_and_variables_on_top_configure_the_engine() {
         ("STEADFAST_SEED", "11"),
     ]))
     .unwrap();
-    assert_eq!(c.registry, RegistryChoice::Memory);
+    assert_eq!(c.registry, Some(RegistryChoice::Memory));
     assert_eq!(
         c.engine.caller.tombstone_ttl,
         Duration::from_secs(3),
@@ -101,7 +103,11 @@ fn bad_variables_are_refused_with_typed_errors() {
         }
         other => panic!("expected a refused duration, got {other:?}"),
     }
-    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_FETCH_TIMEOUT", "0s")])).unwrap();
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_REGISTRY", "memory"),
+        ("STEADFAST_FETCH_TIMEOUT", "0s"),
+    ]))
+    .unwrap();
     assert!(matches!(
         c.builder(),
         Err(FromEnvError::Engine(ConfigError::Duration {
@@ -139,7 +145,10 @@ fn registry_urls_parse_into_member_lists_and_print_back() {
         assert!(bad.parse::<RegistryChoice>().is_err(), "{bad:?} refused");
     }
     let c: SteadfastConfig = serde_json::from_str(r#"{ "registry": "etcd://h:1" }"#).unwrap();
-    assert_eq!(c.registry, RegistryChoice::Etcd(vec!["http://h:1".into()]));
+    assert_eq!(
+        c.registry,
+        Some(RegistryChoice::Etcd(vec!["http://h:1".into()]))
+    );
     assert!(serde_json::from_str::<SteadfastConfig>(r#"{ "registry": "etcd://h" }"#).is_err());
 }
 
@@ -166,7 +175,11 @@ fn http_fetcher_variables_are_checked() {
     .unwrap();
     assert_eq!(c.fetcher.timeout, Duration::from_millis(750));
     assert_eq!(c.fetcher.max_body_bytes, 4096);
-    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_HTTP_CONNECT_TIMEOUT", "0s")])).unwrap();
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_REGISTRY", "memory"),
+        ("STEADFAST_HTTP_CONNECT_TIMEOUT", "0s"),
+    ]))
+    .unwrap();
     assert!(matches!(c.builder(), Err(FromEnvError::Fetcher(_))));
 }
 
@@ -218,21 +231,28 @@ async fn steadfast_registry_etcd_registers_under_the_configured_prefix() {
     .unwrap();
     assert_eq!(c.etcd.prefix, prefix);
     assert_eq!(c.etcd.lease_ttl, Duration::from_secs(5));
-    let engine = c
-        .builder()
-        .unwrap()
+    let built = c.build().unwrap();
+    let steadfast::ConfiguredRegistry::Etcd(handle) = built.registry.clone() else {
+        panic!("an etcd registry");
+    };
+    let engine = built
+        .builder
         .fetcher(steadfast_testkit::ScriptedFetcher::new())
         .start()
         .unwrap();
     let inst = steadfast::ServiceInstance::new("greeter", "127.0.0.1", 20001);
     engine.register(inst.clone()).await.unwrap();
-    let direct = steadfast_etcd::EtcdRegistry::new(
-        steadfast_etcd::EtcdConfig::new([endpoint.clone()]).with_prefix(&prefix),
-    )
-    .unwrap();
+    // The engine says which registry it uses, and the handle reads it
+    // (under the configured prefix).
+    let backend = engine.inspect().await.unwrap().registry.backend;
+    assert_eq!(
+        (backend.kind.as_str(), backend.endpoints),
+        ("etcd", vec![endpoint.clone()])
+    );
+    assert_eq!(handle.client().endpoints(), std::slice::from_ref(&endpoint));
     let end = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let listed = direct.list_now("greeter").await.unwrap_or_default();
+        let listed = handle.list_now("greeter").await.unwrap_or_default();
         if listed.iter().any(|i| i.id == inst.id) {
             break;
         }
@@ -310,6 +330,7 @@ fn the_operations_guide_lists_every_variable_and_no_other() {
         .iter()
         .map(|v| v.var.to_string())
         .chain(steadfast::env::FACADE_VARS.iter().map(|v| v.to_string()))
+        .chain(steadfast::EXPORT_VARS.iter().map(|v| v.to_string()))
         .collect();
     let undocumented: Vec<_> = code.difference(&documented).collect();
     let unknown: Vec<_> = documented.difference(&code).collect();
@@ -335,4 +356,86 @@ fn the_operations_guide_lists_every_variable_and_no_other() {
             v.field
         );
     }
+}
+
+/// A missing or misspelt `STEADFAST_REGISTRY` is refused, never a silent
+/// in-process registry; the misspelling is named with its correction.
+#[test]
+fn without_steadfast_registry_from_env_refuses_and_unknown_names_are_reported() {
+    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_REGISTY", "etcd://h:1")])).unwrap();
+    assert_eq!(c.registry, None);
+    let e = c.builder().err().expect("refused");
+    assert!(matches!(e, FromEnvError::NoRegistry), "{e}");
+    assert!(
+        e.to_string().contains("memory"),
+        "names the explicit choice: {e}"
+    );
+    let unknown = steadfast::unknown_vars([
+        "STEADFAST_REGISTY".to_string(),
+        "STEADFAST_FETCH_TIMEOUT".to_string(),
+        "STEADFAST_EXPORT_PORT".to_string(),
+        "STEADFAST_WHOLLY_UNRELATED_NAME".to_string(),
+        "PATH".to_string(),
+    ]);
+    assert_eq!(
+        unknown,
+        vec![
+            steadfast::UnknownVar {
+                name: "STEADFAST_REGISTY".into(),
+                closest: Some("STEADFAST_REGISTRY"),
+            },
+            steadfast::UnknownVar {
+                name: "STEADFAST_WHOLLY_UNRELATED_NAME".into(),
+                closest: None,
+            },
+        ]
+    );
+}
+
+/// The configuration hands back the registry and fetcher it built, and the
+/// engine's inspect report names the registry it uses.
+#[actix_rt::test]
+async fn the_built_configuration_hands_back_its_registry_and_inspect_names_it() {
+    let c = SteadfastConfig::from_vars(&vars(&[("STEADFAST_REGISTRY", "memory")])).unwrap();
+    let built = c.build().unwrap();
+    let steadfast::ConfiguredRegistry::Memory(registry) = built.registry.clone() else {
+        panic!("a memory registry");
+    };
+    let engine = built.builder.start().unwrap();
+    let report = engine.inspect().await.unwrap();
+    assert_eq!(report.registry.backend.kind, "memory");
+    assert!(report.registry.backend.endpoints.is_empty());
+    // The handle is the registry the engine uses.
+    let m = common::metadata("greeter", 20000, "r1");
+    registry.put(common::instance(&m, 8001));
+    let listed = engine.instances("greeter").await.unwrap();
+    assert_eq!(listed.instances.len(), 1);
+    engine.shutdown().await;
+}
+
+#[test]
+fn export_host_and_port_come_from_the_environment() {
+    let spec = steadfast::ExportSpec::from_vars(
+        "greeter",
+        8080,
+        &vars(&[("STEADFAST_EXPORT_HOST", "10.0.0.7")]),
+    )
+    .unwrap()
+    .http_service("demo.Greeter");
+    assert_eq!((spec.host.as_str(), spec.port), ("10.0.0.7", 8080));
+    assert_eq!(spec.services[0].port, 8080, "one port stated once");
+    let spec = steadfast::ExportSpec::from_vars(
+        "greeter",
+        8080,
+        &vars(&[("POD_IP", "10.1.2.3"), ("STEADFAST_EXPORT_PORT", "30080")]),
+    )
+    .unwrap();
+    assert_eq!((spec.host.as_str(), spec.port), ("10.1.2.3", 30080));
+    assert!(matches!(
+        steadfast::ExportSpec::from_vars("greeter", 8080, &vars(&[])),
+        Err(EnvError::Missing {
+            var: "STEADFAST_EXPORT_HOST",
+            ..
+        })
+    ));
 }

@@ -434,6 +434,12 @@ impl EngineBuilder {
             Some(r) => r,
             None => crate::defaults::registry()?,
         };
+        let info = registry.describe();
+        tracing::info!(
+            registry = %info.kind,
+            endpoints = ?info.endpoints,
+            "steadfast engine starting on the {info} registry"
+        );
         let stats = Arc::new(EngineStats::default());
         let config = self.config;
         let (reg, st, subscription, seed) = (

@@ -52,6 +52,14 @@ pub enum EnvError {
         /// What it should hold.
         expected: &'static str,
     },
+    /// A variable that must be set is not.
+    #[error("{var} is not set: {what}")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// What it gives.
+        what: &'static str,
+    },
 }
 
 /// What an engine variable takes.

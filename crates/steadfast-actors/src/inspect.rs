@@ -136,6 +136,10 @@ pub struct RevisionReport {
 /// Health of the registry watches.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RegistryReport {
+    /// Which registry the engine uses: kind and endpoints
+    /// ([`Registry::describe`](steadfast_core::Registry::describe)).
+    #[serde(default)]
+    pub backend: steadfast_core::RegistryInfo,
     /// Every watched app's watch is healthy (none stale, none failing to
     /// open). True while nothing is watched.
     pub connected: bool,

@@ -49,7 +49,7 @@ pub use coordinator::RestartTarget;
 pub use directory_actor::DirectoryView;
 pub use engine::{Engine, EngineBuilder};
 pub use error::EngineError;
-pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport};
+pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport, EXPORT_VARS};
 pub use handle::{Deadline, Directory};
 pub use inspect::{
     AppReport, EndpointReport, EngineReport, ReferenceReport, RegistrationReport, RegistryReport,

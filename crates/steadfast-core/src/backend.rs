@@ -62,6 +62,36 @@ fn unsupported<T: Send + 'static>(what: &str) -> BoxFuture<'static, Result<T, Re
     Box::pin(async move { Err(err) })
 }
 
+/// Which registry an engine uses: its kind (`memory`, `etcd`, ...) and the
+/// endpoints it talks to (without user info).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RegistryInfo {
+    /// The backend's kind, e.g. `memory` or `etcd`.
+    pub kind: String,
+    /// The endpoints it talks to (empty for an in-process registry).
+    pub endpoints: Vec<String>,
+}
+
+impl RegistryInfo {
+    /// A description of a `kind` registry reached at `endpoints`.
+    pub fn new(kind: impl Into<String>, endpoints: Vec<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            endpoints,
+        }
+    }
+}
+
+impl std::fmt::Display for RegistryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.kind)?;
+        if !self.endpoints.is_empty() {
+            write!(f, " ({})", self.endpoints.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
 /// A service registry holding one record per provider instance.
 pub trait Registry: Send + Sync + 'static {
     /// Lists the current instances of `app`, with the version listed.
@@ -83,6 +113,14 @@ pub trait Registry: Send + Sync + 'static {
     /// re-reads on resume).
     fn rereads_on_resume(&self) -> bool {
         false
+    }
+
+    /// What this registry is and where it points (never credentials), for
+    /// the engine's startup line, its inspect report, the status page and
+    /// the `steadfast_registry_info` metric. Default: kind `custom`, no
+    /// endpoints.
+    fn describe(&self) -> RegistryInfo {
+        RegistryInfo::new("custom", Vec::new())
     }
 
     /// Session events of this client, if the backend has sessions (`None`:

@@ -53,7 +53,7 @@ mod url_http;
 
 pub use backend::{
     check_metadata, EventStream, MappingEvent, MappingStream, MetadataFetcher, MetadataPublisher,
-    Registry, SessionEvent, SessionStream,
+    Registry, RegistryInfo, SessionEvent, SessionStream,
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use balance::{

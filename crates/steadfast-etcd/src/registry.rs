@@ -325,6 +325,12 @@ impl Inner {
 }
 
 impl Registry for EtcdRegistry {
+    /// Kind `etcd`, with the client's endpoints (user info is refused by
+    /// the config, so none can show here).
+    fn describe(&self) -> steadfast_core::RegistryInfo {
+        steadfast_core::RegistryInfo::new("etcd", self.client().endpoints().to_vec())
+    }
+
     /// Every stale report (`Err` item) of an etcd watch is followed by a
     /// resume by full range diffed against the state held, and a new watch
     /// starts with one: the engine's own resume resync would read twice.

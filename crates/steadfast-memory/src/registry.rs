@@ -319,6 +319,11 @@ impl MemoryRegistry {
 }
 
 impl Registry for MemoryRegistry {
+    /// The embedded, in-process registry: kind `memory`, no endpoints.
+    fn describe(&self) -> steadfast_core::RegistryInfo {
+        steadfast_core::RegistryInfo::new("memory", Vec::new())
+    }
+
     fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
         self.list_events(app)
     }

@@ -48,6 +48,7 @@ impl Handler<InspectEngine> for Coordinator {
             unreadable,
             resolvers,
             registry: self.registry.clone(),
+            backend: self.registry_backend.describe(),
             registrar: self.registrar.clone(),
             now,
         };

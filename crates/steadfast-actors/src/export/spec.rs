@@ -8,8 +8,12 @@ use steadfast_core::METADATA_PORT_KEY;
 use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
 
 use super::in_flight::InFlight;
+use crate::env::{EnvError, EnvVars};
 
 pub use steadfast_core::CLOSING_KEY;
+
+/// The variables [`ExportSpec::from_env`] reads.
+pub const EXPORT_VARS: &[&str] = &["STEADFAST_EXPORT_HOST", "STEADFAST_EXPORT_PORT"];
 
 /// The services one provider instance exports.
 #[derive(Clone, Debug)]
@@ -58,6 +62,41 @@ impl ExportSpec {
     pub fn in_flight(mut self, in_flight: InFlight) -> Self {
         self.in_flight = Some(in_flight);
         self
+    }
+
+    /// An export of `app` at the address this instance advertises, from
+    /// the environment: the host is `STEADFAST_EXPORT_HOST`, else
+    /// Kubernetes' `POD_IP` (neither set: [`EnvError::Missing`]); the port
+    /// is `STEADFAST_EXPORT_PORT`, else `bound_port` (the port the server
+    /// listens on; they differ behind a port mapping).
+    pub fn from_env(app: impl Into<String>, bound_port: u16) -> Result<Self, EnvError> {
+        Self::from_vars(app, bound_port, &EnvVars::new(|k| std::env::var(k).ok()))
+    }
+
+    /// As [`ExportSpec::from_env`], reading variables through `vars`.
+    pub fn from_vars<F: Fn(&str) -> Option<String>>(
+        app: impl Into<String>,
+        bound_port: u16,
+        vars: &EnvVars<F>,
+    ) -> Result<Self, EnvError> {
+        let host = vars
+            .string("STEADFAST_EXPORT_HOST")
+            .or_else(|| vars.string("POD_IP"))
+            .ok_or(EnvError::Missing {
+                var: "STEADFAST_EXPORT_HOST",
+                what: "the address consumers reach this instance on (or POD_IP)",
+            })?;
+        let port = vars
+            .number::<u16>("STEADFAST_EXPORT_PORT")?
+            .unwrap_or(bound_port);
+        Ok(Self::new(app, host.trim(), port))
+    }
+
+    /// Adds an HTTP service served on the instance's own port: the
+    /// one-port shorthand for `.service(ServiceInfo::http(name, port))`.
+    pub fn http_service(self, name: impl Into<String>) -> Self {
+        let port = self.port;
+        self.service(ServiceInfo::http(name, port))
     }
 
     /// Adds an exported service.

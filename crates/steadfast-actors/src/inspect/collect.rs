@@ -67,6 +67,8 @@ pub(crate) struct Parts {
     /// Each app with its resolver.
     pub resolvers: Vec<(String, Addr<ResolverActor>)>,
     pub registry: Option<Addr<RegistryActor>>,
+    /// What the registry backend says it is.
+    pub backend: steadfast_core::RegistryInfo,
     pub registrar: Option<Addr<RegistrarActor>>,
     /// The clock the parts were read at.
     pub now: Instant,
@@ -84,6 +86,7 @@ async fn bounded<T>(ask: impl std::future::Future<Output = Result<T, MailboxErro
 pub(crate) async fn gather(parts: Parts) -> EngineReport {
     let now = parts.now;
     let parts_unreadable = parts.unreadable;
+    let backend = parts.backend;
     let tombs = join_all(
         parts
             .references
@@ -152,6 +155,7 @@ pub(crate) async fn gather(parts: Parts) -> EngineReport {
         Some((watches, last)) => report.registry = render::registry(watches, last, now),
         None => report.missing.push("registry".into()),
     }
+    report.registry.backend = backend;
     match registrations {
         Some(list) => {
             report.registrations = list

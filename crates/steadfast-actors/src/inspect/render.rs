@@ -102,6 +102,7 @@ pub(crate) fn registry(
         .min()
         .map(|t| ago(now, t));
     RegistryReport {
+        backend: Default::default(),
         connected,
         stale_for_ms,
         last_event_ago_ms: last_event.map(|t| ago(now, t)),

@@ -149,7 +149,14 @@ fn registry(h: &mut String, report: &EngineReport) {
     };
     let _ = write!(
         h,
-        "<h2>Registry</h2><p>Watches: <span class=\"{class}\">{word}</span>"
+        "<h2>Registry</h2><p class=\"backend\">Backend: <b>{}</b>{}</p>\
+         <p>Watches: <span class=\"{class}\">{word}</span>",
+        esc(&r.backend.kind),
+        if r.backend.endpoints.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", esc(&r.backend.endpoints.join(", ")))
+        }
     );
     if let Some(ms) = r.stale_for_ms {
         let _ = write!(h, ", stale for {}", dur(ms));
@@ -354,6 +361,19 @@ mod tests {
         assert_eq!(dur(1_200), "1.2 s");
         assert_eq!(dur(185_000), "3 min 5 s");
         assert_eq!(dur(7_260_000), "2 h 1 min");
+    }
+
+    #[test]
+    fn the_registry_in_use_is_named_escaped() {
+        let mut report = EngineReport::default();
+        report.registry.backend =
+            steadfast_core::RegistryInfo::new("etcd", vec!["http://<e1>:2379".into()]);
+        let mut h = String::new();
+        registry(&mut h, &report);
+        assert!(
+            h.contains("Backend: <b>etcd</b> at http://&lt;e1&gt;:2379</p>"),
+            "{h}"
+        );
     }
 
     #[test]
