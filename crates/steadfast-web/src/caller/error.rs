@@ -111,6 +111,30 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// A short label of the failure, for spans, logs and metric labels
+    /// (`connect`, `closing`, `timeout`, ...; a [`CallError::GaveUp`] is
+    /// labelled by why it gave up: `gave_up_budget`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::NoEndpoint(_) => "no_endpoint",
+            CallError::Connect { .. } => "connect",
+            CallError::Closing { .. } => "closing",
+            CallError::ClosedWhileInUse { .. } => "closed_while_in_use",
+            CallError::Transport { .. } => "transport",
+            CallError::Timeout(_) => "timeout",
+            CallError::AttemptTimeout { .. } => "attempt_timeout",
+            CallError::Request(_) => "request",
+            CallError::Pool(_) => "pool",
+            CallError::GaveUp { why, .. } => match why {
+                GiveUp::Budget => "gave_up_budget",
+                GiveUp::Attempts => "gave_up_attempts",
+                GiveUp::Deadline => "gave_up_deadline",
+                GiveUp::NoOtherEndpoint => "gave_up_no_other_endpoint",
+                GiveUp::Final => "gave_up_final",
+            },
+        }
+    }
+
     /// Whether a new attempt on another endpoint may succeed: connect
     /// failures, closing answers, pool failures, and, for requests that may
     /// be repeated, transport failures and clients closed while in use. For

@@ -15,6 +15,7 @@ use steadfast_core::{
     CallRetry, CallRetryPolicy, CallStep, Endpoint, FailureClass, GiveUp, RetryBudget,
 };
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::error::CallError;
 use super::pick;
@@ -115,7 +116,48 @@ impl CallCore {
     /// Runs one call: `attempt(endpoint, bound)` per attempt, on the
     /// endpoint leased for it. Returns the answer with the attempts made
     /// and the endpoint that answered.
+    ///
+    /// Traced as one `steadfast.call` span (reference; then attempts,
+    /// outcome, latency_ms) holding one `steadfast.attempt` span per
+    /// attempt (endpoint, attempt; then outcome, latency_ms). Outcomes are
+    /// `ok`, `server_error` (a 5xx answer) or a [`CallError::kind`].
     pub(crate) async fn run<R, F>(
+        &self,
+        attempt: impl Fn(Endpoint, Bound) -> F,
+    ) -> Result<(R, u32, Endpoint), CallError>
+    where
+        F: Future<Output = Attempted<R>>,
+    {
+        let span = tracing::info_span!(
+            "steadfast.call",
+            reference = %self.dir.reference().subscribe_key(),
+            attempts = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = self.run_traced(attempt).instrument(span.clone()).await;
+        span.record("latency_ms", started.elapsed().as_millis() as u64);
+        match &result {
+            Ok((_, attempts, _)) => {
+                span.record("attempts", attempts);
+                span.record("outcome", "ok");
+            }
+            Err(e) => {
+                let attempts = match e {
+                    CallError::GaveUp { attempts, .. } => *attempts,
+                    CallError::NoEndpoint(_) => 0,
+                    _ => 1,
+                };
+                span.record("attempts", attempts);
+                span.record("outcome", e.kind());
+            }
+        }
+        result
+    }
+
+    /// The call loop of [`Self::run`], inside its span.
+    async fn run_traced<R, F>(
         &self,
         attempt: impl Fn(Endpoint, Bound) -> F,
     ) -> Result<(R, u32, Endpoint), CallError>
@@ -182,7 +224,29 @@ impl CallCore {
                     per_attempt: false,
                 },
             };
-            let error = match attempt(endpoint.clone(), bound).await {
+            let attempt_span = tracing::info_span!(
+                "steadfast.attempt",
+                endpoint = %endpoint.address(),
+                attempt = number,
+                outcome = tracing::field::Empty,
+                latency_ms = tracing::field::Empty,
+            );
+            let attempt_started = Instant::now();
+            let attempted = attempt(endpoint.clone(), bound)
+                .instrument(attempt_span.clone())
+                .await;
+            attempt_span.record("latency_ms", attempt_started.elapsed().as_millis() as u64);
+            attempt_span.record(
+                "outcome",
+                match &attempted {
+                    Attempted::Answer {
+                        server_error: true, ..
+                    } => "server_error",
+                    Attempted::Answer { .. } => "ok",
+                    Attempted::Failed(e) => e.kind(),
+                },
+            );
+            let error = match attempted {
                 Attempted::Answer {
                     value,
                     server_error,
