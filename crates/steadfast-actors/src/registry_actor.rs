@@ -56,6 +56,10 @@ pub struct RegistryActor {
     /// The session spread set at build (an input kept for a replacement).
     spread: Option<std::time::Duration>,
     pub(crate) terminated: bool,
+    /// Since when the registry is seen failing, as logged: set with the
+    /// one WARN of an outage, cleared with its INFO once every watched app
+    /// is healthy again (one line per state change, not per app or retry).
+    outage_since: Option<std::time::Instant>,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
     _alive: LiveGuard,
@@ -80,6 +84,7 @@ impl RegistryActor {
             watch_guards: HashMap::new(),
             opened: None,
             resume: None,
+            outage_since: None,
             spread: None,
             terminated: false,
             containment: Default::default(),
@@ -113,22 +118,47 @@ impl RegistryActor {
         fresh.subscribers = std::mem::take(&mut self.subscribers);
         fresh.containment = std::mem::take(&mut self.containment);
         fresh.terminated = self.terminated;
+        // What the logs said (an outage warned) stays said: its INFO comes
+        // once the replacement sees every app healthy.
+        fresh.outage_since = self.outage_since;
         fresh
     }
 
-    /// Counts a registry error (panics apart) and logs it: at warn when
-    /// the app was healthy until now (once per state change), at debug
-    /// while it keeps failing.
-    fn count_error(&self, app: &str, what: &str, err: &RegistryError) {
+    /// Counts a registry error (panics apart) and logs it: one WARN when
+    /// the registry was healthy until now (the outage's state change), at
+    /// debug for every other app and retry of the same outage.
+    fn count_error(&mut self, app: &str, what: &str, err: &RegistryError) {
         if matches!(err, RegistryError::Panicked(_)) {
             EngineStats::bump(&self.stats.registry_panics);
         }
-        let failing = self.machine.stale_since(app).is_some()
-            || self.machine.subscribe_failure(app).is_some();
-        if failing {
+        if self.outage_since.is_some() {
             tracing::debug!(app, error = %err, "registry {what} still failing");
         } else {
-            tracing::warn!(app, error = %err, "registry {what} failed");
+            self.outage_since = Some(timer::now());
+            tracing::warn!(
+                app,
+                error = %err,
+                "registry {what} failed; serving the last known state and retrying"
+            );
+        }
+    }
+
+    /// After a health change: the INFO line that ends a warned outage, once
+    /// no watched app is stale or failing to subscribe any more.
+    fn log_recovery(&mut self) {
+        let Some(since) = self.outage_since else {
+            return;
+        };
+        let healthy = self.machine.apps().all(|app| {
+            self.machine.stale_since(app).is_none() && self.machine.subscribe_failure(app).is_none()
+        });
+        if healthy {
+            self.outage_since = None;
+            tracing::info!(
+                after = ?timer::now().saturating_duration_since(since),
+                apps = self.machine.apps().count(),
+                "registry answering again; every watch is current"
+            );
         }
     }
 
@@ -150,6 +180,7 @@ impl RegistryActor {
     fn perform(&mut self, actions: Vec<SubscriptionAction>, ctx: &mut Context<Self>) {
         self.containment.drill_point();
         let mut gone: Vec<(String, u64)> = Vec::new();
+        let mut health_changed = false;
         for action in actions {
             match action {
                 SubscriptionAction::OpenWatch {
@@ -226,6 +257,7 @@ impl RegistryActor {
                     to,
                     stale_since,
                 } => {
+                    health_changed = true;
                     let item = FeedItem::Health(RegistryHealth {
                         subscribe: self.machine.subscribe_failure(&app),
                         app: app.clone(),
@@ -238,6 +270,7 @@ impl RegistryActor {
                     );
                 }
                 SubscriptionAction::SubscribeFailing { app, to, failure } => {
+                    health_changed = true;
                     let item = FeedItem::Health(RegistryHealth {
                         stale_since: self.machine.stale_since(&app),
                         app: app.clone(),
@@ -308,6 +341,9 @@ impl RegistryActor {
                     );
                 }
             }
+        }
+        if health_changed {
+            self.log_recovery();
         }
         for (app, id) in gone {
             self.remove_subscriber(&app, id, ctx);
@@ -493,7 +529,14 @@ impl StreamHandler<WatchItem> for RegistryActor {
                 }
                 None => {
                     EngineStats::bump(&act.stats.watch_failures);
-                    tracing::warn!(app = msg.app, "registry watch ended; re-subscribing");
+                    // Routine by itself (the re-open that follows warns
+                    // if the registry is really gone); inside a warned
+                    // outage: debug.
+                    if act.outage_since.is_some() {
+                        tracing::debug!(app = msg.app, "registry watch ended; re-subscribing");
+                    } else {
+                        tracing::info!(app = msg.app, "registry watch ended; re-subscribing");
+                    }
                     act.handles.remove(&msg.token);
                     act.watch_guards.remove(&msg.token);
                     act.machine.on_stream_end(&msg.app, msg.token, now)

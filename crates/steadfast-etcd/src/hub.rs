@@ -372,7 +372,9 @@ impl Hub {
         }
         if let Some(e) = step.report {
             EtcdStats::bump(&self.stats.unavailable_reports);
-            tracing::warn!(app = %s.machine.app(), error = %e, "etcd watch unhealthy");
+            // The engine warns once per registry state change (and says
+            // when it answers again); per app and per report: debug.
+            tracing::debug!(app = %s.machine.app(), error = %e, "etcd watch unhealthy");
             if let Some(f) = &s.feed {
                 let m = &s.machine;
                 f.push(Err(e), || m.reset());

@@ -390,10 +390,19 @@ async fn keeper_wake(
     }
     let lease = st.lease;
     let outcome = round(&ctx.client, key, lease).await;
+    let failing_before = machine.failures();
     let mut action = machine.on_round(outcome, now());
     if let KeeperAction::Reregister(lost) = action {
         let result = reregister(ctx, key, st, mirror, lost).await;
         action = machine.on_reregistered(result, now());
+    }
+    if failing_before > 0 && machine.failures() == 0 {
+        // The recovery line of the warning below (one per state change).
+        tracing::info!(
+            key = %lossy(key),
+            failed_rounds = failing_before,
+            "etcd keepalive answering again"
+        );
     }
     if action == KeeperAction::ReportDown {
         // Warn once per state change (the first failure since the last
