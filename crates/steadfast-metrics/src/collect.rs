@@ -5,8 +5,12 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 
-/// Label pairs of one sample (fixed keys, bounded values).
-pub(crate) type Labels = Vec<(&'static str, String)>;
+use crate::label::{escape, valid_metric_name, LabelValue};
+
+/// Label pairs of one sample: fixed keys, values escaped ([`LabelValue`]:
+/// the one way a label value reaches the exposition, here and in the
+/// select probe).
+pub(crate) type Labels = Vec<(&'static str, LabelValue)>;
 
 /// A sample's value.
 #[derive(Clone, Copy, Debug)]
@@ -94,8 +98,17 @@ fn sample(m: &mut MetricEncoder<'_>, value: Value) -> Result<(), std::fmt::Error
 impl Collector for Gathered {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for f in self.families.iter().filter(|f| !f.samples.is_empty()) {
+            // Names and helps are constants of the counter tables, not
+            // registry text; still, a name that is not a metric name is
+            // refused (it would break the exposition) and a help is
+            // escaped like a label value.
+            if !valid_metric_name(f.name) {
+                tracing::warn!(name = f.name, "not a metric name; family left out");
+                continue;
+            }
+            let help = escape(f.help);
             let mut metric =
-                encoder.encode_descriptor(f.name, f.help, None, metric_type(&f.samples))?;
+                encoder.encode_descriptor(f.name, &help, None, metric_type(&f.samples))?;
             for (labels, value) in &f.samples {
                 if labels.is_empty() {
                     // A label-free family has one sample: written bare

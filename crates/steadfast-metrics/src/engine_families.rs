@@ -18,7 +18,7 @@ pub(crate) fn engine_counters(g: &mut Gathered, engine: &Engine) {
                     g.add(
                         spec.name,
                         spec.help,
-                        vec![("kind", kind.to_string())],
+                        vec![("kind", kind.into())],
                         Value::Count(n),
                     );
                 }

@@ -135,10 +135,7 @@ fn fetch_source(g: &mut Gathered, source: &str, m: &steadfast_http::FetchMetrics
         g.add(
             "metadata_source_fetches",
             "Metadata answers by source (report, rpc, cache) and outcome (success or error kind)",
-            vec![
-                ("source", source.to_string()),
-                ("outcome", outcome.to_string()),
-            ],
+            vec![("source", source.into()), ("outcome", outcome.into())],
             Value::Count(m.by_label(outcome).unwrap_or(0)),
         );
     }

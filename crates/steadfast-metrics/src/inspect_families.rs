@@ -41,7 +41,7 @@ pub(crate) async fn inspect_gauges(g: &mut Gathered, engine: &Engine, timeout: D
 /// Writes the gauges of `report`.
 pub(crate) fn write(g: &mut Gathered, report: &EngineReport) {
     for app in &report.apps {
-        let l = || vec![("app", app.app.clone())];
+        let l = || vec![("app", (&app.app).into())];
         g.add(
             "app_instances",
             "Instances the registry lists for the app",
@@ -75,7 +75,7 @@ pub(crate) fn write(g: &mut Gathered, report: &EngineReport) {
         );
     }
     for r in &report.references {
-        let l = || vec![("reference", r.reference.clone())];
+        let l = || vec![("reference", (&r.reference).into())];
         g.add(
             "reference_endpoints",
             "Endpoints the reference's directory serves",
@@ -103,7 +103,7 @@ pub(crate) fn write(g: &mut Gathered, report: &EngineReport) {
             g.add(
                 "reference_state",
                 "The reference's directory state: 1 for the current one (ready, degraded, stale, pending, empty:<reason>)",
-                vec![("reference", r.reference.clone()), ("state", state.to_string())],
+                vec![("reference", (&r.reference).into()), ("state", state.into())],
                 Value::Int(i64::from(state == current)),
             );
         }

@@ -6,7 +6,11 @@
 //! `prometheus-client` registry under the `steadfast_` prefix, with `app`,
 //! `reference`, `state`, `kind` and `source` labels only (no revision or
 //! instance label: cardinality stays bounded by the apps and references
-//! subscribed). [`Metrics::encode`] renders the text exposition;
+//! subscribed). Label values come from the registry (any provider names
+//! its app) and are escaped per the OpenMetrics text rules (`\\`, `\"`,
+//! `\n`), other control characters and line separators replaced by
+//! U+FFFD, so no app or interface name can end a label or a line.
+//! [`Metrics::encode`] renders the text exposition;
 //! [`metrics_scope`] serves it from actix-web.
 //!
 //! ```no_run
@@ -35,6 +39,7 @@ mod counted;
 mod engine_families;
 mod gather;
 mod inspect_families;
+mod label;
 mod logging;
 mod probe;
 mod scope;

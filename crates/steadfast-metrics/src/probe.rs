@@ -8,6 +8,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use steadfast_actors::Directory;
 
+use crate::collect::Labels;
+
 /// Picks timed per directory at each encode.
 pub const PROBE_SELECTS: usize = 32;
 
@@ -16,8 +18,6 @@ pub const PROBE_SELECTS: usize = 32;
 const BUCKETS: [f64; 10] = [
     1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 5e-5, 1e-4, 1e-3,
 ];
-
-type Labels = Vec<(&'static str, String)>;
 
 fn histogram() -> Histogram {
     Histogram::new(BUCKETS)
@@ -43,7 +43,7 @@ impl SelectProbe {
     /// cost is building the reason, not picking).
     pub(crate) fn run(&self, directories: &[Directory]) {
         for dir in directories {
-            let labels = vec![("reference", dir.reference().subscribe_key())];
+            let labels: Labels = vec![("reference", dir.reference().subscribe_key().into())];
             let h = self.family.get_or_create(&labels);
             for _ in 0..PROBE_SELECTS {
                 let start = Instant::now();
@@ -52,7 +52,7 @@ impl SelectProbe {
                 match picked {
                     Ok(_) => h.observe(took.as_secs_f64()),
                     Err(e) => {
-                        tracing::debug!(reference = %dir.reference().subscribe_key(), error = %e, "select probe found no endpoint");
+                        tracing::debug!(reference = ?dir.reference().subscribe_key(), error = %e, "select probe found no endpoint");
                         break;
                     }
                 }
