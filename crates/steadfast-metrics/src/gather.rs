@@ -13,6 +13,7 @@ pub(crate) async fn gather(sources: &Sources) -> Gathered {
     let mut g = Gathered::default();
     let timeout = sources.inspect_timeout.unwrap_or(DEFAULT_INSPECT_TIMEOUT);
     if let Some(engine) = &sources.engine {
+        registry_info(&mut g, engine);
         crate::engine_families::engine_counters(&mut g, engine);
         crate::inspect_families::inspect_gauges(&mut g, engine, timeout).await;
         registrations(&mut g, engine, timeout).await;
@@ -28,7 +29,63 @@ pub(crate) async fn gather(sources: &Sources) -> Gathered {
     for pool in &sources.pools {
         pool_stats(&mut g, &pool());
     }
+    #[cfg(feature = "http")]
+    for caller in &sources.callers {
+        if let Some(s) = caller.read() {
+            caller_stats(&mut g, caller.reference(), &s);
+        }
+    }
     g
+}
+
+/// `steadfast_registry_info{kind, endpoints} 1`: which registry the
+/// engine uses.
+fn registry_info(g: &mut Gathered, engine: &Engine) {
+    let info = engine.registry().describe();
+    g.add(
+        "registry_info",
+        "The registry the engine uses: its kind and endpoints (always 1)",
+        vec![
+            ("kind", info.kind.as_str().into()),
+            ("endpoints", info.endpoints.join(",").as_str().into()),
+        ],
+        Value::Int(1),
+    );
+}
+
+/// A Caller's counters under its `reference` label.
+#[cfg(feature = "http")]
+fn caller_stats(g: &mut Gathered, reference: &str, s: &steadfast_web::CallerStats) {
+    for (name, help, v) in [
+        ("caller_calls", "Caller calls started", s.calls),
+        (
+            "caller_attempts",
+            "Caller attempts made (calls + retries)",
+            s.attempts,
+        ),
+        (
+            "caller_retries",
+            "Caller retries (an attempt after a failed one)",
+            s.retries,
+        ),
+        (
+            "caller_failed",
+            "Caller calls that ended in an error",
+            s.failed,
+        ),
+        (
+            "caller_budget_refused",
+            "Caller retries the retry budget refused",
+            s.budget_refused,
+        ),
+    ] {
+        g.add(
+            name,
+            help,
+            vec![("reference", reference.into())],
+            Value::Count(v),
+        );
+    }
 }
 
 /// `steadfast_registrations{state}`: what the failback registrar holds.

@@ -72,6 +72,8 @@ pub(crate) struct Sources {
     #[cfg(feature = "http")]
     pub(crate) fetchers: Vec<Arc<dyn FetchSource>>,
     pub(crate) pools: Vec<PoolReader>,
+    #[cfg(feature = "http")]
+    pub(crate) callers: Vec<steadfast_web::CallerStatsReader>,
     pub(crate) directories: Vec<Directory>,
     pub(crate) inspect_timeout: Option<Duration>,
 }
@@ -133,6 +135,24 @@ impl Metrics {
     #[cfg(feature = "http")]
     pub fn fetcher<S: FetchSource>(self, source: S) -> Self {
         self.with(|s| s.fetchers.push(Arc::new(source)))
+    }
+
+    /// Reads a Caller's counters under its `reference` label
+    /// (`steadfast_caller_calls_total`, `_attempts_total`, `_retries_total`,
+    /// `_failed_total`, `_budget_refused_total`). Holds a
+    /// [`CallerStatsReader`](steadfast_web::CallerStatsReader), not the
+    /// Caller: once the Caller drops its series go away. Callers of one
+    /// reference are summed.
+    #[cfg(feature = "http")]
+    pub fn caller<H: steadfast_web::caller::HttpClient>(
+        self,
+        caller: &steadfast_web::Caller<H>,
+    ) -> Self
+    where
+        H::Factory: 'static,
+    {
+        let reader = caller.stats_reader();
+        self.with(|s| s.callers.push(reader))
     }
 
     /// Reads a client pool's gauges and counters; several pools are summed.

@@ -84,3 +84,51 @@ async fn pools_are_summed_by_state_and_the_http_fetcher_counts_as_rpc() {
     );
     drop(held);
 }
+
+/// A Caller's calls, attempts, failures and budget refusals reach
+/// `/metrics` under its reference, and go away with the Caller; the engine's
+/// registry is named by `steadfast_registry_info`.
+#[actix_rt::test]
+async fn a_callers_counters_are_exported_per_reference_and_the_registry_is_named() {
+    let engine = steadfast_actors::Engine::builder()
+        .registry(steadfast_memory::MemoryRegistry::new())
+        .fetcher(steadfast_testkit::ScriptedFetcher::new())
+        .start()
+        .unwrap();
+    let reference = steadfast_core::Reference::new("demo.Web", "http", ["web-app"]);
+    let dir = engine.subscribe(reference.clone()).await.unwrap();
+    let caller = steadfast_web::Caller::builder(dir)
+        .deadline(std::time::Duration::from_millis(50))
+        .build();
+    for _ in 0..2 {
+        assert!(
+            caller.get("x").await.is_err(),
+            "no provider: the call fails"
+        );
+    }
+    let metrics = Metrics::new().engine(&engine).caller(&caller);
+    let text = metrics.encode().await;
+    let key = reference.subscribe_key();
+    let series = |name: &str| format!("steadfast_caller_{name}_total{{reference=\"{key}\"}}");
+    assert_eq!(sample(&text, &series("calls")), Some(2.0), "{text}");
+    assert_eq!(sample(&text, &series("failed")), Some(2.0), "{text}");
+    assert_eq!(sample(&text, &series("attempts")), Some(0.0), "{text}");
+    assert_eq!(sample(&text, &series("retries")), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, &series("budget_refused")),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"steadfast_registry_info{kind="memory",endpoints=""}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    drop(caller);
+    let text = metrics.encode().await;
+    assert!(!text.contains("steadfast_caller_calls_total"), "{text}");
+    engine.shutdown().await;
+}

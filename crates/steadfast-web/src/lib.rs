@@ -21,8 +21,8 @@ pub mod inspect;
 pub mod provider;
 
 pub use caller::{
-    is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, ReqwestPool,
-    DEFAULT_DEADLINE,
+    is_idempotent, Answer, CallError, Caller, CallerBuilder, CallerStats, CallerStatsReader,
+    ReqwestPool, DEFAULT_DEADLINE,
 };
 #[cfg(feature = "awc")]
 pub use factory::{AwcClient, AwcConfig, AwcFactory};

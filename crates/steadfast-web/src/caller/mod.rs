@@ -105,6 +105,35 @@ pub struct CallerStats {
     pub budget_refused: u64,
 }
 
+/// Reads a [`Caller`]'s counters without keeping it alive
+/// ([`Caller::stats_reader`]).
+#[derive(Clone)]
+pub struct CallerStatsReader {
+    reference: String,
+    read: Arc<dyn Fn() -> Option<CallerStats> + Send + Sync>,
+}
+
+impl CallerStatsReader {
+    /// The Caller's reference (its subscribe key), the `reference` label.
+    pub fn reference(&self) -> &str {
+        &self.reference
+    }
+
+    /// The counters now; `None` once every clone of the Caller dropped.
+    pub fn read(&self) -> Option<CallerStats> {
+        (self.read)()
+    }
+}
+
+impl std::fmt::Debug for CallerStatsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerStatsReader")
+            .field("reference", &self.reference)
+            .field("stats", &self.read())
+            .finish()
+    }
+}
+
 /// What every clone of a Caller shares: the call loop's state, the pool,
 /// and the pool feed's stop signal.
 pub(crate) struct Inner<F: ClientFactory> {
@@ -325,6 +354,20 @@ impl<H: HttpClient> Caller<H> {
     /// The counters (shared by every clone).
     pub fn stats(&self) -> CallerStats {
         self.inner.core.stats()
+    }
+
+    /// A reader of these counters that does not keep the Caller alive
+    /// (what `steadfast::metrics::Metrics::caller` holds): once the last
+    /// clone drops, it reads `None` and the Caller's series go away.
+    pub fn stats_reader(&self) -> CallerStatsReader
+    where
+        H::Factory: 'static,
+    {
+        let weak = Arc::downgrade(&self.inner);
+        CallerStatsReader {
+            reference: self.inner.core.dir.reference().subscribe_key(),
+            read: Arc::new(move || weak.upgrade().map(|i| i.core.stats())),
+        }
     }
 
     /// The directory the Caller picks from.
