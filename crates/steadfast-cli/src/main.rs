@@ -7,15 +7,22 @@
 //! state (attempts, last error, next retry) -> endpoints; `--json` prints
 //! the engine's `EngineReport`, `--watch` refreshes until interrupted (or
 //! `--count` reports). Logs go to stderr, filtered by `RUST_LOG` (default
-//! `warn`).
+//! `warn`), coloured only when stderr is a terminal and `NO_COLOR` is
+//! unset or empty. The exit code says whether the report is complete and,
+//! if not, why ([`exit::Exit`]; listed by `steadfast inspect --help`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod exit;
+mod exported;
 mod run;
 mod source;
 mod text;
+mod verdict;
 
+use std::ffi::OsStr;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -32,6 +39,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print instances, revisions, their resolution state and endpoints.
+    #[command(after_help = exit::help())]
     Inspect(InspectArgs),
 }
 
@@ -66,8 +74,9 @@ pub(crate) struct InspectArgs {
     /// through the registry's interface -> app mapping.
     #[arg(long)]
     pub interface: Option<String>,
-    /// Protocol of the reference.
-    #[arg(long, default_value = "tri")]
+    /// Protocol of the reference. When its providers export the interface
+    /// over other protocols only, the command says which.
+    #[arg(long, default_value = "http")]
     pub protocol: String,
     /// Group of the reference.
     #[arg(long)]
@@ -92,14 +101,32 @@ pub(crate) struct InspectArgs {
     pub json: bool,
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `warn`).
+/// Whether to write ANSI colours to a stream: only to a terminal, and
+/// not while `NO_COLOR` is set to a non-empty value (no-color.org).
+fn colour(terminal: bool, no_color: Option<&OsStr>) -> bool {
+    terminal && !matches!(no_color, Some(v) if !v.is_empty())
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `warn`), coloured only
+/// as [`colour`] says.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let ansi = colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Writes `line` to stderr; a stderr that is gone is no reason to fail
+/// (the exit code still says it).
+fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "steadfast inspect: {line}");
 }
 
 #[actix_rt::main]
@@ -108,11 +135,32 @@ async fn main() -> ExitCode {
     init_logging();
     match cli.command {
         Command::Inspect(args) => match run::inspect(args).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("steadfast inspect: {e}");
-                ExitCode::FAILURE
+            Ok(exit::Exit::Complete) => ExitCode::SUCCESS,
+            Ok(e) => {
+                say(format_args!("exit {}: {e}", e.code()));
+                e.into()
+            }
+            Err(f) => {
+                say(format_args!("{}", f.message));
+                say(format_args!("exit {}: {}", f.exit.code(), f.exit));
+                f.exit.into()
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::colour;
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
+        assert!(!colour(false, Some(OsStr::new(""))));
     }
 }

@@ -3,19 +3,40 @@
 //! then from each instance's MetadataService over HTTP) or the embedded
 //! in-memory registry (empty; for trying the command).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use steadfast_actors::EngineBuilder;
-use steadfast_core::FallbackFetcher;
+use steadfast_core::{FallbackFetcher, FetchError, MetadataFetcher, MetadataInfo, ServiceInstance};
 use steadfast_etcd::{EtcdAuth, EtcdConfig, EtcdRegistry, EtcdTls, PemSource};
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
+
+use crate::exit::Failure;
+
+/// One fetcher shared by the engine and the command (which reads what a
+/// provider exports when no endpoint matches the reference).
+#[derive(Clone)]
+pub(crate) struct SharedFetcher(Arc<dyn MetadataFetcher>);
+
+impl MetadataFetcher for SharedFetcher {
+    fn fetch(
+        &self,
+        instance: &ServiceInstance,
+        revision: &str,
+    ) -> Pin<Box<dyn Future<Output = Result<MetadataInfo, FetchError>> + Send + 'static>> {
+        self.0.fetch(instance, revision)
+    }
+}
 
 /// An engine builder wired to a registry and its fetcher.
 pub(crate) struct Source {
     pub builder: EngineBuilder,
     /// How the source reads in the report's header.
     pub label: String,
+    /// The engine's metadata fetcher.
+    pub fetcher: SharedFetcher,
 }
 
 /// The gateway URLs of `etcd://h:p,h2:p2` (`etcds://`: https).
@@ -66,31 +87,40 @@ impl Security {
     }
 }
 
-/// The source named by `registry` with records under `prefix`.
-pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<Source, String> {
+/// The source named by `registry` with records under `prefix`: a value
+/// naming no supported registry, or an etcd configuration the options
+/// make invalid, is a usage error; a client that cannot be built (e.g. an
+/// unreadable certificate) a plain failure.
+pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<Source, Failure> {
     let http = HttpMetadataFetcher::builder()
         .build()
-        .map_err(|e| format!("metadata fetcher: {e}"))?;
+        .map_err(|e| Failure::failed(format!("metadata fetcher: {e}")))?;
     if registry == "memory" {
+        let fetcher = SharedFetcher(Arc::new(http));
         return Ok(Source {
             builder: EngineBuilder::default()
                 .registry(MemoryRegistry::new())
-                .fetcher(http),
+                .fetcher(fetcher.clone()),
             label: "embedded memory registry (empty)".into(),
+            fetcher,
         });
     }
     let endpoints = etcd_endpoints(registry).ok_or_else(|| {
-        format!("unsupported registry {registry:?}: use etcd://host:port[,host:port] or memory")
+        Failure::usage(format!(
+            "unsupported registry {registry:?}: use etcd://host:port[,host:port] or memory"
+        ))
     })?;
     let config = security.apply(EtcdConfig::new(endpoints).with_prefix(prefix));
-    config.validate().map_err(|e| e.to_string())?;
-    let etcd = EtcdRegistry::new(config).map_err(|e| format!("etcd client: {e}"))?;
-    let report = etcd.metadata_report();
+    config.validate().map_err(Failure::usage)?;
+    let etcd =
+        EtcdRegistry::new(config).map_err(|e| Failure::failed(format!("etcd client: {e}")))?;
+    let fetcher = SharedFetcher(Arc::new(FallbackFetcher::new(etcd.metadata_report(), http)));
     Ok(Source {
         builder: EngineBuilder::default()
             .registry_arc(Arc::new(etcd))
-            .fetcher(FallbackFetcher::new(report, http)),
+            .fetcher(fetcher.clone()),
         label: format!("{registry} prefix {prefix}"),
+        fetcher,
     })
 }
 
