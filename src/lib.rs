@@ -113,3 +113,56 @@ pub mod metrics {
 /// (references, apps with revisions, registry watches, registrations).
 pub use steadfast_actors::inspect;
 pub use steadfast_actors::EngineReport;
+
+// The Rust snippets of the README and of every guide in docs/, compiled as
+// doc tests (`cargo test --doc`; `no_run` where they need a server or a
+// registry; any other block is fenced `text`, `bash` or `json`). Each file
+// is gated on the features its snippets use; the `awc` and `metrics`
+// snippets gate themselves and compile with `--features awc,metrics`.
+#[cfg(all(doctest, feature = "http"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(all(doctest, feature = "http"))]
+#[doc = include_str!("../docs/caller.md")]
+pub struct CallerDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/directory.md")]
+pub struct DirectoryDoctests;
+
+#[cfg(all(doctest, feature = "http"))]
+#[doc = include_str!("../docs/provider.md")]
+pub struct ProviderDoctests;
+
+#[cfg(all(doctest, feature = "http", feature = "etcd"))]
+#[doc = include_str!("../docs/operations.md")]
+pub struct OperationsDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/architecture.md")]
+pub struct ArchitectureDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/failure-handling.md")]
+pub struct FailureHandlingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/lookup.md")]
+pub struct LookupDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/mapping.md")]
+pub struct MappingDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/pool.md")]
+pub struct PoolDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/registration.md")]
+pub struct RegistrationDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/snapshot.md")]
+pub struct SnapshotDoctests;
