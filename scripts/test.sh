@@ -43,6 +43,8 @@ stage "cargo clippy (awc)" cargo clippy -p steadfast-web --all-targets --feature
 
 stage "cargo test" cargo test --workspace --all-targets --no-fail-fast
 stage "cargo test --doc" cargo test --workspace --doc --no-fail-fast
+# the README/docs snippets gated on the metrics and awc features
+stage "cargo test --doc (metrics, awc)" cargo test -p steadfast --doc --features metrics,awc --no-fail-fast
 stage "cargo test (awc)" cargo test -p steadfast-web --all-targets --features awc --no-fail-fast
 
 stage "demo: cargo run --example self_heal" cargo run --quiet --example self_heal
