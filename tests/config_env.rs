@@ -189,6 +189,8 @@ fn http_fetcher_variables_are_checked() {
 #[actix_rt::test]
 async fn without_http_an_engine_with_no_fetcher_says_why_its_revisions_are_unresolved() {
     use steadfast::{MemoryRegistry, Reference, Registry, ServiceInstance};
+    // Everything in process: virtual time.
+    tokio::time::pause();
     let registry = MemoryRegistry::new();
     let engine = Engine::builder()
         .registry(registry.clone())
@@ -202,13 +204,13 @@ async fn without_http_an_engine_with_no_fetcher_says_why_its_revisions_are_unres
         .subscribe(Reference::new("demo.Greeter", "tri", ["greeter"]))
         .await
         .unwrap();
-    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let status = dir.status().await.unwrap().to_string();
         if status.contains("no metadata fetcher configured") {
             break;
         }
-        assert!(std::time::Instant::now() < end, "status: {status}");
+        assert!(tokio::time::Instant::now() < end, "status: {status}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     engine.shutdown().await;

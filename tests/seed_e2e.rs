@@ -21,6 +21,19 @@ use steadfast_testkit::TcpProxy;
 
 const APP: &str = "greeter";
 const IFACE: &str = "demo.Greeter";
+/// The consumer's metadata fetch deadline.
+const FETCH_TIMEOUT: Duration = Duration::from_millis(400);
+/// Longest a wait for a registration or a failed fetch polls: it only
+/// bounds a failure (real etcd, a machine shared with other work).
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The consumer's fetch backoff: 300 ms doubling to the default cap.
+fn backoff() -> steadfast::BackoffPolicy {
+    steadfast::BackoffPolicy {
+        initial: Duration::from_millis(300),
+        ..Default::default()
+    }
+}
 
 /// One boot of the provider: its actix-web app (a greet route plus the
 /// metadata scope) on `port`, and an engine that exports and registers it.
@@ -106,14 +119,11 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
         )
         .fetcher(
             HttpMetadataFetcher::builder()
-                .timeout(Duration::from_millis(400))
+                .timeout(FETCH_TIMEOUT)
                 .build()
                 .unwrap(),
         )
-        .backoff(steadfast::BackoffPolicy {
-            initial: Duration::from_millis(300),
-            ..Default::default()
-        })
+        .backoff(backoff())
         .start()
         .unwrap();
     let dir = consumer
@@ -124,7 +134,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
 
     // Boot 1.
     let p1 = boot_provider(&etcd.endpoint(), &prefix, (port, metadata_port), "greet").await;
-    let url = poll(Duration::from_secs(10), async || {
+    let url = poll(WAIT, async || {
         dir.select().ok().map(|l| l.endpoint().clone())
     })
     .await
@@ -153,11 +163,9 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
     );
     let new_boot = p2.export.instance().incarnation().unwrap().boot_id;
 
-    let failed = poll(Duration::from_secs(10), async || {
-        match dir.status().await.ok()? {
-            DirectoryStatus::Empty(EmptyReason::Unresolved(u)) if u.attempts >= 1 => Some(u),
-            _ => None,
-        }
+    let failed = poll(WAIT, async || match dir.status().await.ok()? {
+        DirectoryStatus::Empty(EmptyReason::Unresolved(u)) if u.attempts >= 1 => Some(u),
+        _ => None,
     })
     .await
     .expect("the blackholed fetch failed and the consumer says why");
@@ -170,7 +178,11 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
 
     proxy.restore();
     let healed = Instant::now();
-    let url = poll(Duration::from_secs(10), async || {
+    // The next retry comes within one backoff step (at most the cap, +25 %
+    // jitter) and its fetch within the fetch deadline.
+    let b = backoff();
+    let recovery_limit = b.max.mul_f64(1.0 + b.jitter) + FETCH_TIMEOUT;
+    let url = poll(recovery_limit, async || {
         let u = dir.select().ok()?.endpoint().clone();
         (u.param("steadfast.boot-id") == Some(new_boot.to_string())).then_some(u)
     })
@@ -197,7 +209,7 @@ async fn provider_restart_with_blackholed_first_fetch_recovers_without_registry_
         .unwrap();
     assert_eq!(body, "hello from greeter");
     assert!(proxy.accepted() >= 2);
-    eprintln!("recovered {recovered_ms} ms after the proxy healed");
+    eprintln!("recovered {recovered_ms} ms after the proxy healed (bound {recovery_limit:?})");
 
     p2.export.shutdown(Duration::ZERO).await.unwrap();
     p2.server.stop(true).await;

@@ -2,13 +2,14 @@
 //! (concurrent providers never overwrite each other), interface names with
 //! `/` and odd UTF-8 kept apart, the watch session's whole sets, and a
 //! frozen (SIGSTOP) or killed etcd ending the session with one `Err` within
-//! sub-second deadlines.
+//! sub-second deadlines (each wall-clock bound derived from them with
+//! headroom and printed: the tests share two cores with other work).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bounded, config};
+use common::{bounded, config, stale_bound, SLACK};
 use futures::StreamExt;
 use steadfast_core::{MappingStream, Registry, RegistryError};
 use steadfast_etcd::harness::EtcdServer;
@@ -25,11 +26,14 @@ fn fast(endpoint: String) -> EtcdConfig {
     c
 }
 
-/// The next whole set of `w`, within 2 s.
+/// Longest a wait for a mapping item polls: it only bounds a failure.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The next whole set of `w`, within [`WAIT`].
 async fn next_set(w: &mut MappingStream) -> Vec<String> {
-    let item = tokio::time::timeout(Duration::from_secs(2), w.next())
+    let item = tokio::time::timeout(WAIT, w.next())
         .await
-        .expect("a mapping item within 2 s")
+        .expect("a mapping item in time")
         .expect("the stream is open");
     item.expect("a set, not an error").apps
 }
@@ -83,23 +87,31 @@ async fn one_key_per_app_whole_sets_and_names_kept_apart() {
 async fn a_frozen_etcd_ends_the_session_with_one_err_and_a_rewatch_fails_fast() {
     bounded(async {
         let mut etcd = EtcdServer::start().await.expect("etcd starts");
-        let r = EtcdRegistry::new(fast(etcd.endpoint())).unwrap();
+        let c = fast(etcd.endpoint());
+        // Noticed through the liveness probe; a new session on a frozen
+        // etcd fails within its range's and watch open's deadlines.
+        let notice_limit = stale_bound(&c);
+        let rewatch_limit = (c.request_timeout + c.watch_open_timeout) * 2 + SLACK;
+        let r = EtcdRegistry::new(c).unwrap();
         r.register_mapping("demo.Greeter", "greeter").await.unwrap();
         let mut w = r.watch_mapping("demo.Greeter").await.unwrap();
         assert_eq!(next_set(&mut w).await, vec!["greeter"]);
 
         etcd.freeze().unwrap();
         let t0 = Instant::now();
-        let item = tokio::time::timeout(Duration::from_secs(3), w.next())
+        let item = tokio::time::timeout(notice_limit, w.next())
             .await
-            .expect("noticed within 3 s");
+            .expect("noticed within the liveness bound");
         assert!(matches!(item, Some(Err(_))), "{item:?}");
         let noticed = t0.elapsed();
-        assert!(noticed < Duration::from_secs(2), "took {noticed:?}");
+        eprintln!("frozen etcd: the mapping session's Err after {noticed:?} (bound {notice_limit:?})");
+        assert!(noticed < notice_limit, "took {noticed:?}");
         assert!(w.next().await.is_none(), "the session ends after its Err");
         let t1 = Instant::now();
         assert!(r.watch_mapping("demo.Greeter").await.is_err());
-        assert!(t1.elapsed() < Duration::from_secs(1), "under the deadline");
+        let refused = t1.elapsed();
+        eprintln!("frozen etcd: a new mapping session refused after {refused:?} (bound {rewatch_limit:?})");
+        assert!(refused < rewatch_limit, "under the deadline: {refused:?}");
 
         etcd.thaw().unwrap();
         let mut w = r.watch_mapping("demo.Greeter").await.unwrap();
@@ -108,9 +120,11 @@ async fn a_frozen_etcd_ends_the_session_with_one_err_and_a_rewatch_fails_fast() 
         // Killed: the open watch breaks, and a change made after the
         // restart is in the next session's first set.
         etcd.kill().await.unwrap();
-        let item = tokio::time::timeout(Duration::from_secs(3), w.next())
+        let t2 = Instant::now();
+        let item = tokio::time::timeout(notice_limit, w.next())
             .await
-            .expect("noticed within 3 s");
+            .expect("noticed within the liveness bound");
+        eprintln!("killed etcd: the mapping session's Err after {:?}", t2.elapsed());
         assert!(matches!(item, Some(Err(_))), "{item:?}");
         etcd.restart().await.unwrap();
         r.register_mapping("demo.Greeter", "late").await.unwrap();

@@ -66,13 +66,16 @@ async fn directory_serves_the_good_instance_and_degrades_the_malformed_revision(
         if settled(&view, &bad_info.revision) {
             break view;
         }
+        // A generous failure bound (real time on a machine shared with
+        // other work): many times the 1 s fetch and 2 s engine deadlines.
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < Duration::from_secs(20),
             "directory did not settle; last view: {view:#?}; metrics: {:?}",
             fetcher.metrics()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    eprintln!("directory settled after {:?}", start.elapsed());
 
     assert_eq!(view.endpoints.len(), 1, "{view:#?}");
     let url = &view.endpoints[0];

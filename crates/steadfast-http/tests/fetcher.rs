@@ -126,6 +126,7 @@ async fn silent_server_times_out_within_the_configured_timeout() {
     let start = Instant::now();
     let (err, server) = fetch_from(Reply::Silent, &f).await;
     let elapsed = start.elapsed();
+    eprintln!("silent server: Timeout after {elapsed:?} (timeout 250 ms, bound 2 s)");
     assert_eq!(err, FetchError::Timeout);
     assert_eq!(server.accepted(), 1);
     assert!(elapsed >= Duration::from_millis(200), "{elapsed:?}");

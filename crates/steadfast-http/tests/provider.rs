@@ -188,9 +188,10 @@ async fn assert_eventually_unreachable(
         match f.fetch(inst, revision).await {
             Err(FetchError::Unreachable(_)) => return,
             other => {
+                // A generous failure bound (real time, shared machine).
                 assert!(
-                    start.elapsed() < std::time::Duration::from_secs(2),
-                    "still not Unreachable 2 s after stop: {other:?}"
+                    start.elapsed() < std::time::Duration::from_secs(10),
+                    "still not Unreachable 10 s after stop: {other:?}"
                 );
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }

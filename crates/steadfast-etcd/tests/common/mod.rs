@@ -31,6 +31,47 @@ pub async fn bounded_for<F: Future<Output = ()>>(limit: Duration, body: F) {
         .expect("test exceeded its time limit");
 }
 
+/// Scheduling slack every wall-clock bound keeps on top of the deadlines
+/// it is derived from: the tests share two cores with other CPU-heavy work.
+pub const SLACK: Duration = Duration::from_secs(1);
+
+/// A probe cadence of `c` with its largest jitter.
+fn jittered(c: &EtcdConfig, every: Duration) -> Duration {
+    every.mul_f64(1.0 + c.backoff.jitter.clamp(0.0, 1.0))
+}
+
+/// Longest a client on `c` takes to declare an unresponsive etcd (frozen,
+/// leaderless or gone) dead when every step runs to its configured
+/// deadline: the first probe after its cadence (+ jitter), then
+/// `probe_failures` probes at their deadline, each retried within a
+/// cadence. Without probes, `stale_after` and one failed re-read.
+pub fn liveness_deadline(c: &EtcdConfig) -> Duration {
+    match c.liveness_probe_interval {
+        Some(every) => jittered(c, every) + (c.probe_timeout + every) * c.probe_failures,
+        None => c.stale_after + c.request_timeout,
+    }
+}
+
+/// Bound of a stale report on `c`: twice its liveness deadline plus
+/// [`SLACK`].
+pub fn stale_bound(c: &EtcdConfig) -> Duration {
+    liveness_deadline(c) * 2 + SLACK
+}
+
+/// Longest a reported watch on `c` takes to deliver again once etcd
+/// answers, every step at its deadline: one recovery probe (cadence +
+/// jitter, its deadline) and the re-read (one request deadline).
+pub fn resume_deadline(c: &EtcdConfig) -> Duration {
+    jittered(c, c.recover_probe_interval) + c.probe_timeout + c.request_timeout
+}
+
+/// Bound of a resume on `c`: its deadline plus [`SLACK`], not doubled, so
+/// it stays below the backoff's cap and still tells the probe (not the
+/// backoff) resumed the watch.
+pub fn resume_bound(c: &EtcdConfig) -> Duration {
+    resume_deadline(c) + SLACK
+}
+
 /// A config for tests: unique prefix, 2 s leases, short timeouts, fast
 /// backoff without jitter, and a stale report only after 10 s (so a plain
 /// restart of etcd is never reported).

@@ -50,6 +50,8 @@ async fn quorum_loss_under_the_watch_is_reported_within_10s_and_heals_when_quoru
         let mut cluster = EtcdCluster::start(3).await.unwrap();
         let [a, b] = ["a", "b"].map(|h| inst("web", h));
         let (consumer, _raw, mut w, on) = watching(&cluster, &a).await;
+        let cfg = consumer.config().clone();
+        let (stale_limit, resume_limit) = (stale_bound(&cfg), resume_bound(&cfg));
         // Kill the two other members: the watch's member stays up without
         // a leader, which is what used to hold a watch silently.
         let others: Vec<usize> = (0..3).filter(|&i| i != on).collect();
@@ -57,25 +59,27 @@ async fn quorum_loss_under_the_watch_is_reported_within_10s_and_heals_when_quoru
             cluster.kill(i).await.unwrap();
         }
         let lost = Instant::now();
-        let stale = wait_stale(&mut w, lost, Duration::from_secs(10)).await;
+        let stale = wait_stale(&mut w, lost, stale_limit).await;
 
         let spawned = Instant::now();
         cluster.restart(others[0]).await.unwrap();
         let healthy = Instant::now();
         let live = vec![cluster.endpoint(on), cluster.endpoint(others[0])];
         put_until_ok(&client(live), consumer.layout(), &b).await;
+        // The test's own write waits for the new leader; the watch then
+        // owes one resume.
+        let written = healthy.elapsed();
         let want = ids_of(&[&a, &b]);
         let (_, at) = first_snapshot_after(&mut w, spawned, WAIT, |s| ids(s) == want).await;
         let resumed = at.saturating_duration_since(healthy);
+        let resumed_limit = written + resume_limit;
         println!(
-            "quorum loss: stale reported {stale:?} after losing 2 of 3 members; a+b delivered \
-             {resumed:?} after quorum returned"
+            "quorum loss: stale reported {stale:?} after losing 2 of 3 members (bound \
+             {stale_limit:?}); b written {written:?} and a+b delivered {resumed:?} after quorum \
+             returned (bound {resumed_limit:?})"
         );
-        assert!(stale <= Duration::from_secs(10), "stale after {stale:?}");
-        assert!(
-            resumed <= Duration::from_secs(5),
-            "resumed after {resumed:?}"
-        );
+        assert!(stale <= stale_limit, "stale after {stale:?}");
+        assert!(resumed <= resumed_limit, "resumed after {resumed:?}");
         let st = consumer.stats();
         assert!(st.unavailable_reports >= 1, "{st:?}");
     })
@@ -88,9 +92,10 @@ async fn a_frozen_member_is_left_for_a_healthy_one() {
         let mut cluster = EtcdCluster::start(3).await.unwrap();
         let [a, b] = ["a", "b"].map(|h| inst("web", h));
         let (consumer, _raw, mut w, on) = watching(&cluster, &a).await;
+        let stale_limit = stale_bound(consumer.config());
         cluster.freeze(on).unwrap();
         let frozen = Instant::now();
-        let stale = wait_stale(&mut w, frozen, Duration::from_secs(10)).await;
+        let stale = wait_stale(&mut w, frozen, stale_limit).await;
         let live: Vec<String> = (0..3)
             .filter(|&i| i != on)
             .map(|i| cluster.endpoint(i))
@@ -103,9 +108,9 @@ async fn a_frozen_member_is_left_for_a_healthy_one() {
         cluster.thaw(on).unwrap();
         println!(
             "frozen member: stale reported {stale:?} after SIGSTOP; a write through another \
-             member delivered {moved:?} after SIGSTOP"
+             member delivered {moved:?} after SIGSTOP (stale bound {stale_limit:?})"
         );
-        assert!(stale <= Duration::from_secs(10), "stale after {stale:?}");
+        assert!(stale <= stale_limit, "stale after {stale:?}");
         assert!(consumer.stats().liveness_failures >= 1);
     })
     .await;

@@ -196,27 +196,34 @@ impl World {
     }
 }
 
-/// Waits (bounded, real time) until `dir` serves exactly `n` endpoints.
+/// Longest a wait of these tests polls (real time): it only bounds a
+/// failure, so it is generous (the tests share two cores with other work).
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (bounded by [`WAIT`], real time) until `dir` serves exactly `n`
+/// endpoints.
 pub async fn wait_endpoints(dir: &Directory, n: usize) {
-    for _ in 0..200 {
+    let start = std::time::Instant::now();
+    while start.elapsed() < WAIT {
         if dir.snapshot().map(|s| s.len()).unwrap_or(0) == n && (n == 0 || dir.select().is_ok()) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!(
-        "directory never served {n} endpoint(s): {:?}",
+        "directory never served {n} endpoint(s) within {WAIT:?}: {:?}",
         dir.status().await
     );
 }
 
-/// Waits (bounded, real time) until `pred` holds.
+/// Waits (bounded by [`WAIT`], real time) until `pred` holds.
 pub async fn wait_until(what: &str, pred: impl Fn() -> bool) {
-    for _ in 0..300 {
+    let start = std::time::Instant::now();
+    while start.elapsed() < WAIT {
         if pred() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("timed out waiting for {what}");
+    panic!("timed out after {WAIT:?} waiting for {what}");
 }
