@@ -74,7 +74,7 @@ fn held(v: &DirectoryView) -> bool {
 }
 
 #[actix_rt::test]
-async fn a_20s_freeze_never_empties_the_consumer_and_heals_within_2s() {
+async fn a_20s_freeze_never_empties_the_consumer_and_heals_within_its_resume_deadline() {
     let mut etcd = EtcdServer::start().await.expect("etcd starts");
     let prefix = unique_prefix();
     let providers = EtcdRegistry::new(EtcdConfig::new([etcd.endpoint()]).with_prefix(&prefix))
