@@ -4,15 +4,23 @@
 //! with one pending retry per app and shows as `Pending` with its last
 //! error, unsubscribe and shutdown stop every retry, and a registry session
 //! loss restores every registration and subscription, spread with jitter.
-//! The load figures are in `failback_load.rs`.
+//! Registrations waiting out a long outage are made within 2 s of the
+//! registry answering again (the registrar's probe). The load figures are
+//! in `failback_load.rs`.
 
 mod common;
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use steadfast::{DirectoryStatus, EmptyReason, RegistryError, ServiceInstance};
-use steadfast_core::RegistrationState;
+use futures::future::BoxFuture;
+use steadfast::{
+    DirectoryStatus, EmptyReason, EventStream, Listing, MemoryRegistry, Registry, RegistryError,
+    ServiceInstance,
+};
+use steadfast_core::{RegistrationState, SessionStream};
 use tokio::time::Instant;
 
 fn provider(port: u16) -> ServiceInstance {
@@ -143,32 +151,141 @@ async fn a_failing_subscribe_says_pending_retries_and_delivers_what_was_added_me
     );
 }
 
+/// The embedded registry, counting `list` calls per app (the subscription
+/// probes with a `list` of a watched app, the registrar with one of a
+/// pending registration's app).
+#[derive(Clone, Default)]
+struct ListsPerApp {
+    inner: MemoryRegistry,
+    lists: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl ListsPerApp {
+    fn lists(&self, app: &str) -> usize {
+        self.lists.lock().unwrap().get(app).copied().unwrap_or(0)
+    }
+}
+
+impl Registry for ListsPerApp {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
+        *self
+            .lists
+            .lock()
+            .unwrap()
+            .entry(app.to_string())
+            .or_default() += 1;
+        self.inner.list(app)
+    }
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        self.inner.watch(app)
+    }
+    fn register(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        self.inner.register(i)
+    }
+    fn unregister(&self, i: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        self.inner.unregister(i)
+    }
+    fn sessions(&self) -> Option<SessionStream> {
+        self.inner.sessions()
+    }
+}
+
 #[actix_rt::test]
 async fn unsubscribe_and_shutdown_stop_every_retry() {
-    let fx = Fixture::start();
-    fx.registry.set_down(true);
-    let _dir = fx.subscribe().await;
-    fx.engine.register(provider(7003)).await.unwrap();
+    tokio::time::pause();
+    let reg = ListsPerApp::default();
+    let engine = steadfast::Engine::builder()
+        .registry(reg.clone())
+        .fetcher(steadfast_testkit::ScriptedFetcher::new())
+        .seed(7)
+        .start()
+        .unwrap();
+    reg.inner.set_down(true);
+    let _dir = engine.subscribe(reference()).await.unwrap();
+    // A registration of another app: the registrar probes for it (a `list`
+    // of its app) until it lands or the engine stops.
+    const OTHER: &str = "registrar-only";
+    engine
+        .register(ServiceInstance::new(OTHER, "127.0.0.1", 7003))
+        .await
+        .unwrap();
     advance(Duration::from_secs(3)).await;
-    assert!(fx.registry.watch_calls() >= 2);
-    assert!(fx.engine.unsubscribe(&reference()).await.unwrap());
+    assert!(reg.inner.watch_calls() >= 2);
+    assert!(engine.unsubscribe(&reference()).await.unwrap());
     settle().await;
-    let (w, l) = (fx.registry.watch_calls(), fx.registry.list_calls());
+    let (w, l, p) = (reg.inner.watch_calls(), reg.lists(APP), reg.lists(OTHER));
     advance(Duration::from_secs(120)).await;
     assert_eq!(
-        (fx.registry.watch_calls(), fx.registry.list_calls()),
+        (reg.inner.watch_calls(), reg.lists(APP)),
         (w, l),
-        "no watch retry or probe after the last unsubscribe"
+        "no watch retry or probe of the app after the last unsubscribe"
     );
-    // The registrar still retries the register until shutdown.
-    assert!(fx.registry.register_calls() >= 4);
-    fx.engine.shutdown().await;
+    // The registrar still retries the register until shutdown, and probes
+    // for it about once a second (1 s + 0-25 %).
+    assert!(reg.inner.register_calls() >= 4);
+    let probes = reg.lists(OTHER) - p;
+    assert!((90..=120).contains(&probes), "{probes} probes in 120 s");
+    engine.shutdown().await;
     settle().await;
-    let r = fx.registry.register_calls();
+    let (r, p) = (reg.inner.register_calls(), reg.lists(OTHER));
     advance(Duration::from_secs(120)).await;
-    assert_eq!(fx.registry.register_calls(), r, "no retry after shutdown");
-    let s = fx.engine.stats();
+    assert_eq!(
+        (reg.inner.register_calls(), reg.lists(OTHER)),
+        (r, p),
+        "no retry or probe after shutdown"
+    );
+    let s = engine.stats();
     assert_eq!((s.timers_pending, s.actors_alive), (0, 0), "{s:?}");
+}
+
+#[actix_rt::test]
+async fn registrations_made_during_a_ten_minute_outage_land_within_two_seconds_of_its_end() {
+    let fx = Fixture::start();
+    fx.registry.set_down(true);
+    // Registered at the start, in the middle and near the end of the
+    // outage: their backoffs grew to the cap (30 s +0-25 %).
+    fx.engine.register(provider(7201)).await.unwrap();
+    advance(Duration::from_secs(300)).await;
+    fx.engine.register(provider(7202)).await.unwrap();
+    advance(Duration::from_secs(200)).await;
+    fx.engine.register(provider(7203)).await.unwrap();
+    advance(Duration::from_secs(100)).await;
+    assert!(fx.registry.instances(APP).is_empty());
+    // Nothing subscribed: every `list` is the registrar's probe.
+    let (probes, writes) = (fx.registry.list_calls(), fx.registry.register_calls());
+    fx.registry.set_down(false);
+    let back = Instant::now();
+    while fx.registry.instances(APP).len() < 3 {
+        assert!(
+            back.elapsed() <= Duration::from_secs(2),
+            "{} of 3 registered 2 s after the registry answered: {:?}",
+            fx.registry.instances(APP).len(),
+            fx.engine.registrations().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let landed = back.elapsed();
+    eprintln!(
+        "registrar, 10 min outage: 3 registrations made meanwhile in the registry {:.2} s \
+         after it answered again; {probes} probes and {writes} register calls during the outage",
+        landed.as_secs_f64()
+    );
+    // About one probe per second during the outage, never more; the
+    // registers themselves stayed on their backoff.
+    assert!((400..=600).contains(&probes), "{probes} probes in 600 s");
+    assert!(writes <= 3 * 25, "{writes} register calls");
+    settle().await;
+    let regs = fx.engine.registrations().await.unwrap();
+    assert!(
+        regs.iter()
+            .all(|(_, s)| *s == RegistrationState::Registered),
+        "{regs:?}"
+    );
+    // Nothing pending: no more probes.
+    let lists = fx.registry.list_calls();
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(fx.registry.list_calls(), lists, "no probe once all landed");
+    assert_eq!(fx.registry.register_calls(), writes + 3, "one call each");
 }
 
 #[actix_rt::test]

@@ -52,10 +52,12 @@ pub struct EngineConfig {
     pub fetch_retry_calls: usize,
     /// Seed of every random choice (jitter, endpoint selection).
     pub seed: u64,
-    /// While the registry is down, one cheap probe (`list`) per engine this
-    /// often, so the watch is re-opened as soon as the registry answers
-    /// instead of after the grown `registry_backoff` (default 1 s, jittered
-    /// like the backoff; `None`: no probe).
+    /// While the registry is down, one cheap probe (`list`) this often for
+    /// the subscriptions (one per engine) and one for the registrations
+    /// (while one waits), so the watch is re-opened and the registrations
+    /// are made as soon as the registry answers instead of after the grown
+    /// `registry_backoff` (default 1 s, jittered like the backoff; `None`:
+    /// no probe).
     #[serde(with = "humantime_serde")]
     pub registry_probe_interval: Option<Duration>,
     /// Full re-read of every subscribed app, applying what the watch missed
@@ -103,10 +105,11 @@ impl EngineConfig {
 
 impl EngineConfig {
     /// The failback registrar's configuration: the registry backoff
-    /// (unlimited), the registry call deadline and the session spread.
+    /// (unlimited) with the registry probe, the registry call deadline and
+    /// the session spread.
     pub fn registrar(&self) -> steadfast_core::RegistrarConfig {
         steadfast_core::RegistrarConfig {
-            recover: RecoverPolicy::new(self.registry_backoff),
+            recover: self.subscription().recover,
             call_timeout: self.registry_call_timeout,
             session_spread: self.session_spread,
         }

@@ -9,6 +9,12 @@
 //! state: one slow registry call never delays the others, and a supervised
 //! restart of the actor does not cut a call off (its result still lands).
 //!
+//! While registrations wait on their backoff because the registry does not
+//! answer, the machine asks for probes (a `list` of a waiting key's app,
+//! at most one in flight, one per probe interval): the actor performs them
+//! like any registry call and hands the outcome back; when one answers, the
+//! machine wakes every waiting key at once (spread), whatever their backoff.
+//!
 //! It also reads the backend's session events (`Registry::sessions`, read
 //! once per engine) and forwards each loss to the registry subscription
 //! actor, so that subscriptions are re-established too.
@@ -88,6 +94,14 @@ struct SessionStreamPanicked(String);
 #[rtype(result = "()")]
 struct CallDone {
     key: RegistrationKey,
+    token: RegistrarToken,
+    result: Result<(), RegistryError>,
+}
+
+/// A probe of the registry came back (whether it answered).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ProbeDone {
     token: RegistrarToken,
     result: Result<(), RegistryError>,
 }
@@ -208,6 +222,37 @@ impl RegistrarActor {
                         act.perform(actions, ctx);
                     });
                     self.timers.insert(token, h);
+                }
+                RegistrarAction::ArmProbe { token, delay } => {
+                    let h = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
+                        act.timers.remove(&token);
+                        let actions = act.machine.on_probe_timer(token);
+                        act.perform(actions, ctx);
+                    });
+                    self.timers.insert(token, h);
+                }
+                RegistrarAction::Probe {
+                    app,
+                    token,
+                    deadline,
+                } => {
+                    let registry = self.registry.clone();
+                    let me = ctx.address().downgrade();
+                    let call = registry_call(deadline, move || registry.list(&app));
+                    // Not a registration call: a replacement ignores it.
+                    actix::spawn(async move {
+                        let result = call.await.map(drop);
+                        if let Some(me) = me.upgrade() {
+                            me.do_send(ProbeDone { token, result });
+                        }
+                    });
+                }
+                RegistrarAction::RegistryAnswers { woken, within } => {
+                    tracing::info!(
+                        woken,
+                        ?within,
+                        "registry answering again; re-sending the registrations that waited for it"
+                    );
                 }
                 RegistrarAction::CancelTimer { token } => {
                     if let Some(h) = self.timers.remove(&token) {
@@ -371,6 +416,18 @@ impl Handler<CallDone> for RegistrarActor {
             let actions =
                 act.machine
                     .on_result(&msg.key, msg.token, msg.result, timer::now(), &mut act.rng);
+            act.perform(actions, ctx);
+        });
+    }
+}
+
+impl Handler<ProbeDone> for RegistrarActor {
+    type Result = ();
+    fn handle(&mut self, msg: ProbeDone, ctx: &mut Self::Context) {
+        self.contained(ctx, |act, ctx| {
+            let actions =
+                act.machine
+                    .on_probe_result(msg.token, msg.result, timer::now(), &mut act.rng);
             act.perform(actions, ctx);
         });
     }

@@ -8,6 +8,21 @@
 //!   OR a retry timer, never both, never two;
 //! - a failure is retried on the one retry primitive ([`Recover`]; default
 //!   1 s doubling to 30 s, +0-25 % jitter, unlimited); a success resets it;
+//! - while keys wait on their backoff because the registry did not answer
+//!   (a retryable error), the registrar probes it with the engine's probe
+//!   ([`RecoverPolicy::probe_interval`](crate::recover::RecoverPolicy),
+//!   [`Recover::probe_delay`]): one cheap `list` per registrar every probe
+//!   interval (1 s, jittered), at most one in flight, none when no key
+//!   needs one (nothing pending, or every next attempt comes sooner). A
+//!   probe that fails confirms the outage for the keys waiting; the next
+//!   probe that answers, or any call that lands, wakes every confirmed key
+//!   ([`Recover::on_probe_ok`]): each issues again after a uniform random
+//!   delay within the wake window (the smaller of the session spread and
+//!   half the probe interval), so recovery is noticed within about a
+//!   second whatever the backoff grew to, and a thousand keys do not come
+//!   back as one burst. A key that failed while a probe answered (the
+//!   registry reads but refuses this write) is not woken: it keeps its
+//!   backoff, so a probe never turns a refusal into a call per second;
 //! - a new intent replaces the old one (latest wins: a register cancels a
 //!   pending unregister and vice versa). While a call is in flight the
 //!   machine waits for it (it may land) and then issues the latest intent at
@@ -30,11 +45,14 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use crate::error::RegistryError;
+use crate::error::{ErrorClass, RegistryError};
 use crate::model::ServiceInstance;
 use crate::pending::RegistryFailure;
 use crate::recover::{Recover, Retry};
 
+mod probe;
+#[cfg(test)]
+mod probe_tests;
 mod session;
 pub use session::RegistrarResume;
 #[cfg(test)]
@@ -101,6 +119,30 @@ impl Intent {
     }
 }
 
+/// What the probes say about a key waiting on its backoff.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Probed {
+    /// No probe failed since the key's failure: the probe is wanted.
+    #[default]
+    Unconfirmed,
+    /// A probe failed while the key waited: the registry is down; the next
+    /// sign that it answers wakes the key.
+    Down,
+    /// The registry answered since the key failed (it was woken, or a
+    /// probe answered while its write was failing): no probe is wanted
+    /// until the key fails again.
+    Answered,
+}
+
+/// The one probe of the registrar: armed, in flight, or neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Probe {
+    #[default]
+    Off,
+    Armed(RegistrarToken),
+    InFlight(RegistrarToken),
+}
+
 /// The one pending operation of a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Op {
@@ -124,6 +166,35 @@ struct Entry {
     /// The call in flight must be issued again once back (a session loss
     /// happened meanwhile).
     reissue: bool,
+    /// What the probes say while the key waits on its backoff.
+    probed: Probed,
+}
+
+impl Entry {
+    fn new(intent: Intent, op: Op, reissue: bool) -> Self {
+        Self {
+            intent,
+            op,
+            recover: Recover::new(),
+            last_error: None,
+            settled: false,
+            gave_up: false,
+            reissue,
+            probed: Probed::Unconfirmed,
+        }
+    }
+
+    /// Whether the key waits on its backoff because the registry did not
+    /// answer (a retryable error) and no sign of it answering came since.
+    fn wants_probe(&self) -> bool {
+        matches!(self.op, Op::Waiting(_))
+            && !self.gave_up
+            && self.probed != Probed::Answered
+            && self
+                .last_error
+                .as_ref()
+                .is_some_and(|e| e.class() == ErrorClass::Transient)
+    }
 }
 
 /// The failback registrar of one engine.
@@ -133,6 +204,7 @@ pub struct RegistrarMachine {
     keys: BTreeMap<RegistrationKey, Entry>,
     next_token: RegistrarToken,
     closed: bool,
+    probe: Probe,
 }
 
 impl RegistrarMachine {
@@ -143,6 +215,7 @@ impl RegistrarMachine {
             keys: BTreeMap::new(),
             next_token: 1,
             closed: false,
+            probe: Probe::Off,
         }
     }
 
@@ -203,18 +276,8 @@ impl RegistrarMachine {
         }
         let key = intent.key();
         let Some(e) = self.keys.get_mut(&key) else {
-            self.keys.insert(
-                key.clone(),
-                Entry {
-                    intent,
-                    op: Op::Idle,
-                    recover: Recover::new(),
-                    last_error: None,
-                    settled: false,
-                    gave_up: false,
-                    reissue: false,
-                },
-            );
+            self.keys
+                .insert(key.clone(), Entry::new(intent, Op::Idle, false));
             self.issue(&key, &mut out);
             return out;
         };
@@ -236,6 +299,7 @@ impl RegistrarMachine {
             }
             Op::Idle => self.issue(&key, &mut out),
         }
+        self.drop_probe_if_unwanted(&mut out);
         out
     }
 
@@ -267,6 +331,7 @@ impl RegistrarMachine {
             Ok(()) => {
                 e.recover.on_success();
                 e.last_error = None;
+                e.probed = Probed::Unconfirmed;
                 if superseded {
                     self.issue(key, &mut out);
                 } else {
@@ -280,10 +345,15 @@ impl RegistrarMachine {
                         registered,
                     });
                 }
+                // The registry answered: every key waiting for it goes now.
+                self.wake(rng, &mut out);
             }
             Err(err) => {
                 let retry = e.recover.on_failure(&policy, err.class(), now, rng);
                 e.last_error = Some(err.clone());
+                if e.probed == Probed::Answered {
+                    e.probed = Probed::Unconfirmed;
+                }
                 let failure = RegistryFailure {
                     since: e.recover.down_since().unwrap_or(now),
                     attempts: e.recover.failures(),
@@ -298,6 +368,7 @@ impl RegistrarMachine {
                         retry: Some(Duration::ZERO),
                     });
                     self.issue(key, &mut out);
+                    self.sync_probe(now, rng, &mut out);
                     return out;
                 }
                 match retry {
@@ -332,6 +403,7 @@ impl RegistrarMachine {
                 }
             }
         }
+        self.sync_probe(now, rng, &mut out);
         out
     }
 
@@ -352,13 +424,14 @@ impl RegistrarMachine {
         {
             self.issue(key, &mut out);
         }
+        self.drop_probe_if_unwanted(&mut out);
         out
     }
 
     /// Stops for good: every timer is cancelled, later inputs are ignored.
     pub fn close(&mut self) -> Vec<RegistrarAction> {
         self.closed = true;
-        let out = self
+        let mut out: Vec<RegistrarAction> = self
             .keys
             .values()
             .filter_map(|e| match e.op {
@@ -366,6 +439,9 @@ impl RegistrarMachine {
                 _ => None,
             })
             .collect();
+        if let Probe::Armed(token) = std::mem::take(&mut self.probe) {
+            out.push(RegistrarAction::CancelTimer { token });
+        }
         self.keys.clear();
         out
     }

@@ -7,10 +7,11 @@ use rand::Rng;
 
 use std::collections::BTreeMap;
 
-use super::{Entry, Intent, Op, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken};
+use super::{
+    Entry, Intent, Op, Probed, RegistrarConfig, RegistrarMachine, RegistrarOp, RegistrarToken,
+};
 use crate::jitter::uniform_delay;
 use crate::model::ServiceInstance;
-use crate::recover::Recover;
 use crate::registrar::{RegistrarAction, RegistrationKey};
 
 impl RegistrarMachine {
@@ -46,6 +47,8 @@ impl RegistrarMachine {
                 // loss.
                 Op::InFlight(..) => e.reissue = true,
                 Op::Waiting(old) => {
+                    // Issued within the window anyway: no probe wanted.
+                    e.probed = Probed::Answered;
                     e.op = Op::Waiting(token);
                     out.push(RegistrarAction::CancelTimer { token: old });
                     out.push(RegistrarAction::ArmTimer { key, token, delay });
@@ -57,6 +60,7 @@ impl RegistrarMachine {
                 }
             }
         }
+        self.drop_probe_if_unwanted(&mut out);
         out
     }
 
@@ -140,18 +144,7 @@ impl RegistrarMachine {
                 }
             };
             let reissue = matches!(op, Op::InFlight(..));
-            m.keys.insert(
-                key,
-                Entry {
-                    intent,
-                    op,
-                    recover: Recover::new(),
-                    last_error: None,
-                    settled: false,
-                    gave_up: false,
-                    reissue,
-                },
-            );
+            m.keys.insert(key, Entry::new(intent, op, reissue));
         }
         (m, out)
     }

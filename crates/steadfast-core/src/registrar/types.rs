@@ -7,6 +7,7 @@ use crate::error::RegistryError;
 use crate::model::ServiceInstance;
 use crate::pending::RegistryFailure;
 use crate::recover::RecoverPolicy;
+use crate::subscription::DEFAULT_PROBE_INTERVAL;
 
 /// Identifies a call or a timer; stale ones are ignored.
 pub type RegistrarToken = u64;
@@ -99,7 +100,8 @@ pub enum RegistrarAction {
         /// Deadline of the call.
         deadline: Duration,
     },
-    /// Call [`RegistrarMachine::on_timer`] with `token` after `delay`.
+    /// Call [`RegistrarMachine::on_timer`](super::RegistrarMachine::on_timer)
+    /// with `token` after `delay`.
     ArmTimer {
         /// Key of the registration.
         key: RegistrationKey,
@@ -107,6 +109,25 @@ pub enum RegistrarAction {
         token: RegistrarToken,
         /// Delay from now.
         delay: Duration,
+    },
+    /// Call [`RegistrarMachine::on_probe_timer`](super::RegistrarMachine::on_probe_timer)
+    /// with `token` after `delay` (cancelled with [`RegistrarAction::CancelTimer`]).
+    ArmProbe {
+        /// Token of the probe timer.
+        token: RegistrarToken,
+        /// Delay from now.
+        delay: Duration,
+    },
+    /// Probe the registry: `Registry::list(app)` under `deadline` (the cheap
+    /// read the subscription probes with), then report whether it answered
+    /// with [`RegistrarMachine::on_probe_result`](super::RegistrarMachine::on_probe_result).
+    Probe {
+        /// The app of a pending key.
+        app: String,
+        /// Token of the probe.
+        token: RegistrarToken,
+        /// Deadline of the call.
+        deadline: Duration,
     },
     /// The timer with `token` must not fire.
     CancelTimer {
@@ -119,6 +140,15 @@ pub enum RegistrarAction {
         key: RegistrationKey,
         /// Whether the record is registered now (false: unregistered).
         registered: bool,
+    },
+    /// The registry answers again (a probe answered, or a call landed)
+    /// after an outage: `woken` keys that waited for it issue again, each
+    /// within `within`, instead of after their grown backoff. Log it.
+    RegistryAnswers {
+        /// Keys woken.
+        woken: usize,
+        /// Window their calls are spread over.
+        within: Duration,
     },
     /// A call failed and is retried (`retry: Some`) or given up (`None`):
     /// log and count it.
@@ -138,19 +168,23 @@ pub enum RegistrarAction {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RegistrarConfig {
     /// Retry schedule of failed calls (default 1 s doubling to 30 s,
-    /// +0-25 %, unlimited).
+    /// +0-25 %, unlimited), with the probe cadence while the registry is
+    /// unreachable (default: one probe per registrar every 1 s, jittered
+    /// like the backoff; `None`: the backoff alone decides).
     pub recover: RecoverPolicy,
     /// Deadline of each registry call (default 5 s).
     pub call_timeout: Duration,
     /// Window over which a session loss spreads the re-registrations
-    /// (default 5 s; zero: all at once).
+    /// (default 5 s; zero: all at once). A probe finding the registry
+    /// answering again spreads the keys it wakes over the smaller of this
+    /// and half the probe interval.
     pub session_spread: Duration,
 }
 
 impl Default for RegistrarConfig {
     fn default() -> Self {
         Self {
-            recover: RecoverPolicy::default(),
+            recover: RecoverPolicy::default().with_probe(DEFAULT_PROBE_INTERVAL),
             call_timeout: Duration::from_secs(5),
             session_spread: DEFAULT_SESSION_SPREAD,
         }
