@@ -45,7 +45,8 @@ async fn watching(
 }
 
 #[tokio::test]
-async fn quorum_loss_under_the_watch_is_reported_within_its_stale_bound_and_heals_when_quorum_returns() {
+async fn quorum_loss_under_the_watch_is_reported_within_its_stale_bound_and_heals_when_quorum_returns(
+) {
     bounded(async {
         let mut cluster = EtcdCluster::start(3).await.unwrap();
         let [a, b] = ["a", "b"].map(|h| inst("web", h));
