@@ -105,3 +105,38 @@ async fn an_outage_warns_once_and_its_end_is_an_info_line() {
     assert_eq!(recovered.len(), 1, "one INFO at its end: {outage:#?}");
     fx.engine.shutdown().await;
 }
+
+/// A mapping read that keeps failing warns once (its retries at debug), and
+/// the first read that answers says so at INFO.
+#[actix_rt::test]
+async fn a_failing_mapping_read_warns_once_and_its_recovery_is_an_info_line() {
+    let lines = Lines::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+    let fx = Fixture::start();
+    fx.registry.put_mapping(IFACE, APP);
+    fx.registry.fail_next_mapping_watches(5);
+    let _dir = fx
+        .engine
+        .subscribe(Reference::new(IFACE, "tri", Vec::<String>::new()))
+        .await
+        .unwrap();
+    advance(Duration::from_secs(120)).await;
+    let all: Vec<(Level, String)> = lines.0.lock().unwrap().clone();
+    let count = |level: Level, text: &str| {
+        all.iter()
+            .filter(|(l, m)| *l == level && m.contains(text))
+            .count()
+    };
+    assert_eq!(
+        count(Level::WARN, "interface mapping read failed"),
+        1,
+        "{all:#?}"
+    );
+    assert_eq!(
+        count(Level::INFO, "interface mapping readable again"),
+        1,
+        "{all:#?}"
+    );
+    fx.engine.shutdown().await;
+}

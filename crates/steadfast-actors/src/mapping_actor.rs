@@ -67,6 +67,9 @@ pub(crate) struct MappingActor {
     /// What the coordinator has been told: the apps, and whether the
     /// mapping answered (a replacement starts from exactly this).
     told: (std::collections::BTreeSet<String>, bool),
+    /// The mapping's read failure was warned (one WARN per state change;
+    /// the next good item logs its INFO and clears it).
+    warned: bool,
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -81,6 +84,7 @@ impl MappingActor {
             watch: None,
             timer: None,
             told: Default::default(),
+            warned: false,
             terminated: false,
             containment: Default::default(),
             _alive: LiveGuard::new(&stats, Live::Actor),
@@ -101,9 +105,15 @@ impl MappingActor {
             match action {
                 MappingAction::OpenWatch { token } => self.open(token, ctx),
                 MappingAction::ArmTimer { token, delay } => {
-                    tracing::warn!(interface = %self.parts.interface, ?delay,
-                        error = ?self.machine.failure().map(|f| f.last_error.to_string()),
-                        "interface mapping read failed; retrying");
+                    let error = self.machine.failure().map(|f| f.last_error.to_string());
+                    if self.warned {
+                        tracing::debug!(interface = %self.parts.interface, ?delay, ?error,
+                            "interface mapping read still failing; retrying");
+                    } else {
+                        self.warned = true;
+                        tracing::warn!(interface = %self.parts.interface, ?delay, ?error,
+                            "interface mapping read failed; retrying");
+                    }
                     let h = timer::arm(ctx, &self.stats, delay, move |act: &mut Self, ctx| {
                         act.timer = None;
                         let actions = act.machine.on_timer(token);
@@ -220,6 +230,7 @@ impl Supervised for MappingActor {
         fresh.machine = MappingMachine::new(self.parts.policy, self.parts.seed)
             .resuming(apps.clone(), answered);
         fresh.told = (apps, answered);
+        fresh.warned = self.warned;
         fresh.containment = std::mem::take(&mut self.containment);
         fresh.terminated = self.terminated;
         *self = fresh;
@@ -234,14 +245,21 @@ impl StreamHandler<MappingItem> for MappingActor {
             }
             let now = timer::now();
             let actions = match msg.item {
-                Some(Ok(event)) => act.machine.on_item(msg.token, Ok(event), now),
+                Some(Ok(event)) => {
+                    if std::mem::take(&mut act.warned) {
+                        tracing::info!(interface = %act.parts.interface,
+                            "interface mapping readable again");
+                    }
+                    act.machine.on_item(msg.token, Ok(event), now)
+                }
                 Some(Err(e)) => {
                     EngineStats::bump(&act.stats.mapping_read_failures);
                     act.machine.on_item(msg.token, Err(e), now)
                 }
                 None => {
                     EngineStats::bump(&act.stats.mapping_read_failures);
-                    tracing::warn!(interface = %act.parts.interface,
+                    // Routine by itself; a failing re-open warns.
+                    tracing::info!(interface = %act.parts.interface,
                         "interface mapping watch ended; re-watching");
                     act.watch = None;
                     act.machine.on_end(msg.token, now)
