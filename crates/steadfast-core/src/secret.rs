@@ -75,15 +75,19 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Whatever the value, `Debug` (plain, alternate, nested) and
+        /// `Serialize` write exactly the redaction, and deserializing gives
+        /// the value back.
         #[test]
-        fn neither_debug_nor_serialize_shows_the_value(value in "\\PC{1,40}") {
-            prop_assume!(!REDACTED.contains(value.as_str()));
+        fn neither_debug_nor_serialize_shows_the_value(value in "\\PC{0,40}") {
             let s = Secret::new(value.clone());
-            let shown = format!("{s:?} {:?} {:#?}", Some(&s), vec![s.clone()]);
-            prop_assert!(!shown.contains(&value), "{shown}");
-            let json = serde_json::to_string(&s).unwrap();
-            prop_assert_eq!(json, "\"<redacted>\"");
-            let back: Secret = serde_json::from_str(&serde_json::to_string(&value).unwrap()).unwrap();
+            prop_assert_eq!(format!("{s:?}"), REDACTED);
+            prop_assert_eq!(format!("{s:#?}"), REDACTED);
+            prop_assert_eq!(format!("{:?}", Some(&s)), "Some(<redacted>)");
+            prop_assert_eq!(format!("{:?}", vec![s.clone()]), "[<redacted>]");
+            prop_assert_eq!(serde_json::to_string(&s).unwrap(), "\"<redacted>\"");
+            let back: Secret =
+                serde_json::from_str(&serde_json::to_string(&value).unwrap()).unwrap();
             prop_assert_eq!(back.expose(), value.as_str());
         }
     }
