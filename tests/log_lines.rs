@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use steadfast::{DirectoryStatus, DirectoryView, Reference};
+use steadfast::Reference;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -36,16 +36,6 @@ impl<S: Subscriber> Layer<S> for Lines {
             self.0.lock().unwrap().push((level, m.0));
         }
     }
-}
-
-fn stale(v: &DirectoryView) -> bool {
-    matches!(
-        &v.status,
-        DirectoryStatus::Ready {
-            stale_since: Some(_),
-            ..
-        }
-    )
 }
 
 #[actix_rt::test]

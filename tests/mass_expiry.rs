@@ -177,16 +177,6 @@ async fn a_zero_grace_turns_the_hold_off() {
     assert_eq!(ids(&dir.view().await.unwrap()), [8001]);
 }
 
-fn stale(v: &DirectoryView) -> bool {
-    matches!(
-        &v.status,
-        DirectoryStatus::Ready {
-            stale_since: Some(_),
-            ..
-        }
-    )
-}
-
 #[actix_rt::test]
 async fn removals_one_per_snapshot_right_after_a_recovery_are_held() {
     let fx = Fixture::start();

@@ -11,22 +11,12 @@ use std::time::Duration;
 use common::*;
 use futures::future::BoxFuture;
 use steadfast::{
-    DirectoryStatus, DirectoryView, EventStream, Listing, MemoryRegistry, Reference, Registry,
-    RegistryError, ServiceInstance,
+    DirectoryView, EventStream, Listing, MemoryRegistry, Reference, Registry, RegistryError,
+    ServiceInstance,
 };
 
 /// One backoff step of the default registry schedule: 1 s + 25 % jitter.
 const ONE_STEP: Duration = Duration::from_millis(1250);
-
-fn stale(v: &DirectoryView) -> bool {
-    matches!(
-        &v.status,
-        DirectoryStatus::Ready {
-            stale_since: Some(_),
-            ..
-        }
-    )
-}
 
 fn ids(v: &DirectoryView) -> Vec<String> {
     let mut ids: Vec<String> = v

@@ -182,6 +182,17 @@ pub async fn wait_for(
     }
 }
 
+/// Whether a view is ready but marked stale (the registry stopped answering).
+pub fn stale(v: &DirectoryView) -> bool {
+    matches!(
+        &v.status,
+        steadfast::DirectoryStatus::Ready {
+            stale_since: Some(_),
+            ..
+        }
+    )
+}
+
 /// Ports of the endpoints in a view, sorted.
 pub fn ports(view: &DirectoryView) -> Vec<u16> {
     let mut p: Vec<u16> = view.endpoints.iter().map(|u| u.port()).collect();
