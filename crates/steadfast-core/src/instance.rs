@@ -29,9 +29,10 @@ pub struct Instance {
     /// The id's hash in the id indexes ([`crate::slot_index`]), computed
     /// once at decode so that indexing a record need not read its id.
     id_hash: u64,
-    /// The host: its own string, or (the usual `host:port` id) the first
-    /// `host_len` bytes of the id, so it costs no allocation.
-    host: Option<Arc<str>>,
+    /// The host: its own string (rare: behind a thin pointer), or (the
+    /// usual `host:port` id) the first `host_len` bytes of the id, so it
+    /// costs no allocation.
+    host: Option<Box<Box<str>>>,
     host_len: u32,
     port: u16,
     /// The MetadataService port when the record names one.
@@ -45,8 +46,20 @@ pub struct Instance {
     extra: Option<ExtraMetadata>,
 }
 
-/// Metadata pairs of a record besides the parsed keys.
-type ExtraMetadata = Box<[(Box<str>, Box<str>)]>;
+/// Metadata pairs of a record besides the parsed keys (rare: behind a thin
+/// pointer).
+type ExtraMetadata = Box<Box<[(Box<str>, Box<str>)]>>;
+
+/// The most an [`Instance`] may take. The thin pointers above keep it
+/// here, so that its shared allocation (plus `Arc`'s two counts) is 128
+/// bytes: the size class glibc's malloc frees into its fast bins. One byte
+/// more puts every record in the class that coalesces on free; freeing a
+/// 100k-instance state then interleaves coalescing frees with fast-bin
+/// ones, and glibc consolidates its fast bins once per record
+/// (`bench_pipeline` measured a third of the engine's full-state CPU in
+/// `malloc_consolidate`). Checked at compile time.
+const INSTANCE_MAX_BYTES: usize = 104;
+const _: () = assert!(std::mem::size_of::<Instance>() <= INSTANCE_MAX_BYTES);
 
 impl fmt::Debug for Instance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,7 +122,7 @@ impl Instance {
         let prefix = record.id.starts_with(record.host.as_str());
         let (host, host_len) = match u32::try_from(record.host.len()) {
             Ok(len) if prefix => (None, len),
-            _ => (Some(Arc::from(record.host.as_str())), 0),
+            _ => (Some(Box::new(Box::from(record.host.as_str()))), 0),
         };
         let revision = record.revision().map(|r| revisions.intern(r));
         let mut extra: Vec<(Box<str>, Box<str>)> = Vec::new();
@@ -162,7 +175,7 @@ impl Instance {
             closing: record.is_closing(),
             revision,
             incarnation,
-            extra: (!extra.is_empty()).then(|| extra.into_boxed_slice()),
+            extra: (!extra.is_empty()).then(|| Box::new(extra.into_boxed_slice())),
         }
     }
 
