@@ -11,7 +11,9 @@
 //! - (b) registry call -> change visible in the published snapshot, median;
 //! - (c) sustained: a ladder of offered single-instance event rates; the
 //!   best achieved rate with the directory never more than 100 ms behind;
-//! - (d) a burst of 1000 events: last registry call -> visible.
+//! - (d) a burst of 1000 events: last registry call -> visible;
+//! - a floor beside (a): what waking an idle actix thread with one message
+//!   costs on this machine (`wake_floor.rs`), which every change pays.
 //!
 //! Uses only the public API (engine builder, `subscribe`, `select`/`status`,
 //! `MemoryRegistry`, `EtcdRegistry`, testkit builders, `ScriptedFetcher`).
@@ -24,12 +26,14 @@ mod engine_thread;
 mod fixture;
 mod load;
 mod one_change;
+mod wake_floor;
 
 use std::time::Duration;
 
 use fixture::{Fixture, Kind};
 use load::{Burst, Step, MAX_LAG};
 use one_change::{medians, Sample};
+use wake_floor::WakeFloor;
 
 /// Errors of the benchmark.
 pub type BoxError = Box<dyn std::error::Error>;
@@ -194,7 +198,7 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
-fn print(rows: &[Row], o: &Opts) {
+fn print(rows: &[Row], o: &Opts, floor: &WakeFloor) {
     println!(
         "\none change ({} rounds each: restart, remove, add cycled; medians)",
         o.rounds
@@ -232,6 +236,14 @@ fn print(rows: &[Row], o: &Opts) {
          idle: engine CPU us per second with nothing changing; CPU: engine thread, from idle\n  \
          to idle again (40 ms quiet) around one change; visible: registry call -> the published snapshot shows it;\n  \
          call: the registry call alone (part of visible; on the benchmark's thread, not engine CPU)."
+    );
+    println!(
+        "  wake floor (no target): an idle actix System thread woken by one message from another\n  \
+         thread, doing nothing, read the same way: median {} us (min {}, p90 {}); every change\n  \
+         costs at least one such wake (the registry's event crosses from the writer's thread).",
+        us(floor.median),
+        us(floor.min),
+        us(floor.p90)
     );
 
     if o.no_load {
@@ -342,7 +354,7 @@ fn target_line(what: &str, figs: &[(Kind, f64)], unit: &str, bound: f64, higher_
     );
 }
 
-fn targets(rows: &[Row]) {
+fn targets(rows: &[Row], floor: &WakeFloor) {
     let big: Vec<&Row> = rows.iter().filter(|r| r.n == 100_000).collect();
     if big.is_empty() {
         return;
@@ -358,6 +370,11 @@ fn targets(rows: &[Row]) {
                 "target incremental-100k one change cpu {} = {c:.1} us (<= {bound} us) {}",
                 kind.name(),
                 verdict(c <= bound)
+            );
+            println!(
+                "  of which the wake floor: {:.1} us; above it: {:.1} us (no target)",
+                floor.median.as_secs_f64() * 1e6,
+                c - floor.median.as_secs_f64() * 1e6
             );
         }
     }
@@ -417,7 +434,9 @@ fn main() -> Result<(), BoxError> {
             rows.push(row);
         }
     }
-    print(&rows, &o);
-    targets(&rows);
+    // After the engines are gone, on the same quiet machine.
+    let floor = wake_floor::measure(o.rounds.max(21))?;
+    print(&rows, &o, &floor);
+    targets(&rows, &floor);
     Ok(())
 }

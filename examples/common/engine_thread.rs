@@ -32,7 +32,7 @@ pub struct ThreadCpu {
 
 impl ThreadCpu {
     /// The calling thread's CPU clock.
-    fn current() -> std::io::Result<Self> {
+    pub fn current() -> std::io::Result<Self> {
         let link = std::fs::read_link("/proc/thread-self")?;
         let tid = link
             .to_string_lossy()
