@@ -29,6 +29,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::balance::carry;
 use crate::instance::Instance;
 use crate::slot_index::{hash_id, SlotIndex};
 
@@ -420,7 +421,7 @@ impl EndpointSetEditor {
     }
 
     /// Inserts `endpoint` (appended), or replaces the endpoint of the same
-    /// instance id in place (inheriting its balancing statistics when of
+    /// instance id in place (taking over its balancing statistics when of
     /// the same incarnation, see [`EndpointSetEditor::rebuild`]); returns
     /// the replaced one. `O(CHUNK + PAGE)`.
     pub fn upsert(&mut self, endpoint: Endpoint) -> Option<Endpoint> {
@@ -507,10 +508,10 @@ impl EndpointSetEditor {
     /// as a plain block and shared once full, the index is pre-sized and
     /// takes one probe per endpoint.
     ///
-    /// An endpoint replacing one of the same id and incarnation inherits
+    /// An endpoint replacing one of the same id and incarnation takes over
     /// its balancing statistics (latency, failures, ejection, calls in
-    /// flight): a weight or metadata change keeps them, a restart starts
-    /// afresh.
+    /// flight; see [`crate::balance`]'s carry-over): a weight or metadata
+    /// change keeps them, a restart starts afresh.
     pub fn rebuild(&mut self, endpoints: Vec<Endpoint>) {
         let old = std::mem::take(self);
         let n = endpoints.len();
@@ -522,7 +523,7 @@ impl EndpointSetEditor {
                 // One probe of the old index (no id hashed): an endpoint of
                 // the same id and incarnation keeps its statistics.
                 if let Some(prev) = old.get_like(&ep.instance) {
-                    ep.inherit_stats(prev);
+                    carry(prev, &ep);
                 }
             }
             let slot = b.next_slot();
@@ -581,7 +582,7 @@ impl EndpointSetEditor {
         let page = Arc::make_mut(&mut self.pages[p]);
         let chunk = Arc::make_mut(&mut page.chunks[c]);
         let old = std::mem::replace(&mut chunk.items[i], endpoint);
-        chunk.items[i].inherit_stats(&old);
+        carry(&old, &chunk.items[i]);
         chunk.reweigh(i);
         page.reweigh(c);
         self.tops_valid = self.tops_valid.min(p);

@@ -57,8 +57,9 @@ pub use backend::{
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use balance::{
-    BalanceConfig, BalanceEnv, DirectoryBalance, Ejection, FailureClass, FailureRate, Lease,
-    Outcome, OutlierPolicy, PeakEwma, PickError, Report, Strategy, Trigger,
+    BalanceConfig, BalanceEnv, DirectoryBalance, Ejection, EndpointStats, FailureClass,
+    FailureRate, FailureStats, Lease, Outcome, OutlierPolicy, PeakEwma, PickError, Report,
+    StatsView, Strategy, Trigger,
 };
 pub use call_retry::{CallRetry, CallRetryPolicy, CallStep, GiveUp};
 pub use change::{

@@ -1,10 +1,13 @@
 //! An index from instance id to slot number that stores no key beside the
-//! slot: an entry is the slot (`u32`) and 32 bits of the id's hash, and the
-//! instance is read back from the slot through an accessor the caller
-//! passes in only when those 32 bits match (so a probe that misses reads
-//! no instance). Ids are hashed once, at decode ([`Instance`] keeps the
+//! slot: an entry is the slot (`u32`, 4 bytes), and the instance is read
+//! back from the slot through an accessor the caller passes in. The table's
+//! own 7-bit tags (from the top of the hash) filter candidates first, so a
+//! probe that misses reads an instance only on a tag collision (about one
+//! probe in ten). Ids are hashed once, at decode ([`Instance`] keeps the
 //! hash), so neither a lookup by instance nor a rehash reads an id string;
-//! only a lookup by a bare id string hashes it.
+//! only a lookup by a bare id string hashes it. Every stage that keeps an
+//! app keeps one such index: 4 bytes an entry, not 8, is ~5 B per instance
+//! and stage (`bench_memory`).
 //! Used by every stage that keeps an app's instances (the subscription, the
 //! resolver's table, the directory's endpoint sets, the embedded registry).
 
@@ -21,17 +24,10 @@ pub struct SlotIndex {
     table: HashTable<Entry>,
 }
 
-/// One entry: a slot and the bits 20..52 of its id's hash (bits the
-/// table's own position and tag, the low and the top 7 bits, do not use).
+/// One entry: the slot holding the instance.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     slot: u32,
-    check: u32,
-}
-
-#[inline]
-fn check_of(hash: u64) -> u32 {
-    (hash >> 20) as u32
 }
 
 /// The hash of `id` in every index (what [`Instance::id_hash`] holds):
@@ -49,11 +45,11 @@ pub fn hash_id(id: &str) -> u64 {
 }
 
 /// Whether entry `e` (its instance read through `at`) holds the instance
-/// with `id` (`hash` being its hash): the stored hash bits first, the
-/// instance's hash and id only then.
+/// with `id` (`hash` being its hash): the instance's hash first, its id
+/// only then.
 #[inline]
 fn holds<'a>(at: &impl Fn(u32) -> Option<&'a Instance>, e: &Entry, hash: u64, id: &str) -> bool {
-    e.check == check_of(hash) && at(e.slot).is_some_and(|i| i.id_hash() == hash && i.id() == id)
+    at(e.slot).is_some_and(|i| i.id_hash() == hash && i.id() == id)
 }
 
 /// The hash of the instance of entry `e` (0 for an empty slot: never asked
@@ -118,9 +114,8 @@ impl SlotIndex {
         slot: u32,
         at: impl Fn(u32) -> Option<&'a Instance>,
     ) {
-        let check = check_of(hash);
         self.table
-            .insert_unique(hash, Entry { slot, check }, |e| hash_at(&at, e));
+            .insert_unique(hash, Entry { slot }, |e| hash_at(&at, e));
     }
 
     /// Adds `slot` for `inst` unless its id is present; returns the slot
@@ -140,8 +135,7 @@ impl SlotIndex {
         {
             hashbrown::hash_table::Entry::Occupied(e) => Some(e.get().slot),
             hashbrown::hash_table::Entry::Vacant(e) => {
-                let check = check_of(hash);
-                e.insert(Entry { slot, check });
+                e.insert(Entry { slot });
                 None
             }
         }

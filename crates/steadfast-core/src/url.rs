@@ -12,8 +12,6 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use once_cell::race::OnceBox;
-
 use crate::balance::EndpointStats;
 use crate::incarnation::{Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
 use crate::instance::{Instance, RevisionInterner};
@@ -57,31 +55,32 @@ impl ServiceEndpoint {
 /// URL copies no string). Directories hold each URL once, as an
 /// [`Endpoint`], and hand out clones of that handle.
 ///
-/// A URL also carries a slot for its balancing statistics
-/// ([`EndpointStats`]: in flight, latency, failures, ejection), created on
-/// the first lease and carried over by the directory when a new record of
-/// the same incarnation replaces it. Equality, hashing and order ignore it.
+/// A URL also carries its balancing statistics inline ([`EndpointStats`]:
+/// in flight, latency and, once it failed, failures and ejection), carried
+/// over by the directory when a new record of the same incarnation replaces
+/// it. Equality, hashing and order ignore them.
 pub struct ServiceUrl {
     /// The instance the URL belongs to (host, id, weight, incarnation).
     pub instance: Arc<Instance>,
     /// Protocol, port, path and params, shared with the other instances of
     /// the same revision.
     pub service: Arc<ServiceEndpoint>,
-    /// Balancing statistics, created lazily (8 bytes while empty; set
-    /// once, never replaced).
-    stats: OnceBox<Arc<EndpointStats>>,
+    /// Balancing statistics (32 bytes inline, no allocation of their own).
+    stats: EndpointStats,
 }
 
+/// A URL and its statistics stay within 48 bytes (64 with `Arc`'s counts:
+/// one cache line holds what a pick reads). Checked at compile time.
+const _: () = assert!(std::mem::size_of::<ServiceUrl>() <= 48);
+
 impl Clone for ServiceUrl {
-    /// A copy sharing the same statistics.
+    /// A copy with the statistics as they are (the estimate, the failure
+    /// record shared), counting no call in flight.
     fn clone(&self) -> Self {
         Self {
             instance: self.instance.clone(),
             service: self.service.clone(),
-            stats: match self.stats.get() {
-                Some(s) => OnceBox::with_value(Box::new(s.clone())),
-                None => OnceBox::new(),
-            },
+            stats: self.stats.copied(),
         }
     }
 }
@@ -134,39 +133,14 @@ impl ServiceUrl {
         Self {
             instance: instance.clone(),
             service: endpoint.clone(),
-            stats: OnceBox::new(),
+            stats: EndpointStats::default(),
         }
     }
 
-    /// The balancing statistics, if a lease created them.
+    /// The balancing statistics.
     #[inline]
-    pub fn stats(&self) -> Option<&Arc<EndpointStats>> {
-        self.stats.get()
-    }
-
-    /// The statistics, created with `make` when absent (one creator wins a
-    /// race; the others get its statistics).
-    pub(crate) fn stats_or_init(
-        &self,
-        make: impl FnOnce() -> EndpointStats,
-    ) -> &Arc<EndpointStats> {
-        self.stats.get_or_init(|| Box::new(Arc::new(make())))
-    }
-
-    /// Carries `from`'s statistics over to this URL (a new record of the
-    /// same endpoint): only when this URL has none yet and both belong to
-    /// the same instance id and incarnation (a restart starts afresh).
-    pub(crate) fn inherit_stats(&self, from: &ServiceUrl) {
-        let Some(stats) = from.stats.get() else {
-            return;
-        };
-        if std::ptr::eq(self, from)
-            || self.instance_id() != from.instance_id()
-            || self.incarnation() != from.incarnation()
-        {
-            return;
-        }
-        let _ = self.stats.set(Box::new(stats.clone()));
+    pub fn stats(&self) -> &EndpointStats {
+        &self.stats
     }
 
     /// Builds the URL of `service` on the owned record `instance`

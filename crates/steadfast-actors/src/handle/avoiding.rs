@@ -13,7 +13,10 @@ impl Directory {
     /// other endpoint (an O(n) scan; meant for retries). `Err` when no other
     /// endpoint may take traffic now: the directory's reason, or
     /// `NotServing` when only avoided endpoints are left.
-    pub fn select_other(&self, avoid: impl Fn(&ServiceUrl) -> bool) -> Result<Lease, NoEndpoint> {
+    pub fn select_other(
+        &self,
+        avoid: impl Fn(&ServiceUrl) -> bool,
+    ) -> Result<Lease<'_>, NoEndpoint> {
         let now = now();
         let cfg = self.shared.config.balance();
         let balance = &self.shared.balance;

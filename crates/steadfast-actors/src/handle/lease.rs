@@ -92,14 +92,14 @@ impl Directory {
     /// `Err` says why nothing could be picked: the directory's status
     /// (`Pending`, `RegistryEmpty`, `MetadataUnresolved`, ...),
     /// `AllEjected`, or `NotSubscribed` once the directory is closed.
-    pub fn select(&self) -> Result<Lease, NoEndpoint> {
+    pub fn select(&self) -> Result<Lease<'_>, NoEndpoint> {
         self.select_at(tokio::time::Instant::now())
     }
 
     /// [`Directory::select`] at a time the caller already read (e.g. its
     /// request's start), saving the clock read of the pick; an outcome
     /// reported without a latency is measured from `now`.
-    pub fn select_at(&self, now: tokio::time::Instant) -> Result<Lease, NoEndpoint> {
+    pub fn select_at(&self, now: tokio::time::Instant) -> Result<Lease<'_>, NoEndpoint> {
         let now = now.into_std();
         let cfg = self.shared.config.balance();
         let balance = &self.shared.balance;

@@ -108,7 +108,10 @@ impl Directory {
 
     /// Waits like [`Directory::ready`] and leases one endpoint (see
     /// [`Directory::select`]) as soon as the directory has one to give.
-    pub async fn select_ready(&self, deadline: impl Into<Deadline>) -> Result<Lease, NoEndpoint> {
+    pub async fn select_ready(
+        &self,
+        deadline: impl Into<Deadline>,
+    ) -> Result<Lease<'_>, NoEndpoint> {
         let deadline = deadline.into();
         self.wait_until(deadline, Self::select).await
     }
@@ -151,10 +154,10 @@ impl Directory {
     /// the refusal is unresolved metadata, asks for a demand probe every
     /// `min_probe_interval`; while it is a state that time alone may end
     /// (every endpoint ejected), looks again every interval as well.
-    async fn wait_until<T>(
-        &self,
+    async fn wait_until<'s, T>(
+        &'s self,
         deadline: Deadline,
-        attempt: impl Fn(&Self) -> Result<T, NoEndpoint>,
+        attempt: impl Fn(&'s Self) -> Result<T, NoEndpoint>,
     ) -> Result<T, NoEndpoint> {
         loop {
             let changed = self.shared.changed.notified();

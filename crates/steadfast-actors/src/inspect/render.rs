@@ -42,10 +42,11 @@ pub(crate) fn reference(
                 url: e.to_http_url(),
                 address: e.address(),
                 instance_id: e.instance_id().to_string(),
-                ejected: stats.is_some_and(|s| s.is_ejected(now)),
-                in_flight: stats.map_or(0, |s| u64::from(s.in_flight())),
+                ejected: stats.is_ejected(now),
+                in_flight: u64::from(stats.in_flight()),
                 latency_ms: stats
-                    .map(|s| s.latency_ns(now, ewma) / 1e6)
+                    .has_estimate()
+                    .then(|| stats.latency_ns(now, ewma) / 1e6)
                     .filter(|l| l.is_finite()),
             }
         })

@@ -3,13 +3,12 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::outlier::{Ejection, Trigger};
 use super::pick::Candidate;
 use super::stats::EndpointStats;
-use super::{BalanceConfig, FailureClass, Stripe};
+use super::{DirectoryBalance, FailureClass};
 use crate::url::{Endpoint, ServiceUrl};
 
 /// The outcome of a call on a leased endpoint.
@@ -37,30 +36,29 @@ pub struct Report {
 /// ([`Lease::success`], [`Lease::failure`], or [`Lease::report_at`] with
 /// an explicit time). Dropped without an outcome, it only leaves the
 /// in-flight count (a cancelled call teaches nothing).
-pub struct Lease {
+///
+/// A lease borrows the directory it was picked from (its ejection ledger
+/// and environment), so taking and dropping one touches no reference count
+/// but the endpoint's own: keep the directory handle for the call (it is
+/// cheap to clone into a task that picks for itself).
+pub struct Lease<'d> {
     endpoint: Endpoint,
-    /// The directory's ledger and environment, through this thread's stripe.
-    balance: Arc<Stripe>,
+    /// The directory's ledger and environment.
+    balance: &'d DirectoryBalance,
     picked_at: Instant,
     /// The directory's size at the pick (for the ejection share).
     endpoints: usize,
 }
 
-impl Lease {
+impl<'d> Lease<'d> {
+    #[inline]
     pub(crate) fn new(
         picked: Candidate<'_>,
-        balance: Arc<Stripe>,
+        balance: &'d DirectoryBalance,
         endpoints: usize,
-        cfg: &BalanceConfig,
         now: Instant,
     ) -> Self {
-        let stats = match picked.stats {
-            Some(s) => s,
-            None => picked
-                .ep
-                .stats_or_init(|| EndpointStats::new(now, cfg.peak_ewma.default_rtt)),
-        };
-        stats.enter();
+        picked.ep.stats().enter();
         Self {
             endpoint: picked.ep.clone(),
             balance,
@@ -74,11 +72,11 @@ impl Lease {
         &self.endpoint
     }
 
-    /// The endpoint's statistics (created by the pick, never replaced:
-    /// the URL's own).
-    pub fn stats(&self) -> &Arc<EndpointStats> {
-        let ep: &ServiceUrl = &self.endpoint;
-        ep.stats_or_init(|| EndpointStats::new(self.picked_at, Default::default()))
+    /// The statistics of the endpoint picked (the URL's own; once a newer
+    /// record of the same incarnation took them over, the lease's outcome
+    /// and its end count there).
+    pub fn stats(&self) -> &EndpointStats {
+        self.endpoint.stats()
     }
 
     /// When the endpoint was picked.
@@ -87,7 +85,7 @@ impl Lease {
     }
 
     fn now(&self) -> Instant {
-        self.balance.0.env().map_or(self.picked_at, |e| e.now())
+        self.balance.env().map_or(self.picked_at, |e| e.now())
     }
 
     /// The call succeeded; its latency is the time since the pick.
@@ -118,8 +116,13 @@ impl Lease {
     /// directory's live settings (defaults when no environment is
     /// installed), then ends the lease.
     pub fn report_at(self, outcome: Outcome, now: Instant) -> Report {
-        let env = self.balance.0.env();
-        let stats = self.stats();
+        self.endpoint
+            .stats()
+            .with_live(|stats| self.report_on(stats, outcome, now))
+    }
+
+    fn report_on(&self, stats: &EndpointStats, outcome: Outcome, now: Instant) -> Report {
+        let env = self.balance.env();
         let cfg = env.map(|e| e.config()).unwrap_or_default();
         let since_pick = now.saturating_duration_since(self.picked_at);
         let mut report = Report {
@@ -140,7 +143,7 @@ impl Lease {
                 stats.observe(latency, now, &cfg.peak_ewma);
                 report.trigger = cfg.outlier.on_failure(stats, class, now);
                 if report.trigger.is_some() {
-                    report.ejection = Some(self.balance.0.ledger().eject(
+                    report.ejection = Some(self.balance.ledger().eject(
                         stats,
                         now,
                         self.endpoints,
@@ -159,20 +162,21 @@ impl Lease {
     }
 }
 
-impl Deref for Lease {
+impl Deref for Lease<'_> {
     type Target = ServiceUrl;
     fn deref(&self) -> &ServiceUrl {
         &self.endpoint
     }
 }
 
-impl Drop for Lease {
+impl Drop for Lease<'_> {
+    #[inline]
     fn drop(&mut self) {
-        self.stats().leave();
+        self.endpoint.stats().leave();
     }
 }
 
-impl fmt::Debug for Lease {
+impl fmt::Debug for Lease<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("endpoint", &self.endpoint.to_string())

@@ -28,9 +28,8 @@
 //! panic mode, when more than `max_ejection_percent` of the directory is
 //! ejected.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::url::ServiceUrl;
@@ -45,7 +44,8 @@ mod tests;
 pub use lease::{Lease, Outcome, Report};
 pub use outlier::{Ejection, EjectionLedger, FailureRate, OutlierPolicy, Trigger};
 pub use pick::PickError;
-pub use stats::EndpointStats;
+pub(crate) use stats::carry;
+pub use stats::{EndpointStats, FailureStats, StatsView};
 
 /// How a directory picks an endpoint.
 ///
@@ -176,62 +176,15 @@ pub trait BalanceEnv: Send + Sync {
     fn closing(&self, endpoint: &ServiceUrl);
 }
 
-/// Reference stripes of a directory's balancing state (see [`Stripe`]).
-const STRIPES: usize = 8;
-
-/// What leases keep of their directory: the ejection ledger and the
-/// environment outcomes report through.
-pub(crate) struct LeaseShared {
-    ledger: EjectionLedger,
-    env: OnceLock<Box<dyn BalanceEnv>>,
-}
-
-impl LeaseShared {
-    pub(crate) fn env(&self) -> Option<&dyn BalanceEnv> {
-        self.env.get().map(|b| b.as_ref())
-    }
-
-    pub(crate) fn ledger(&self) -> &EjectionLedger {
-        &self.ledger
-    }
-}
-
-/// One stripe of references on a directory's [`LeaseShared`]: a lease holds
-/// the stripe of the thread that took it, so leases taken on different
-/// threads count their references on different cache lines (one shared
-/// reference count, written by every lease and its drop, would bounce
-/// between cores and slow the reads of the ledger next to it).
-#[repr(align(128))]
-pub(crate) struct Stripe(pub(crate) Arc<LeaseShared>);
-
-thread_local! {
-    /// This thread's stripe index (`usize::MAX`: not assigned yet).
-    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// Stripe indices handed out so far.
-static STRIPE_SEQ: AtomicUsize = AtomicUsize::new(0);
-
-#[inline]
-fn stripe_index() -> usize {
-    STRIPE.with(|s| {
-        let mut i = s.get();
-        if i == usize::MAX {
-            i = STRIPE_SEQ.fetch_add(1, Ordering::Relaxed) % STRIPES;
-            s.set(i);
-        }
-        i
-    })
-}
-
 /// Per-directory balancing state shared by every handle of a directory: the
 /// round-robin cursor, the strategy override, the ejection ledger and the
-/// environment leases report through.
+/// environment leases report through. A [`Lease`] borrows it (no reference
+/// count is touched by a pick).
 pub struct DirectoryBalance {
     cursor: AtomicUsize,
     strategy: AtomicU8,
-    shared: Arc<LeaseShared>,
-    stripes: [OnceLock<Arc<Stripe>>; STRIPES],
+    ledger: EjectionLedger,
+    env: OnceLock<Box<dyn BalanceEnv>>,
 }
 
 impl std::fmt::Debug for DirectoryBalance {
@@ -255,18 +208,20 @@ impl DirectoryBalance {
         Self {
             cursor: AtomicUsize::new(0),
             strategy: AtomicU8::new(0),
-            shared: Arc::new(LeaseShared {
-                ledger: EjectionLedger::new(),
-                env: OnceLock::new(),
-            }),
-            stripes: Default::default(),
+            ledger: EjectionLedger::new(),
+            env: OnceLock::new(),
         }
     }
 
     /// Installs the environment (the first install wins; returns whether
     /// this one did).
     pub fn install(&self, env: Box<dyn BalanceEnv>) -> bool {
-        self.shared.env.set(env).is_ok()
+        self.env.set(env).is_ok()
+    }
+
+    /// The environment leases report through, once installed.
+    pub(crate) fn env(&self) -> Option<&dyn BalanceEnv> {
+        self.env.get().map(|b| b.as_ref())
     }
 
     /// The directory's own strategy, if it overrides the engine's.
@@ -283,19 +238,10 @@ impl DirectoryBalance {
 
     /// The ejection ledger.
     pub fn ledger(&self) -> &EjectionLedger {
-        &self.shared.ledger
+        &self.ledger
     }
 
     pub(crate) fn next_cursor(&self) -> usize {
         self.cursor.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// A reference for a lease taken on this thread (one reference-count
-    /// increment on this thread's stripe).
-    #[inline]
-    pub(crate) fn stripe(&self) -> Arc<Stripe> {
-        let slot = &self.stripes[stripe_index()];
-        slot.get_or_init(|| Arc::new(Stripe(self.shared.clone())))
-            .clone()
     }
 }

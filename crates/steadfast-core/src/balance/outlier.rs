@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::stats::{millis, EndpointStats};
+use super::stats::{millis, EndpointStats, FailureStats};
 use super::FailureClass;
 
 /// A failure-rate trigger: eject when, over `window`, at least
@@ -146,7 +146,9 @@ pub struct EjectionLedger {
     count: AtomicUsize,
     /// Earliest end of an ejection counted, in ms since `base` (`u64::MAX`: none).
     next_end: AtomicU64,
-    entries: Mutex<Vec<(Weak<EndpointStats>, u64)>>,
+    /// The failure records ejected (shared by every record of an
+    /// endpoint's incarnation, so a weight change does not lose count).
+    entries: Mutex<Vec<(Weak<FailureStats>, u64)>>,
 }
 
 impl EjectionLedger {
@@ -179,7 +181,7 @@ impl EjectionLedger {
         n
     }
 
-    fn prune(&self, entries: &mut Vec<(Weak<EndpointStats>, u64)>, now: Instant) -> usize {
+    fn prune(&self, entries: &mut Vec<(Weak<FailureStats>, u64)>, now: Instant) -> usize {
         let now_ms = self.ms(now);
         entries.retain(|(w, end)| *end > now_ms && w.strong_count() > 0);
         let next = entries.iter().map(|(_, e)| *e).min().unwrap_or(u64::MAX);
@@ -192,25 +194,26 @@ impl EjectionLedger {
     /// directory's size: refused when it would pass the maximum share.
     pub fn eject(
         &self,
-        stats: &Arc<EndpointStats>,
+        stats: &EndpointStats,
         now: Instant,
         endpoints: usize,
         policy: &OutlierPolicy,
     ) -> Ejection {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let ejected = self.prune(&mut entries, now);
-        if stats.is_ejected(now) {
+        let failures = stats.failures_or_init();
+        if failures.is_ejected(now) {
             return Ejection::Already;
         }
         if !policy.admits(ejected, endpoints) {
             return Ejection::Refused;
         }
-        let Some(time) = stats.eject(now, policy.base_ejection_time, policy.max_ejection_time)
+        let Some(time) = failures.eject(now, policy.base_ejection_time, policy.max_ejection_time)
         else {
             return Ejection::Already;
         };
         let end = self.ms(now).saturating_add(millis(time));
-        entries.push((Arc::downgrade(stats), end));
+        entries.push((Arc::downgrade(failures), end));
         self.prune(&mut entries, now);
         Ejection::Ejected(time)
     }

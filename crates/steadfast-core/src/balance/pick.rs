@@ -28,10 +28,10 @@ pub enum PickError {
     },
 }
 
-/// An endpoint under consideration, with its statistics as loaded.
+/// An endpoint under consideration, with its (inline) statistics.
 pub(crate) struct Candidate<'s> {
     pub(crate) ep: &'s Endpoint,
-    pub(crate) stats: Option<&'s Arc<EndpointStats>>,
+    pub(crate) stats: &'s EndpointStats,
     weight: u32,
 }
 
@@ -53,7 +53,7 @@ impl<'s> Candidate<'s> {
 
     #[inline]
     fn ejected(&self, now: Instant) -> bool {
-        self.stats.is_some_and(|s| s.is_ejected(now))
+        self.stats.is_ejected(now)
     }
 
     #[inline]
@@ -63,15 +63,12 @@ impl<'s> Candidate<'s> {
 
     #[inline]
     fn cost(&self, now: Instant, cfg: &PeakEwma) -> f64 {
-        match self.stats {
-            Some(s) => s.cost(now, cfg),
-            None => cfg.default_rtt.as_secs_f64() * 1e9,
-        }
+        self.stats.cost(now, cfg)
     }
 
     #[inline]
     fn in_flight(&self) -> u32 {
-        self.stats.map_or(0, |s| s.in_flight())
+        self.stats.in_flight()
     }
 }
 
@@ -166,15 +163,15 @@ impl DirectoryBalance {
     /// now if it had none).
     #[inline]
     pub fn lease(
-        self: &Arc<Self>,
+        &self,
         snapshot: &DirectorySnapshot,
         strategy: Strategy,
         cfg: &BalanceConfig,
         now: Instant,
         rng: &mut impl FnMut() -> u64,
-    ) -> Result<Lease, PickError> {
+    ) -> Result<Lease<'_>, PickError> {
         let c = self.candidate(snapshot, strategy, cfg, now, rng)?;
-        Ok(Lease::new(c, self.stripe(), snapshot.len(), cfg, now))
+        Ok(Lease::new(c, self, snapshot.len(), now))
     }
 }
 
@@ -237,13 +234,17 @@ fn p2c<'s>(
     };
     let (wa, wb) = (a.weight, b.weight);
     let ewma = &cfg.peak_ewma;
-    let a_wins = match (strategy, a.stats, b.stats) {
-        (Strategy::LeastInFlight, _, _) => {
+    let a_wins = match strategy {
+        Strategy::LeastInFlight => {
             u64::from(a.in_flight().saturating_add(1)) * u64::from(wb)
                 <= u64::from(b.in_flight().saturating_add(1)) * u64::from(wa)
         }
-        (_, Some(sa), Some(sb)) => sa.cheaper_or_equal(wa, sb, wb, ewma),
-        _ => a.cost(now, ewma) * f64::from(wb) <= b.cost(now, ewma) * f64::from(wa),
+        _ => a
+            .stats
+            .cheaper_or_equal(wa, b.stats, wb, ewma)
+            .unwrap_or_else(|| {
+                a.cost(now, ewma) * f64::from(wb) <= b.cost(now, ewma) * f64::from(wa)
+            }),
     };
     Some(if a_wins { a } else { b })
 }

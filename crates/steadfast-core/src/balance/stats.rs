@@ -1,44 +1,74 @@
-//! [`EndpointStats`]: what a balancer knows of one endpoint, lock-free:
-//! calls in flight, a peak-EWMA latency estimate, consecutive failures, a
-//! failure rate over a short window, and the ejection state.
+//! [`EndpointStats`]: what a balancer knows of one endpoint, lock-free and
+//! inline in its [`ServiceUrl`] (32 bytes, no allocation of its own): calls
+//! in flight, a peak-EWMA latency estimate and, from the endpoint's first
+//! reported failure on, its [`FailureStats`] (failures in a row, a
+//! failure-rate window, the ejection state), shared by every record of the
+//! same incarnation.
 //!
-//! Time is kept in milliseconds since the statistics were created (their
-//! `base`), from the `now` each caller passes in: nothing here reads a
-//! clock. Concurrent updates of the latency estimate may lose a sample to a
-//! race (last writer wins); counters never lose one.
+//! Time is kept in milliseconds since a process-wide anchor (the first
+//! `now` any statistics saw), from the `now` each caller passes in: nothing
+//! here reads a clock. Concurrent updates of the latency estimate may lose a
+//! sample to a race (last writer wins); counters never lose one.
+//!
+//! # Carry-over
+//! A directory that replaces a URL by a new record of the same instance id
+//! and incarnation (a weight or metadata change, a rebuild) calls
+//! [`carry`]: the new URL takes the estimate, shares the failure record,
+//! and takes over the calls in flight. The old URL is *sealed* (the top bit
+//! of its in-flight word) and forwards to the new one, so a lease taken on
+//! it before the carry leaves, and reports its outcome, on the new record:
+//! nothing is counted twice or lost, whichever side of the carry a lease
+//! starts or ends on.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
+use once_cell::race::OnceBox;
+
 use super::PeakEwma;
+use crate::url::{Endpoint, ServiceUrl};
 
 /// Buckets of the failure-rate window (each a quarter of the window).
 const BUCKETS: usize = 4;
 /// Tries of a contended bucket update before the sample is dropped.
 const CAS_TRIES: usize = 16;
+/// The in-flight word's seal: the statistics were carried over to the
+/// record this one forwards to.
+const SEALED: u32 = 1 << 30;
+/// A sealed word: the seal plus a margin, so that the +1 / -1 of leases
+/// racing the seal (each undone at once) never reach the seal bit.
+const SEALED_WORD: u32 = SEALED | (1 << 29);
+/// `ejected_until` of an endpoint never ejected.
+const NEVER: i64 = i64::MIN;
 
-/// Balancing statistics of one endpoint (see the module docs).
-///
-/// Laid out for the pick: what a P2C comparison and the ejection check read
-/// (in flight, the estimate, the ejection end, the base offset: 32 bytes)
-/// come first, so a candidate costs one cache line of statistics most of
-/// the time. Not line-aligned: that would add ~96 B per leased endpoint.
-#[derive(Debug)]
-#[repr(C)]
+/// Balancing statistics of one endpoint, inline in its URL (see the module
+/// docs). What a pick reads (in flight and the estimate) shares the URL's
+/// first cache line with its reference count.
 pub struct EndpointStats {
+    /// Calls in flight (leases not dropped); [`SEALED_WORD`] (plus or
+    /// minus stragglers) once carried over.
     in_flight: AtomicU32,
-    consecutive: AtomicU32,
-    /// `stamp_ms (u32, wrapping) << 32 | f32 bits of the estimate in ns`.
+    /// `stamp_ms (u32, wrapping) << 32 | f32 bits of the estimate in ns`;
+    /// 0: no outcome yet (the estimate is the configured default).
     ewma: AtomicU64,
-    /// Ejected while `now_ms < ejected_until`; 0: never ejected.
-    ejected_until: AtomicU64,
-    /// `base` in signed ms from a process-wide anchor (the first statistics'
-    /// base): two statistics' stamps align by integer subtraction.
-    base_ms: i64,
-    base: Instant,
+    /// Failures and ejection, from the first reported failure on.
+    failures: OnceBox<Arc<FailureStats>>,
+    /// Where a sealed record's leases report (set before the seal).
+    forward: ArcSwapOption<ServiceUrl>,
+}
+
+/// What an endpoint that failed keeps: failures in a row, the failure-rate
+/// window, and its ejection (shared by every record of its incarnation, and
+/// what the directory's ejection ledger follows).
+#[derive(Debug)]
+pub struct FailureStats {
+    consecutive: AtomicU32,
     /// Ejections in a row (the exponent of the ejection time).
     ejections: AtomicU32,
+    /// Ejected while `now_ms < ejected_until`; [`NEVER`]: never ejected.
+    ejected_until: AtomicI64,
     /// Failure-rate window: `seq (u32) << 32 | ok (u16) << 16 | failed (u16)`.
     window: [AtomicU64; BUCKETS],
 }
@@ -72,12 +102,13 @@ fn millis_f64(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The process-wide anchor of [`EndpointStats::base_ms`] (any instant
-/// serves: only differences are used, and they are signed).
+/// The process-wide anchor of every statistics' times (any instant serves:
+/// only differences are used, and they are signed).
 static ANCHOR: OnceLock<Instant> = OnceLock::new();
 
 /// `at` in signed ms from the anchor.
-fn anchor_ms(at: Instant) -> i64 {
+#[inline]
+pub(crate) fn stamp(at: Instant) -> i64 {
     let anchor = *ANCHOR.get_or_init(|| at);
     match at.checked_duration_since(anchor) {
         Some(d) => i64::try_from(millis(d)).unwrap_or(i64::MAX),
@@ -105,57 +136,181 @@ pub(crate) fn fast_exp(x: f64) -> f64 {
     p * f64::from_bits(bits)
 }
 
-fn pack_ewma(stamp_ms: u64, est_ns: f32) -> u64 {
-    ((stamp_ms as u32 as u64) << 32) | u64::from(est_ns.to_bits())
+/// The estimate word of `est_ns` at `stamp_ms` (never 0: that means none).
+#[inline]
+fn pack_ewma(stamp_ms: i64, est_ns: f64) -> u64 {
+    let est = (est_ns.max(1.0) as f32).to_bits();
+    ((stamp_ms as u32 as u64) << 32) | u64::from(est)
 }
 
+#[inline]
 fn unpack_ewma(v: u64) -> (u32, f32) {
     ((v >> 32) as u32, f32::from_bits(v as u32))
 }
 
-impl EndpointStats {
-    /// Fresh statistics at `now`, the estimate at `default_rtt`.
-    pub fn new(now: Instant, default_rtt: Duration) -> Self {
+/// The default estimate, in ns.
+#[inline]
+fn default_ns(cfg: &PeakEwma) -> f64 {
+    cfg.default_rtt.as_secs_f64() * 1e9
+}
+
+impl Default for EndpointStats {
+    fn default() -> Self {
         Self {
-            base: now,
-            base_ms: anchor_ms(now),
             in_flight: AtomicU32::new(0),
-            consecutive: AtomicU32::new(0),
-            ewma: AtomicU64::new(pack_ewma(0, (default_rtt.as_secs_f64() * 1e9) as f32)),
-            ejected_until: AtomicU64::new(0),
-            ejections: AtomicU32::new(0),
-            window: Default::default(),
+            ewma: AtomicU64::new(0),
+            failures: OnceBox::new(),
+            forward: ArcSwapOption::empty(),
+        }
+    }
+}
+
+impl std::fmt::Debug for EndpointStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointStats")
+            .field("in_flight", &self.in_flight())
+            .field("sealed", &self.is_sealed())
+            .field("ewma", &unpack_ewma(self.ewma.load(Ordering::Relaxed)))
+            .field("failures", &self.failures.get())
+            .finish()
+    }
+}
+
+impl EndpointStats {
+    /// A copy for a copied URL: the estimate and the failure record, no
+    /// call in flight, not forwarding.
+    pub(crate) fn copied(&self) -> Self {
+        let copy = Self::default();
+        copy.ewma
+            .store(self.ewma.load(Ordering::Relaxed), Ordering::Relaxed);
+        if let Some(f) = self.failures.get() {
+            let _ = copy.failures.set(Box::new(f.clone()));
+        }
+        copy
+    }
+
+    /// Calls in flight on this record (0 once sealed: they moved on with
+    /// the carry).
+    #[inline]
+    pub fn in_flight(&self) -> u32 {
+        let v = self.in_flight.load(Ordering::Relaxed);
+        if v & SEALED == 0 {
+            v
+        } else {
+            0
         }
     }
 
-    /// Milliseconds from `base` to `now` (0 before it).
-    #[inline]
-    pub(crate) fn ms(&self, now: Instant) -> u64 {
-        millis(now.saturating_duration_since(self.base))
+    /// Whether the statistics were carried over to a newer record.
+    pub fn is_sealed(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) & SEALED != 0
     }
 
-    /// Calls in flight.
-    #[inline]
-    pub fn in_flight(&self) -> u32 {
-        self.in_flight.load(Ordering::Relaxed)
+    /// Whether anything was ever recorded (an outcome, a failure, a call).
+    fn is_used(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) != 0
+            || self.ewma.load(Ordering::Relaxed) != 0
+            || self.failures.get().is_some()
     }
 
+    /// The failure record, if the endpoint ever failed.
+    pub fn failures(&self) -> Option<&Arc<FailureStats>> {
+        self.failures.get()
+    }
+
+    pub(crate) fn failures_or_init(&self) -> &Arc<FailureStats> {
+        self.failures
+            .get_or_init(|| Box::new(Arc::new(FailureStats::new())))
+    }
+
+    /// One more call in flight on this record or, once sealed, on the
+    /// record it forwards to.
     pub(crate) fn enter(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if self.try_enter() {
+            return;
+        }
+        let mut next = self.forward.load_full();
+        while let Some(url) = next {
+            if url.stats().try_enter() {
+                return;
+            }
+            next = url.stats().forward.load_full();
+        }
     }
 
-    /// Pairs with one earlier [`EndpointStats::enter`] (a lease's drop).
+    #[inline]
+    fn try_enter(&self) -> bool {
+        let was = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if was & SEALED == 0 {
+            return true;
+        }
+        // Sealed: the count moved on; this straggler's increment is undone.
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        false
+    }
+
+    /// Pairs with one earlier [`EndpointStats::enter`] (a lease's drop): on
+    /// this record, or where its calls were carried.
     pub(crate) fn leave(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.try_leave() {
+            return;
+        }
+        let mut next = self.forward.load_full();
+        while let Some(url) = next {
+            if url.stats().try_leave() {
+                return;
+            }
+            next = url.stats().forward.load_full();
+        }
+    }
+
+    #[inline]
+    fn try_leave(&self) -> bool {
+        let was = self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if was & SEALED == 0 && was > 0 {
+            return true;
+        }
+        // Sealed (the count moved on), or nothing to leave (never for a
+        // paired leave): undone.
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        was == 0
+    }
+
+    /// Runs `f` on the statistics outcomes go to: these, or (once sealed)
+    /// the newest record's they were carried to.
+    pub(crate) fn with_live<R>(&self, f: impl FnOnce(&EndpointStats) -> R) -> R {
+        if !self.is_sealed() {
+            return f(self);
+        }
+        let Some(mut url) = self.forward.load_full() else {
+            return f(self);
+        };
+        // Bounded by the records carried while one lease was out.
+        while url.stats().is_sealed() {
+            match url.stats().forward.load_full() {
+                Some(next) => url = next,
+                None => break,
+            }
+        }
+        f(url.stats())
+    }
+
+    /// Whether a latency sample was ever recorded.
+    pub fn has_estimate(&self) -> bool {
+        self.ewma.load(Ordering::Relaxed) != 0
     }
 
     /// The latency estimate in ns at `now`: the stored estimate decayed by
     /// `exp(-elapsed / decay)` since it was last updated (decay on read,
-    /// nothing written).
+    /// nothing written); the default when nothing was recorded.
     #[inline]
     pub fn latency_ns(&self, now: Instant, cfg: &PeakEwma) -> f64 {
-        let (stamp, est) = unpack_ewma(self.ewma.load(Ordering::Relaxed));
-        let elapsed = (self.ms(now) as u32).wrapping_sub(stamp);
+        let word = self.ewma.load(Ordering::Relaxed);
+        if word == 0 {
+            return default_ns(cfg);
+        }
+        let (at, est) = unpack_ewma(word);
+        let elapsed = (stamp(now) as u32).wrapping_sub(at);
         let decay_ms = millis_f64(cfg.decay);
         if elapsed == 0 || decay_ms <= 0.0 {
             return f64::from(est);
@@ -169,7 +324,8 @@ impl EndpointStats {
     /// estimates decay by the same factor up to any common `now`, so the
     /// comparison needs no clock: one side is scaled by
     /// `exp(-(stamp_other - stamp_self) / decay)` (a cheap `exp`, none when
-    /// the stamps are equal).
+    /// the stamps are equal). `None` when either has no estimate yet (its
+    /// default does not decay: compare costs at a given time instead).
     #[inline]
     pub fn cheaper_or_equal(
         &self,
@@ -177,20 +333,26 @@ impl EndpointStats {
         other: &EndpointStats,
         wb: u32,
         cfg: &PeakEwma,
-    ) -> bool {
-        let (sa, ea) = unpack_ewma(self.ewma.load(Ordering::Relaxed));
-        let (sb, eb) = unpack_ewma(other.ewma.load(Ordering::Relaxed));
+    ) -> Option<bool> {
+        let (wa_word, wb_word) = (
+            self.ewma.load(Ordering::Relaxed),
+            other.ewma.load(Ordering::Relaxed),
+        );
+        if wa_word == 0 || wb_word == 0 {
+            return None;
+        }
+        let (sa, ea) = unpack_ewma(wa_word);
+        let (sb, eb) = unpack_ewma(wb_word);
         let a = f64::from(ea) * f64::from(self.in_flight().saturating_add(1)) * f64::from(wb);
         let b = f64::from(eb) * f64::from(other.in_flight().saturating_add(1)) * f64::from(wa);
-        // Stamps are ms since each statistics' own base: align them.
-        let gap = (i64::from(sa) + self.base_ms) - (i64::from(sb) + other.base_ms);
+        let gap = sa.wrapping_sub(sb) as i32;
         if gap == 0 {
-            return a <= b;
+            return Some(a <= b);
         }
         let decay_ms = millis_f64(cfg.decay).max(1.0);
         // Decayed to a common time: a * exp(gap / decay) vs b, where gap > 0
         // means `self` was updated later (decayed less).
-        a * fast_exp(gap as f64 / decay_ms) <= b
+        Some(a * fast_exp(f64::from(gap) / decay_ms) <= b)
     }
 
     /// The peak-EWMA cost at `now`: estimate * (in flight + 1).
@@ -201,45 +363,91 @@ impl EndpointStats {
 
     /// Feeds one observed latency at `now`: a sample above the estimate
     /// replaces it at once (the peak); otherwise the estimate moves toward
-    /// it with weight `1 - exp(-elapsed / decay)`.
+    /// it with weight `1 - exp(-elapsed / decay)` (the first sample moves
+    /// from the default estimate).
     pub fn observe(&self, latency: Duration, now: Instant, cfg: &PeakEwma) {
         let rtt = latency.as_secs_f64() * 1e9;
-        let now_ms = self.ms(now);
-        let (stamp, est) = unpack_ewma(self.ewma.load(Ordering::Relaxed));
-        let est = f64::from(est);
+        let now_ms = stamp(now);
+        let word = self.ewma.load(Ordering::Relaxed);
+        let (est, elapsed) = if word == 0 {
+            (default_ns(cfg), 0.0)
+        } else {
+            let (at, est) = unpack_ewma(word);
+            (f64::from(est), f64::from((now_ms as u32).wrapping_sub(at)))
+        };
         let next = if rtt > est {
             rtt
         } else {
-            let elapsed = f64::from((now_ms as u32).wrapping_sub(stamp));
             let decay_ms = millis_f64(cfg.decay).max(1.0);
             let w = (-elapsed / decay_ms).exp();
             est * w + rtt * (1.0 - w)
         };
-        self.ewma
-            .store(pack_ewma(now_ms, next as f32), Ordering::Relaxed);
+        self.ewma.store(pack_ewma(now_ms, next), Ordering::Relaxed);
     }
 
-    /// Records a success: the failure run ends; counted in the window.
+    /// Records a success: the failure run ends; counted in the window (of
+    /// an endpoint that ever failed).
     pub(crate) fn record_success(&self, now: Instant, window: Duration) {
-        self.consecutive.store(0, Ordering::Relaxed);
-        self.count(now, window, true);
+        if let Some(f) = self.failures.get() {
+            f.consecutive.store(0, Ordering::Relaxed);
+            f.count(now, window, true);
+        }
     }
 
     /// Records a failure; returns the failures in a row now.
     pub(crate) fn record_failure(&self, now: Instant, window: Duration) -> u32 {
-        self.count(now, window, false);
-        self.consecutive
+        let f = self.failures_or_init();
+        f.count(now, window, false);
+        f.consecutive
             .fetch_add(1, Ordering::Relaxed)
             .saturating_add(1)
     }
 
-    fn seq(&self, now: Instant, window: Duration) -> u32 {
-        let width = (millis(window) / BUCKETS as u64).max(1);
-        (self.ms(now) / width) as u32
+    /// Successes and failures counted over the window ending at `now` (from
+    /// the endpoint's first failure on).
+    pub fn window_counts(&self, now: Instant, window: Duration) -> (u32, u32) {
+        self.failures
+            .get()
+            .map_or((0, 0), |f| f.window_counts(now, window))
+    }
+
+    /// Whether the endpoint is ejected at `now`.
+    #[inline]
+    pub fn is_ejected(&self, now: Instant) -> bool {
+        self.failures.get().is_some_and(|f| f.is_ejected(now))
+    }
+
+    /// A plain copy of the statistics at `now`.
+    pub fn view(&self, now: Instant, cfg: &PeakEwma) -> StatsView {
+        let f = self.failures.get();
+        StatsView {
+            in_flight: self.in_flight(),
+            consecutive_failures: f.map_or(0, |f| f.consecutive.load(Ordering::Relaxed)),
+            latency: Duration::try_from_secs_f64(self.latency_ns(now, cfg).max(0.0) / 1e9)
+                .unwrap_or(Duration::MAX),
+            ejected: self.is_ejected(now),
+            ejections: f.map_or(0, |f| f.ejections.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl FailureStats {
+    fn new() -> Self {
+        Self {
+            consecutive: AtomicU32::new(0),
+            ejections: AtomicU32::new(0),
+            ejected_until: AtomicI64::new(NEVER),
+            window: Default::default(),
+        }
+    }
+
+    fn seq(now: Instant, window: Duration) -> u32 {
+        let width = i64::try_from((millis(window) / BUCKETS as u64).max(1)).unwrap_or(i64::MAX);
+        stamp(now).div_euclid(width) as u32
     }
 
     fn count(&self, now: Instant, window: Duration, ok: bool) {
-        let seq = self.seq(now, window);
+        let seq = Self::seq(now, window);
         let slot = &self.window[seq as usize % BUCKETS];
         for _ in 0..CAS_TRIES {
             let cur = slot.load(Ordering::Relaxed);
@@ -262,14 +470,13 @@ impl EndpointStats {
         }
     }
 
-    /// Successes and failures counted over the window ending at `now`.
-    pub fn window_counts(&self, now: Instant, window: Duration) -> (u32, u32) {
-        let seq = self.seq(now, window);
+    fn window_counts(&self, now: Instant, window: Duration) -> (u32, u32) {
+        let seq = Self::seq(now, window);
         let (mut good, mut bad) = (0u32, 0u32);
         for slot in &self.window {
             let v = slot.load(Ordering::Relaxed);
             let s = (v >> 32) as u32;
-            if seq.wrapping_sub(s) < BUCKETS as u32 {
+            if v != 0 && seq.wrapping_sub(s) < BUCKETS as u32 {
                 good = good.saturating_add(u32::from((v >> 16) as u16));
                 bad = bad.saturating_add(u32::from(v as u16));
             }
@@ -281,7 +488,7 @@ impl EndpointStats {
     #[inline]
     pub fn is_ejected(&self, now: Instant) -> bool {
         let until = self.ejected_until.load(Ordering::Relaxed);
-        until != 0 && self.ms(now) < until
+        until != NEVER && stamp(now) < until
     }
 
     /// Ejects the endpoint at `now` for `base * 2^(k-1)` (capped at
@@ -290,13 +497,13 @@ impl EndpointStats {
     /// and the window. Returns the ejection time, or `None` when the
     /// endpoint is ejected already.
     pub(crate) fn eject(&self, now: Instant, base: Duration, max: Duration) -> Option<Duration> {
-        let now_ms = self.ms(now);
+        let now_ms = stamp(now);
         let prev = self.ejected_until.load(Ordering::Relaxed);
-        if prev != 0 && now_ms < prev {
+        if prev != NEVER && now_ms < prev {
             return None;
         }
-        let max_ms = millis(max);
-        let k = if prev == 0 || now_ms.saturating_sub(prev) > max_ms {
+        let max_ms = i64::try_from(millis(max)).unwrap_or(i64::MAX);
+        let k = if prev == NEVER || now_ms.saturating_sub(prev) > max_ms {
             1
         } else {
             self.ejections.load(Ordering::Relaxed).saturating_add(1)
@@ -304,7 +511,7 @@ impl EndpointStats {
         self.ejections.store(k, Ordering::Relaxed);
         let factor = 1u32.checked_shl(k.saturating_sub(1)).unwrap_or(u32::MAX);
         let time = base.saturating_mul(factor).min(max);
-        let until = now_ms.saturating_add(millis(time)).max(1);
+        let until = now_ms.saturating_add(i64::try_from(millis(time)).unwrap_or(i64::MAX));
         self.ejected_until.store(until, Ordering::Relaxed);
         self.consecutive.store(0, Ordering::Relaxed);
         for slot in &self.window {
@@ -312,16 +519,37 @@ impl EndpointStats {
         }
         Some(time)
     }
+}
 
-    /// A plain copy of the statistics at `now`.
-    pub fn view(&self, now: Instant, cfg: &PeakEwma) -> StatsView {
-        StatsView {
-            in_flight: self.in_flight(),
-            consecutive_failures: self.consecutive.load(Ordering::Relaxed),
-            latency: Duration::try_from_secs_f64(self.latency_ns(now, cfg).max(0.0) / 1e9)
-                .unwrap_or(Duration::MAX),
-            ejected: self.is_ejected(now),
-            ejections: self.ejections.load(Ordering::Relaxed),
-        }
+/// Carries `old`'s statistics over to `new`, a new record of the same
+/// instance id and incarnation replacing it (see the module docs): the
+/// estimate is copied, the failure record shared, and the calls in flight
+/// move with a seal that forwards `old`'s later leaves and outcomes to
+/// `new`. Nothing when `old` recorded nothing, when both are the same
+/// record, when they differ in id or incarnation (a restart starts afresh),
+/// or when either was carried already (so forwarding never loops).
+pub(crate) fn carry(old: &Endpoint, new: &Endpoint) {
+    let (from, to) = (old.stats(), new.stats());
+    if Arc::ptr_eq(old, new)
+        || from.is_sealed()
+        || to.is_sealed()
+        || !from.is_used()
+        || old.instance_id() != new.instance_id()
+        || old.incarnation() != new.incarnation()
+    {
+        return;
+    }
+    let word = from.ewma.load(Ordering::Relaxed);
+    if word != 0 && to.ewma.load(Ordering::Relaxed) == 0 {
+        to.ewma.store(word, Ordering::Relaxed);
+    }
+    if let Some(f) = from.failures.get() {
+        let _ = to.failures.set(Box::new(f.clone()));
+    }
+    // The forward first, then the seal: whoever sees the seal finds it.
+    from.forward.store(Some(new.clone()));
+    let moved = from.in_flight.swap(SEALED_WORD, Ordering::AcqRel);
+    if moved > 0 && moved & SEALED == 0 {
+        to.in_flight.fetch_add(moved, Ordering::AcqRel);
     }
 }

@@ -69,8 +69,8 @@ struct Rig {
     now: Arc<Mutex<Instant>>,
     cfg: Arc<Mutex<BalanceConfig>>,
     closings: Arc<Mutex<Vec<String>>>,
-    balance: Arc<DirectoryBalance>,
-    rng: StdRng,
+    balance: DirectoryBalance,
+    rng: std::cell::RefCell<StdRng>,
 }
 
 impl Rig {
@@ -81,7 +81,7 @@ impl Rig {
             Arc::new(Mutex::new(BalanceConfig::default())),
             Arc::new(Mutex::new(Vec::new())),
         );
-        let balance = Arc::new(DirectoryBalance::new());
+        let balance = DirectoryBalance::new();
         assert!(balance.install(Box::new(TestEnv {
             now: now.clone(),
             cfg: cfg.clone(),
@@ -93,7 +93,7 @@ impl Rig {
             cfg,
             closings,
             balance,
-            rng: StdRng::seed_from_u64(42),
+            rng: std::cell::RefCell::new(StdRng::seed_from_u64(42)),
         }
     }
 
@@ -109,18 +109,24 @@ impl Rig {
         *self.cfg.lock().unwrap()
     }
 
-    fn lease(&mut self, snap: &DirectorySnapshot, s: Strategy) -> Result<Lease, PickError> {
-        let (cfg, now, rng) = (self.cfg(), self.now(), &mut self.rng);
+    fn lease(&self, snap: &DirectorySnapshot, s: Strategy) -> Result<Lease<'_>, PickError> {
+        let (cfg, now) = (self.cfg(), self.now());
+        let mut rng = self.rng.borrow_mut();
         self.balance.lease(snap, s, &cfg, now, &mut || rng.gen())
     }
 
+    /// A round-robin lease on `host` (others picked meanwhile are dropped).
+    fn lease_host(&self, snap: &DirectorySnapshot, host: &str) -> Lease<'_> {
+        loop {
+            let l = self.lease(snap, Strategy::RoundRobin).unwrap();
+            if l.host() == host {
+                return l;
+            }
+        }
+    }
+
     /// Host of each of `n` picks (leases dropped at once, no outcome).
-    fn counts(
-        &mut self,
-        snap: &DirectorySnapshot,
-        s: Strategy,
-        n: usize,
-    ) -> HashMap<String, usize> {
+    fn counts(&self, snap: &DirectorySnapshot, s: Strategy, n: usize) -> HashMap<String, usize> {
         let mut c = HashMap::new();
         for _ in 0..n {
             let l = self.lease(snap, s).expect("a pick");
@@ -136,7 +142,7 @@ fn share(c: &HashMap<String, usize>, host: &str, n: usize) -> f64 {
 
 #[test]
 fn weighted_random_follows_weights_over_a_fixed_seed() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 2), ep(3, 3), ep(4, 4), ep(5, 0)]);
     let c = rig.counts(&snap, Strategy::WeightedRandom, 20_000);
     for (h, w) in [("h1", 0.1), ("h2", 0.2), ("h3", 0.3), ("h4", 0.4)] {
@@ -148,7 +154,7 @@ fn weighted_random_follows_weights_over_a_fixed_seed() {
 
 #[test]
 fn round_robin_takes_turns_and_skips_weight_zero() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 0), ep(3, 50), ep(4, 7)]);
     let hosts: Vec<String> = (0..6)
         .map(|_| {
@@ -168,7 +174,7 @@ fn round_robin_takes_turns_and_skips_weight_zero() {
 
 #[test]
 fn least_in_flight_avoids_busy_endpoints_and_is_weighted_when_idle() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1), ep(3, 2)]);
     let c = rig.counts(&snap, Strategy::LeastInFlight, 20_000);
     // Idle: uniform pairs, the weight folded into the cost, so the heavier
@@ -186,12 +192,12 @@ fn least_in_flight_avoids_busy_endpoints_and_is_weighted_when_idle() {
     let s3 = share(&c, "h3", 10_000);
     assert!(s3 < 0.06, "busy h3 picked {s3}");
     drop(held);
-    assert_eq!(snap.get(2).unwrap().stats().unwrap().in_flight(), 0);
+    assert_eq!(snap.get(2).unwrap().stats().in_flight(), 0);
 }
 
 #[test]
 fn peak_ewma_prefers_the_fast_endpoint_and_forgets_a_peak() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1), ep(3, 1)]);
     // h1 answers in 5 ms, h2 in 30 ms, h3 in 200 ms.
     for i in 0..300 {
@@ -213,7 +219,7 @@ fn peak_ewma_prefers_the_fast_endpoint_and_forgets_a_peak() {
     assert!(s1 > 0.5 && s3 < 0.03, "{c:?}");
 
     // The peak is taken at once and decays on read (1/e per 10 s).
-    let stats = snap.get(0).unwrap().stats().unwrap();
+    let stats = snap.get(0).unwrap().stats();
     let cfg = rig.cfg().peak_ewma;
     stats.observe(Duration::from_millis(100), rig.now(), &cfg);
     let at = stats.latency_ns(rig.now(), &cfg) / 1e6;
@@ -231,24 +237,29 @@ fn peak_ewma_prefers_the_fast_endpoint_and_forgets_a_peak() {
 fn a_fresh_endpoint_costs_the_default_rtt() {
     let rig = Rig::new();
     let cfg = rig.cfg().peak_ewma;
-    let s = EndpointStats::new(rig.now(), cfg.default_rtt);
+    let s = EndpointStats::default();
+    assert!(!s.has_estimate());
     assert_eq!(s.view(rig.now(), &cfg).latency, Duration::from_millis(30));
+    // The default does not decay: nothing was measured.
+    let later = rig.now() + Duration::from_secs(60);
+    assert_eq!(s.view(later, &cfg).latency, Duration::from_millis(30));
     assert_eq!(cfg.decay, Duration::from_secs(10));
 }
 
 #[test]
 fn a_lease_counts_in_flight_until_dropped_or_reported() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1)]);
     let a = rig.lease(&snap, Strategy::PeakEwma).unwrap();
     let b = rig.lease(&snap, Strategy::RoundRobin).unwrap();
     assert!(
-        Arc::ptr_eq(a.stats(), b.stats()),
+        std::ptr::eq(a.stats(), b.stats()),
         "one statistics per endpoint"
     );
     assert_eq!(a.stats().in_flight(), 2);
     assert_eq!(a.port(), 1, "derefs to the URL");
-    let stats = a.stats().clone();
+    let url = a.endpoint().clone();
+    let stats = url.stats();
     drop(a);
     assert_eq!(stats.in_flight(), 1);
     rig.at(Duration::from_millis(40));
@@ -261,19 +272,13 @@ fn a_lease_counts_in_flight_until_dropped_or_reported() {
 
 #[test]
 fn consecutive_failures_eject_then_readmit_with_a_doubling_time() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1), ep(3, 1), ep(4, 1)]);
-    let h1 = |rig: &mut Rig| loop {
-        let l = rig.lease(&snap, Strategy::RoundRobin).unwrap();
-        if l.host() == "h1" {
-            return l;
-        }
-    };
     for i in 0..4 {
-        let r = h1(&mut rig).failure(FailureClass::Server);
+        let r = rig.lease_host(&snap, "h1").failure(FailureClass::Server);
         assert_eq!(r.trigger, None, "failure {i}");
     }
-    let r = h1(&mut rig).failure(FailureClass::Server);
+    let r = rig.lease_host(&snap, "h1").failure(FailureClass::Server);
     assert_eq!(r.trigger, Some(Trigger::Consecutive));
     assert_eq!(r.ejection, Some(Ejection::Ejected(Duration::from_secs(30))));
     assert_eq!(rig.balance.ledger().ejected(rig.now()), 1);
@@ -298,7 +303,9 @@ fn consecutive_failures_eject_then_readmit_with_a_doubling_time() {
     let mut expect = [60, 120, 240, 300, 300].into_iter();
     let mut t = Duration::from_secs(30);
     for _ in 0..5 {
-        let r = h1(&mut rig).failure(FailureClass::ConnectionRefused);
+        let r = rig
+            .lease_host(&snap, "h1")
+            .failure(FailureClass::ConnectionRefused);
         let want = Duration::from_secs(expect.next().unwrap());
         assert_eq!(r.ejection, Some(Ejection::Ejected(want)));
         t += want;
@@ -306,13 +313,15 @@ fn consecutive_failures_eject_then_readmit_with_a_doubling_time() {
     }
     // Readmitted for longer than the cap: the doubling starts over.
     rig.at(t + Duration::from_secs(301));
-    let r = h1(&mut rig).failure(FailureClass::ConnectionRefused);
+    let r = rig
+        .lease_host(&snap, "h1")
+        .failure(FailureClass::ConnectionRefused);
     assert_eq!(r.ejection, Some(Ejection::Ejected(Duration::from_secs(30))));
 }
 
 #[test]
 fn a_success_breaks_the_run_and_the_rate_trigger_catches_intermittent_failures() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1)]);
     // 4 failures, a success, 4 failures: no run of 5. 9 outcomes < 20:
     // the rate does not count yet.
@@ -346,7 +355,7 @@ fn a_success_breaks_the_run_and_the_rate_trigger_catches_intermittent_failures()
     assert_eq!(trips.first().map(|t| t.1), Some(Trigger::Rate), "{trips:?}");
 
     // With the rate trigger off, the same pattern never ejects.
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     rig.cfg.lock().unwrap().outlier.failure_rate = None;
     for i in 0..60 {
         let l = rig.lease(&snap, Strategy::WeightedRandom).unwrap();
@@ -361,7 +370,7 @@ fn a_success_breaks_the_run_and_the_rate_trigger_catches_intermittent_failures()
 
 #[test]
 fn connection_refused_and_closing_eject_at_once_and_closing_tells_the_directory() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1), ep(3, 1), ep(4, 1)]);
     let l = rig.lease(&snap, Strategy::RoundRobin).unwrap();
     let r = l.failure(FailureClass::ConnectionRefused);
@@ -380,7 +389,7 @@ fn connection_refused_and_closing_eject_at_once_and_closing_tells_the_directory(
 
 #[test]
 fn never_more_than_the_max_share_is_ejected_and_past_it_picks_panic() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let snap = snapshot(vec![ep(1, 1), ep(2, 1), ep(3, 1), ep(4, 1)]);
     let mut results = Vec::new();
     for _ in 0..4 {
@@ -412,7 +421,7 @@ fn never_more_than_the_max_share_is_ejected_and_past_it_picks_panic() {
 
 #[test]
 fn all_ejected_only_when_the_max_share_is_100_percent() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     rig.cfg.lock().unwrap().outlier.max_ejection_percent = 100;
     let snap = snapshot(vec![ep(1, 1), ep(2, 1)]);
     for _ in 0..2 {
@@ -436,7 +445,7 @@ fn all_ejected_only_when_the_max_share_is_100_percent() {
 
 #[test]
 fn statistics_survive_a_weight_change_but_not_a_restart() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     let mut editor = EndpointSetEditor::new();
     editor.extend([ep_with(1, 1, Some("b1")), ep_with(2, 1, Some("b1"))]);
     let set = editor.snapshot();
@@ -445,36 +454,107 @@ fn statistics_survive_a_weight_change_but_not_a_restart() {
         DirectoryStatus::Empty(EmptyReason::Pending(Default::default())),
         vec![set],
     );
-    let l = rig.lease(&snap, Strategy::RoundRobin).unwrap();
-    assert_eq!(l.host(), "h1");
-    assert!(l
+    let first = snap.get(0).unwrap().clone();
+    // A latency measured and a call in flight on the first record, then
+    // it is ejected.
+    rig.at(Duration::from_millis(10));
+    rig.lease_host(&snap, "h1")
+        .success_in(Duration::from_millis(90));
+    let out = rig.lease_host(&snap, "h1");
+    assert_eq!(first.stats().in_flight(), 1);
+    assert!(rig
+        .lease_host(&snap, "h1")
         .failure(FailureClass::ConnectionRefused)
         .ejection
         .is_some());
-    let stats = snap.get(0).unwrap().stats().unwrap();
-    // A weight change (a new record of the same incarnation) keeps them.
+    let failures = first.stats().failures().unwrap().clone();
+    let same = |e: &Endpoint| Arc::ptr_eq(e.stats().failures().unwrap(), &failures);
+
+    // A weight change (a new record of the same incarnation) takes them over:
+    // the ejection, the estimate and the call in flight.
     editor.upsert(ep_with(1, 5, Some("b1")));
-    let kept = editor.get("h1:1").unwrap().stats().unwrap();
-    assert!(Arc::ptr_eq(kept, stats));
-    assert!(kept.is_ejected(rig.now()));
+    let kept = editor.get("h1:1").unwrap().clone();
+    assert!(same(&kept));
+    assert!(kept.stats().is_ejected(rig.now()));
+    assert_eq!(kept.stats().in_flight(), 1, "the call in flight moved");
+    assert_eq!(first.stats().in_flight(), 0);
+    let ms = |e: &Endpoint, rig: &Rig| e.stats().latency_ns(rig.now(), &rig.cfg().peak_ewma) / 1e6;
+    // The refused call counted as the failure penalty (250 ms): the peak.
+    assert!(
+        (ms(&kept, &rig) - 250.0).abs() < 0.01,
+        "{}",
+        ms(&kept, &rig)
+    );
+    // The lease taken on the first record ends on the new one, and its
+    // outcome is measured there.
+    rig.at(Duration::from_millis(20));
+    out.success_in(Duration::from_millis(500));
+    assert_eq!(kept.stats().in_flight(), 0);
+    assert!(
+        (ms(&kept, &rig) - 500.0).abs() < 0.01,
+        "{}",
+        ms(&kept, &rig)
+    );
+    assert_eq!(
+        kept.stats().view(rig.now(), &rig.cfg().peak_ewma).in_flight,
+        0
+    );
+
     // So does a rebuild (a full list) that still holds it.
     editor.rebuild(vec![ep_with(2, 1, Some("b1")), ep_with(1, 7, Some("b1"))]);
-    assert!(Arc::ptr_eq(
-        editor.get("h1:1").unwrap().stats().unwrap(),
-        stats
-    ));
-    assert!(editor.get("h2:1").unwrap().stats().is_none());
+    let rebuilt = editor.get("h1:1").unwrap().clone();
+    assert!(same(&rebuilt));
+    assert!((ms(&rebuilt, &rig) - 500.0).abs() < 0.01);
+    assert!(editor.get("h2:1").unwrap().stats().failures().is_none());
+    assert!(!editor.get("h2:1").unwrap().stats().has_estimate());
     // A removal moving another endpoint into the slot moves no statistics.
     editor.remove("h2:1");
-    assert!(Arc::ptr_eq(
-        editor.get("h1:1").unwrap().stats().unwrap(),
-        stats
-    ));
+    assert!(same(editor.get("h1:1").unwrap()));
     // A restart (another boot) starts afresh.
     editor.upsert(ep_with(1, 7, Some("b2")));
-    assert!(editor.get("h1:1").unwrap().stats().is_none());
+    let fresh = editor.get("h1:1").unwrap();
+    assert!(fresh.stats().failures().is_none());
+    assert!(!fresh.stats().has_estimate());
+    assert!(!fresh.stats().is_ejected(rig.now()));
     // Equality ignores the statistics.
     assert_eq!(*ep_with(1, 1, Some("b1")), **snap.get(0).unwrap());
+}
+
+#[test]
+fn leases_on_both_sides_of_a_carry_count_once() {
+    // Leases taken on an old record before and after it was carried over,
+    // ended before and after: the new record counts exactly those out.
+    let rig = Rig::new();
+    let mut editor = EndpointSetEditor::new();
+    editor.extend([ep_with(1, 1, Some("b"))]);
+    let old = DirectorySnapshot::new(
+        1,
+        DirectoryStatus::Empty(EmptyReason::Pending(Default::default())),
+        vec![editor.snapshot()],
+    );
+    let before: Vec<Lease> = (0..3)
+        .map(|_| rig.lease(&old, Strategy::PeakEwma).unwrap())
+        .collect();
+    editor.upsert(ep_with(1, 2, Some("b")));
+    let new = editor.get("h1:1").unwrap().clone();
+    assert_eq!(new.stats().in_flight(), 3);
+    // A straggler picks the old record after the carry.
+    let after = rig.lease(&old, Strategy::PeakEwma).unwrap();
+    assert_eq!(new.stats().in_flight(), 4);
+    assert_eq!(old.get(0).unwrap().stats().in_flight(), 0);
+    // And a second carry while they are out.
+    editor.upsert(ep_with(1, 3, Some("b")));
+    let newest = editor.get("h1:1").unwrap().clone();
+    assert_eq!(newest.stats().in_flight(), 4);
+    drop(before);
+    drop(after);
+    assert_eq!(newest.stats().in_flight(), 0);
+    assert_eq!(new.stats().in_flight(), 0);
+    // Carrying back into a sealed record is refused (no forwarding loop).
+    editor.upsert(old.get(0).unwrap().clone());
+    let back = rig.lease(&old, Strategy::PeakEwma).unwrap();
+    drop(back);
+    assert_eq!(newest.stats().in_flight(), 0);
 }
 
 #[test]
@@ -491,7 +571,7 @@ fn the_cheap_exp_of_a_pick_stays_within_a_millionth_of_libm() {
 
 #[test]
 fn p2c_folds_the_weight_into_the_cost() {
-    let mut rig = Rig::new();
+    let rig = Rig::new();
     // Same latency (the default), same load: the heavier wins every pair.
     let snap = snapshot(vec![ep(1, 2), ep(2, 5)]);
     let c = rig.counts(&snap, Strategy::PeakEwma, 1000);

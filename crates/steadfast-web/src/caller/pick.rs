@@ -16,11 +16,11 @@ use tokio::time::Instant;
 const RECHECK: Duration = Duration::from_millis(50);
 
 /// A lease for the next attempt, avoiding every endpoint in `tried`.
-pub(crate) async fn pick(
-    dir: &Directory,
+pub(crate) async fn pick<'d>(
+    dir: &'d Directory,
     tried: &[Endpoint],
     deadline: Instant,
-) -> Result<Lease, NoEndpoint> {
+) -> Result<Lease<'d>, NoEndpoint> {
     if tried.is_empty() {
         return dir.select_ready(Deadline::at(deadline)).await;
     }

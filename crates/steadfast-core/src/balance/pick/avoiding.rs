@@ -1,7 +1,6 @@
 //! [`DirectoryBalance::lease_other`]: a pick that avoids some endpoints,
 //! for a retry that must go to ANOTHER endpoint than the ones that failed.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Candidate, PickError};
@@ -17,18 +16,18 @@ impl DirectoryBalance {
     /// is in panic mode); `Err(PickError::Empty)` when no other endpoint may
     /// take traffic now.
     pub fn lease_other(
-        self: &Arc<Self>,
+        &self,
         snapshot: &DirectorySnapshot,
         strategy: Strategy,
         cfg: &BalanceConfig,
         now: Instant,
         rng: &mut impl FnMut() -> u64,
         avoid: impl Fn(&Endpoint) -> bool,
-    ) -> Result<Lease, PickError> {
+    ) -> Result<Lease<'_>, PickError> {
         let c = self.candidate(snapshot, strategy, cfg, now, rng)?;
         let n = snapshot.len();
         if !avoid(c.ep) {
-            return Ok(Lease::new(c, self.stripe(), n, cfg, now));
+            return Ok(Lease::new(c, self, n, now));
         }
         let honor = !cfg.outlier.panics(self.ledger().ejected(now), n);
         let start = (rng() % n.max(1) as u64) as usize;
@@ -37,13 +36,15 @@ impl DirectoryBalance {
             .filter(|ep| !avoid(ep))
             .map(Candidate::of)
             .find(|c| c.eligible(honor, now))
-            .map(|c| Lease::new(c, self.stripe(), n, cfg, now))
+            .map(|c| Lease::new(c, self, n, now))
             .ok_or(PickError::Empty)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::balance::FailureClass;
     use crate::directory::{DirectoryStatus, EmptyReason};
@@ -64,7 +65,7 @@ mod tests {
     #[test]
     fn p2c_over_two_never_returns_the_avoided_one() {
         let snap = snapshot(&[1, 2]);
-        let bal = Arc::new(DirectoryBalance::new());
+        let bal = DirectoryBalance::new();
         let cfg = BalanceConfig::default();
         let now = Instant::now();
         let mut seed = 1u64;
