@@ -24,11 +24,10 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
 use once_cell::race::OnceBox;
 
 use super::PeakEwma;
-use crate::url::{Endpoint, ServiceUrl};
+use crate::url::Endpoint;
 
 /// Buckets of the failure-rate window (each a quarter of the window).
 const BUCKETS: usize = 4;
@@ -55,8 +54,9 @@ pub struct EndpointStats {
     ewma: AtomicU64,
     /// Failures and ejection, from the first reported failure on.
     failures: OnceBox<Arc<FailureStats>>,
-    /// Where a sealed record's leases report (set before the seal).
-    forward: ArcSwapOption<ServiceUrl>,
+    /// Where a sealed record's leases report (set once, before the seal;
+    /// allocated only then, and dropping an unset one costs nothing).
+    forward: OnceBox<Endpoint>,
 }
 
 /// What an endpoint that failed keeps: failures in a row, the failure-rate
@@ -106,13 +106,19 @@ fn millis_f64(d: Duration) -> f64 {
 /// only differences are used, and they are signed).
 static ANCHOR: OnceLock<Instant> = OnceLock::new();
 
-/// `at` in signed ms from the anchor.
+/// `at` in signed whole ms from the anchor, rounded down on both sides of
+/// it (so that differences of stamps never depend on which side of the
+/// anchor the instants fall).
 #[inline]
 pub(crate) fn stamp(at: Instant) -> i64 {
     let anchor = *ANCHOR.get_or_init(|| at);
     match at.checked_duration_since(anchor) {
         Some(d) => i64::try_from(millis(d)).unwrap_or(i64::MAX),
-        None => -i64::try_from(millis(anchor.saturating_duration_since(at))).unwrap_or(i64::MAX),
+        None => {
+            let d = anchor.saturating_duration_since(at);
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            i64::try_from(ms).map_or(i64::MIN, |m| -m)
+        }
     }
 }
 
@@ -160,7 +166,7 @@ impl Default for EndpointStats {
             in_flight: AtomicU32::new(0),
             ewma: AtomicU64::new(0),
             failures: OnceBox::new(),
-            forward: ArcSwapOption::empty(),
+            forward: OnceBox::new(),
         }
     }
 }
@@ -229,12 +235,12 @@ impl EndpointStats {
         if self.try_enter() {
             return;
         }
-        let mut next = self.forward.load_full();
+        let mut next = self.forward.get();
         while let Some(url) = next {
             if url.stats().try_enter() {
                 return;
             }
-            next = url.stats().forward.load_full();
+            next = url.stats().forward.get();
         }
     }
 
@@ -255,12 +261,12 @@ impl EndpointStats {
         if self.try_leave() {
             return;
         }
-        let mut next = self.forward.load_full();
+        let mut next = self.forward.get();
         while let Some(url) = next {
             if url.stats().try_leave() {
                 return;
             }
-            next = url.stats().forward.load_full();
+            next = url.stats().forward.get();
         }
     }
 
@@ -282,12 +288,12 @@ impl EndpointStats {
         if !self.is_sealed() {
             return f(self);
         }
-        let Some(mut url) = self.forward.load_full() else {
+        let Some(mut url) = self.forward.get() else {
             return f(self);
         };
         // Bounded by the records carried while one lease was out.
         while url.stats().is_sealed() {
-            match url.stats().forward.load_full() {
+            match url.stats().forward.get() {
                 Some(next) => url = next,
                 None => break,
             }
@@ -547,7 +553,9 @@ pub(crate) fn carry(old: &Endpoint, new: &Endpoint) {
         let _ = to.failures.set(Box::new(f.clone()));
     }
     // The forward first, then the seal: whoever sees the seal finds it.
-    from.forward.store(Some(new.clone()));
+    if from.forward.set(Box::new(new.clone())).is_err() {
+        return;
+    }
     let moved = from.in_flight.swap(SEALED_WORD, Ordering::AcqRel);
     if moved > 0 && moved & SEALED == 0 {
         to.in_flight.fetch_add(moved, Ordering::AcqRel);

@@ -584,3 +584,25 @@ fn p2c_folds_the_weight_into_the_cost() {
     let l = rig.lease(&snap, Strategy::PeakEwma).unwrap();
     assert_eq!(l.host(), "h1", "h2 carries more than its weight's share");
 }
+
+#[test]
+fn stamps_round_down_on_both_sides_of_the_process_anchor() {
+    // The anchor is the first instant any statistics saw; tests (and
+    // directories) run before and after it. A whole number of ms between
+    // two instants is that many ms of stamps, on either side: an ejection
+    // of 30 s ends exactly 30 s later wherever it started.
+    let now = Instant::now();
+    let _ = super::stats::stamp(now);
+    for back_us in [0u64, 1, 499, 500, 501, 999, 1_000, 1_500, 7_300_250] {
+        for base in [now, now + Duration::from_secs(3)] {
+            let Some(t) = base.checked_sub(Duration::from_micros(back_us)) else {
+                continue;
+            };
+            for gap_ms in [1u64, 999, 30_000] {
+                let later = t + Duration::from_millis(gap_ms);
+                let d = super::stats::stamp(later) - super::stats::stamp(t);
+                assert_eq!(d, gap_ms as i64, "{back_us} us back, {gap_ms} ms apart");
+            }
+        }
+    }
+}
