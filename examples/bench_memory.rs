@@ -152,7 +152,7 @@ async fn measure(n: usize, etcd: bool) -> (f64, f64) {
         assert!(Instant::now() < deadline, "not ready: {}", view.status);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Let the actors go idle (graveyards reaped, queries answered).
+    // Let the actors go idle (replaced state freed, queries answered).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = LIVE.load(Ordering::Relaxed);
     let held = after.saturating_sub(before) as f64 / n as f64;

@@ -3,7 +3,7 @@
 //!
 //! - CPU rounds: the engine thread is idle, the change is made, the engine
 //!   thread's CPU is read again once it has been quiet for 40 ms (longer than
-//!   any deferred free); nothing polls the directory meanwhile. The change
+//!   any timer the change armed); nothing polls the directory meanwhile. The change
 //!   is then checked to be visible (off the clock).
 //! - Latency rounds: from the registry call until the published snapshot shows the
 //!   change, polling every ~20 us from the benchmark's thread.

@@ -8,7 +8,7 @@
 //! `MemoryRegistry::set_instances` into the embedded registry an engine
 //! watches on its own thread (registry actor, resolver, directory: the
 //! actors production runs). Engine cost = that thread's CPU from idle to
-//! idle again, so the deferred frees of what the round replaced are
+//! idle again, so the frees of what the round replaced are
 //! counted; the registry's decoding of the records runs on the writer's
 //! thread and is charged to neither side.
 //!

@@ -2,7 +2,7 @@
 //! arbiter), the embedded `MemoryRegistry` it watches, and one subscribed
 //! directory. A round writes a whole new state with
 //! `MemoryRegistry::set_instances` from the benchmark's thread and measures
-//! the engine thread's CPU from idle to idle again (so the deferred frees of
+//! the engine thread's CPU from idle to idle again (so the frees of
 //! what the round replaced count), and the time from the write returning to
 //! the new state being visible in the directory's published snapshot.
 
@@ -21,7 +21,7 @@ use crate::engine_thread::EngineThread;
 use crate::fixture::{APP, SUBSCRIBED};
 
 /// How long the engine must be quiet to count as idle (longer than the
-/// 20 ms deferred free of a replaced snapshot).
+/// frees that follow a publish and of any timer a round arms).
 const QUIET: Duration = Duration::from_millis(60);
 /// CPU per 2 ms slice below which the engine counts as quiet.
 const NOISE: Duration = Duration::from_micros(20);

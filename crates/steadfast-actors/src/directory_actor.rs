@@ -23,7 +23,6 @@ use steadfast_core::{
 use tokio::sync::Notify;
 
 use crate::contain::Contain;
-use crate::graveyard::{Buries, Graveyard};
 use crate::link::{Inbox, Wake};
 use crate::messages::{Attach, Detach, EndpointClosing, Shutdown};
 use crate::resolver_actor::ResolverActor;
@@ -101,7 +100,6 @@ pub struct DirectoryActor {
     /// The updates of each app's resolver, in the same order.
     inboxes: Vec<Inbox<DirectoryUpdate>>,
     shared: Arc<DirectoryShared>,
-    graveyard: Graveyard,
     terminated: bool,
     stats: Arc<EngineStats>,
     containment: crate::contain::Containment,
@@ -141,7 +139,6 @@ impl DirectoryActor {
             resolvers,
             inboxes,
             shared,
-            graveyard: Graveyard::default(),
             terminated: false,
             containment: Default::default(),
             tomb_timer: None,
@@ -185,7 +182,6 @@ impl DirectoryActor {
             inboxes: self.resolvers.iter().map(|_| Inbox::default()).collect(),
             resolvers: std::mem::take(&mut self.resolvers),
             shared: self.shared.clone(),
-            graveyard: Graveyard::default(),
             terminated: self.terminated,
             containment: std::mem::take(&mut self.containment),
             tomb_timer: None,
@@ -280,12 +276,6 @@ impl Drop for DirectoryActor {
     }
 }
 
-impl Buries for DirectoryActor {
-    fn graveyard(&mut self) -> &mut Graveyard {
-        &mut self.graveyard
-    }
-}
-
 impl Supervised for DirectoryActor {
     /// Restart clean: the actor is replaced by one re-created from the
     /// inputs [`DirectoryActor::recreate`] names (the old context's timers
@@ -312,22 +302,16 @@ impl Handler<Wake> for DirectoryActor {
             // The TTL is read when a tombstone may be written (not frozen).
             let ttl = act.shared.config.load().tombstone_ttl;
             let (mut published, mut gaps) = (false, Vec::new());
+            // What the batch replaced is freed once the result is published:
+            // a free never delays a publish, and needs no timer (a wake of
+            // its own) to run later.
+            let mut replaced = Vec::new();
             for i in 0..act.inboxes.len() {
                 for update in act.inboxes[i].drain() {
-                    let reset = update.change.is_reset();
                     match act.machine.apply_at(update, timer::now(), ttl) {
                         (Applied::Yes, old) => {
                             published = true;
-                            match old {
-                                // A full list replaced: freeing it is big, so
-                                // it is freed a moment later, off the update
-                                // path (and not by a reader dropping the last
-                                // handle).
-                                Some(old) if reset => act.graveyard.bury(old),
-                                // A patch replaced a few chunks: freeing them
-                                // now costs less than a timer to do it later.
-                                old => drop(old),
-                            }
+                            replaced.extend(old);
                         }
                         (Applied::Gap, _) => gaps.push(i),
                         (Applied::Ignored, _) => {}
@@ -338,8 +322,8 @@ impl Handler<Wake> for DirectoryActor {
             act.containment.drill_point();
             if published {
                 act.publish();
-                Graveyard::arm(act, ctx);
             }
+            drop(replaced);
             gaps.dedup();
             for i in gaps {
                 EngineStats::bump(&act.stats.resets_requested);

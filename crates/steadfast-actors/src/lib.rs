@@ -25,7 +25,6 @@ pub mod engine;
 pub mod env;
 pub mod error;
 pub mod export;
-mod graveyard;
 pub mod handle;
 pub mod inspect;
 pub mod link;

@@ -13,7 +13,6 @@ use steadfast_core::{DirectoryUpdate, ResolverAction, ResolverMachine, Token};
 
 use crate::cache_actor::CacheActor;
 use crate::contain::Contain;
-use crate::graveyard::{Buries, Graveyard};
 use crate::link::{Inbox, Outbox, Wake};
 use crate::messages::{
     AbandonMetadata, Attach, Detach, FeedItem, FetchMetadata, MetadataFetched, RecallMetadata,
@@ -45,7 +44,6 @@ pub struct ResolverActor {
     directories: HashMap<u64, (String, Outbox<DirectoryUpdate>)>,
     timers: HashMap<Token, SpawnHandle>,
     flush_scheduled: bool,
-    graveyard: Graveyard,
     /// Set on a replacement, until its `started` re-attached the
     /// directories it took over.
     recreated: bool,
@@ -81,7 +79,6 @@ impl ResolverActor {
             directories: HashMap::new(),
             timers: HashMap::new(),
             flush_scheduled: false,
-            graveyard: Graveyard::default(),
             recreated: false,
             orphans_below: None,
             terminated: false,
@@ -224,7 +221,6 @@ impl ResolverActor {
             changed = true;
         }
         self.snapshot_after_flush(changed, ctx);
-        Graveyard::arm(self, ctx);
     }
 
     /// Queues `update` for every directory of its key (a directory too far
@@ -339,12 +335,6 @@ impl ResolverActor {
                 feed: self.feed.sender(ctx.address().downgrade().recipient()),
             });
         }
-    }
-}
-
-impl Buries for ResolverActor {
-    fn graveyard(&mut self) -> &mut Graveyard {
-        &mut self.graveyard
     }
 }
 

@@ -76,23 +76,31 @@ impl Chunk {
         self.cum.last().copied().unwrap_or(0)
     }
 
-    /// Recomputes the running totals from `from` on.
-    fn reweigh(&mut self, from: usize) {
-        self.cum.truncate(from);
-        let mut total = from
-            .checked_sub(1)
-            .and_then(|i| self.cum.get(i).copied())
-            .unwrap_or(0);
-        for ep in self.items.iter().skip(from) {
-            total = total.saturating_add(u64::from(ep.weight()));
-            self.cum.push(total);
-        }
-    }
-
     fn push(&mut self, ep: Endpoint) {
         let total = self.total().saturating_add(u64::from(ep.weight()));
         self.items.push(ep);
         self.cum.push(total);
+    }
+
+    /// The weight of item `i`, from the running totals (no record read).
+    fn weight_at(&self, i: usize) -> u64 {
+        let before = i.checked_sub(1).and_then(|p| self.cum.get(p)).copied();
+        self.cum
+            .get(i)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(before.unwrap_or(0))
+    }
+
+    /// Item `i`'s weight changed from `old` to `new`: the running totals
+    /// from `i` on move by the difference (exact: a chunk's total stays far
+    /// below `u64::MAX`), without reading any record.
+    fn shift(&mut self, i: usize, old: u64, new: u64) {
+        if old != new {
+            for c in self.cum.iter_mut().skip(i) {
+                *c = c.wrapping_sub(old).wrapping_add(new);
+            }
+        }
     }
 }
 
@@ -114,6 +122,24 @@ impl Page {
 
     fn total(&self) -> u64 {
         self.tops.last().copied().unwrap_or(0)
+    }
+
+    /// Chunk `c`'s total changed from `old` to `new`: the running totals
+    /// from `c` on move by the difference, unless a total saturated (then
+    /// they are recomputed from the chunks).
+    fn shift(&mut self, c: usize, old: u64, new: u64) {
+        if old == new {
+            return;
+        }
+        if self.total() == u64::MAX {
+            return self.reweigh(c);
+        }
+        for t in self.tops.iter_mut().skip(c) {
+            match t.checked_sub(old).and_then(|v| v.checked_add(new)) {
+                Some(v) => *t = v,
+                None => return self.reweigh(c),
+            }
+        }
     }
 
     /// Recomputes the running totals from chunk `from` on.
@@ -576,16 +602,23 @@ impl EndpointSetEditor {
         }
     }
 
-    /// Writes `endpoint` into `slot`, returning what was there.
+    /// Writes `endpoint` into `slot`, returning what was there. The running
+    /// totals move by the weight's difference (read from the totals, not
+    /// from the records: an edit touches no other endpoint).
     fn put(&mut self, slot: usize, endpoint: Endpoint) -> Endpoint {
         let (p, c, i) = split(slot);
+        let new = u64::from(endpoint.weight());
         let page = Arc::make_mut(&mut self.pages[p]);
         let chunk = Arc::make_mut(&mut page.chunks[c]);
+        let (old_weight, old_total) = (chunk.weight_at(i), chunk.total());
         let old = std::mem::replace(&mut chunk.items[i], endpoint);
         carry(&old, &chunk.items[i]);
-        chunk.reweigh(i);
-        page.reweigh(c);
-        self.tops_valid = self.tops_valid.min(p);
+        chunk.shift(i, old_weight, new);
+        let new_total = chunk.total();
+        page.shift(c, old_total, new_total);
+        if old_weight != new {
+            self.tops_valid = self.tops_valid.min(p);
+        }
         old
     }
 

@@ -92,6 +92,18 @@ impl InstanceMap {
     /// [`Change::fit`]). A Reset listing more than `budget` changed
     /// instances reports them by count only (`Changes::upserts` is `None`).
     pub fn apply(&mut self, event: RegistryEvent, budget: usize) -> MapApplied {
+        self.apply_keeping(event, budget, true)
+    }
+
+    /// [`InstanceMap::apply`], collecting the records a Reset over the
+    /// budget removed only when `keep_removed` (their count is kept either
+    /// way; see [`InstanceSet::replace_all`]).
+    pub fn apply_keeping(
+        &mut self,
+        event: RegistryEvent,
+        budget: usize,
+        keep_removed: bool,
+    ) -> MapApplied {
         match event.fit(self.version) {
             Fit::Older => return MapApplied::Older,
             Fit::Gap => return MapApplied::Gap,
@@ -99,7 +111,7 @@ impl InstanceMap {
         }
         self.version = Some(event.version());
         MapApplied::Changed(match event {
-            Change::Reset { items, .. } => self.set.replace_all(items, budget),
+            Change::Reset { items, .. } => self.set.replace_all(items, budget, keep_removed),
             Change::Delta {
                 upserts, removals, ..
             } => self.apply_delta(upserts, &removals),
@@ -154,8 +166,7 @@ impl InstanceMap {
             }
         }
         changes.upserts = Some(up);
-        changes.removed = removed.into_iter().flatten().collect();
-        changes
+        changes.with_removed(removed.into_iter().flatten().collect())
     }
 }
 

@@ -33,8 +33,16 @@ pub struct Changes {
     /// The new records of the added and replaced instances, in order;
     /// `None` when there were more than the budget (nothing collected).
     pub upserts: Option<Vec<Arc<Instance>>>,
-    /// The instances that left (their last records).
+    /// The instances that left (their last records). A Reset over the
+    /// budget collects them only when asked (see
+    /// [`InstanceSet::replace_all`]); [`Changes::counts`] counts them
+    /// either way.
     pub removed: Vec<Arc<Instance>>,
+    /// How many instances left (`removed.len()` when they were collected).
+    removed_count: usize,
+    /// A Reset's records, in order and without a repeated id: the new state
+    /// itself, to hand on as it is (no second pass to copy it out).
+    pub all: Option<Vec<Arc<Instance>>>,
 }
 
 impl Default for Changes {
@@ -44,6 +52,8 @@ impl Default for Changes {
             replaced: 0,
             upserts: Some(Vec::new()),
             removed: Vec::new(),
+            removed_count: 0,
+            all: None,
         }
     }
 }
@@ -79,8 +89,15 @@ impl Changes {
         ChangeCounts {
             added: self.added,
             replaced: self.replaced,
-            removed: self.removed.len(),
+            removed: self.removed_count.max(self.removed.len()),
         }
+    }
+
+    /// Changes with `removed` collected (a delta's).
+    pub(crate) fn with_removed(mut self, removed: Vec<Arc<Instance>>) -> Self {
+        self.removed_count = removed.len();
+        self.removed = removed;
+        self
     }
 
     /// Instances that changed (added, replaced or removed).
@@ -224,17 +241,107 @@ impl InstanceSet {
 
     /// Replaces the whole content by `items` (in their order, a repeated id
     /// replacing the earlier one in its place) and returns what changed:
-    /// counts, the removed instances, and the new records of the added and
-    /// replaced ones unless there are more than `budget` of them. One probe
-    /// of the old state per instance; no id is hashed.
-    pub fn replace_all(&mut self, items: Vec<Arc<Instance>>, budget: usize) -> Changes {
-        let (next, _dups) = Self::from_vec(items);
-        let old = std::mem::replace(self, next);
+    /// counts, the new records of the added and replaced ones unless there
+    /// are more than `budget` of them, and the removed instances when
+    /// `keep_removed` or when the whole change is within `budget` (a delta);
+    /// otherwise only their count. Without a repeated id, the change also
+    /// hands `items` back as the new state ([`Changes::all`]).
+    ///
+    /// One pass: each record is indexed in the new set and probed in the old
+    /// one while it is at hand (no id is hashed); the old set's instances
+    /// are read again only to collect the removed ones.
+    pub fn replace_all(
+        &mut self,
+        items: Vec<Arc<Instance>>,
+        budget: usize,
+        keep_removed: bool,
+    ) -> Changes {
+        let n = items.len();
+        let mut next = Self::default();
+        next.index.reserve(n, |_| None);
+        next.slots.reserve_exact(n);
+        let old = std::mem::take(self);
+        let mut diff = Changes::default();
+        let mut matched = vec![0u64; old.slots.len().div_ceil(64)];
+        let mut seen = 0usize;
+        let mut repeated = false;
+        for inst in &items {
+            // Slots are u32: an app holds fewer than 2^32 instances.
+            let k = next.slots.len() as u32;
+            if let Some(j) = next.index.insert_or_find(inst, k, at(&next.slots)) {
+                // A repeated id: the later record replaces the earlier one.
+                if let Some(slot) = next.slots.get_mut(j as usize) {
+                    *slot = Some(inst.clone());
+                }
+                repeated = true;
+                continue;
+            }
+            next.slots.push(Some(inst.clone()));
+            let changed = match old.index.find_instance(inst, at(&old.slots)) {
+                Some(k) => {
+                    if let Some(w) = matched.get_mut(k as usize / 64) {
+                        if *w & (1 << (k % 64)) == 0 {
+                            seen += 1;
+                        }
+                        *w |= 1 << (k % 64);
+                    }
+                    let same_record = old
+                        .slots
+                        .get(k as usize)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|o| same(o, inst));
+                    if !same_record {
+                        diff.replaced += 1;
+                    }
+                    !same_record
+                }
+                None => {
+                    diff.added += 1;
+                    true
+                }
+            };
+            if changed {
+                let within = diff.added.saturating_add(diff.replaced) <= budget;
+                match (&mut diff.upserts, within) {
+                    (Some(u), true) => u.push(inst.clone()),
+                    (Some(_), false) => diff.upserts = None,
+                    (None, _) => {}
+                }
+            }
+        }
+        *self = next;
+        if repeated {
+            // Rare: the first record of a repeated id was compared, not the
+            // last. Counted again on the final state.
+            return self.diff_against(old, budget);
+        }
+        diff.removed_count = old.len().saturating_sub(seen);
+        let total = diff
+            .added
+            .saturating_add(diff.replaced)
+            .saturating_add(diff.removed_count);
+        if keep_removed || total <= budget {
+            diff.removed.reserve_exact(diff.removed_count);
+            for (k, slot) in old.slots.into_iter().enumerate() {
+                let kept = matched
+                    .get(k / 64)
+                    .is_some_and(|w| w & (1 << (k % 64)) != 0);
+                if let (Some(inst), false) = (slot, kept) {
+                    diff.removed.push(inst);
+                }
+            }
+        }
+        diff.all = Some(items);
+        diff
+    }
+
+    /// What changed from `old` to this set (every removed instance
+    /// collected).
+    fn diff_against(&self, old: InstanceSet, budget: usize) -> Changes {
         let mut diff = Changes::default();
         let mut matched = vec![0u64; old.slots.len().div_ceil(64)];
         for inst in self.iter() {
-            let found = old.index.find_instance(inst, at(&old.slots));
-            let changed = match found {
+            let changed = match old.index.find_instance(inst, at(&old.slots)) {
                 Some(k) => {
                     if let Some(w) = matched.get_mut(k as usize / 64) {
                         *w |= 1 << (k % 64);
@@ -263,15 +370,16 @@ impl InstanceSet {
                 }
             }
         }
+        let mut removed = Vec::new();
         for (k, slot) in old.slots.into_iter().enumerate() {
             let seen = matched
                 .get(k / 64)
                 .is_some_and(|w| w & (1 << (k % 64)) != 0);
             if let (Some(inst), false) = (slot, seen) {
-                diff.removed.push(inst);
+                removed.push(inst);
             }
         }
-        diff
+        diff.with_removed(removed)
     }
 }
 
@@ -341,7 +449,7 @@ mod tests {
                         place(&mut model, &mut rank, i.clone());
                     }
                     let budget = rng.gen_range(0..50);
-                    let diff = set.replace_all(all, budget);
+                    let diff = set.replace_all(all, budget, true);
                     let added = model.keys().filter(|k| !before.contains_key(*k)).count();
                     let replaced = model
                         .iter()

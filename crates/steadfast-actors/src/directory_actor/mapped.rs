@@ -69,9 +69,9 @@ impl Handler<RemoveApp> for DirectoryActor {
                 return;
             }
             if let Some(old) = act.machine.remove_app(&msg.0) {
-                act.graveyard.bury(old);
-                crate::graveyard::Graveyard::arm(act, ctx);
+                // Freed after the publish, which it never delays.
                 act.publish();
+                drop(old);
             }
             act.after_change(ctx);
         });

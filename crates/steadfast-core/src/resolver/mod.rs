@@ -500,8 +500,8 @@ impl ResolverMachine {
             .and_then(|k| k.sent)
             .or(self.out)
             .unwrap_or_default();
-        let items = self.full_list(key, &mut Default::default());
+        let (items, closing) = self.full_list(key, &mut Default::default());
         let empty = items.is_empty();
-        self.wrap(key, Change::Reset { version, items }, empty)
+        self.wrap(key, Change::Reset { version, items }, closing, empty)
     }
 }

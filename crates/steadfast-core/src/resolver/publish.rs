@@ -125,7 +125,7 @@ impl ResolverMachine {
         key: &str,
         state: &mut KeyState,
         version: Version,
-    ) -> UrlChange {
+    ) -> (UrlChange, Vec<Arc<Instance>>) {
         let base = state.sent.replace(version);
         let too_big = state.dirty.len().saturating_add(state.removals.len())
             > delta_budget(state.count.max(self.table.len()));
@@ -141,9 +141,10 @@ impl ResolverMachine {
                 state.sent_bits.resize(self.table.capacity() / 64 + 1, 0);
                 state.count = 0;
                 let mut offers = std::mem::take(&mut state.offers);
-                let items = self.full_urls(key, &mut offers, |slot| state.set_bit(slot, true));
+                let (items, closing) =
+                    self.full_urls(key, &mut offers, |slot| state.set_bit(slot, true));
                 state.offers = offers;
-                return Change::Reset { version, items };
+                return (Change::Reset { version, items }, closing);
             }
         };
         let mut dirty = std::mem::take(&mut state.dirty);
@@ -176,34 +177,46 @@ impl ResolverMachine {
             removals.retain(|id| !up.contains(id.as_ref()));
             state.closing.retain(|i| !up.contains(i.id()));
         }
-        Change::Delta {
+        let change = Change::Delta {
             base,
             version,
             upserts,
             removals,
-        }
+        };
+        (change, Vec::new())
     }
 
-    /// Every URL of `key`, in slot order.
-    pub(super) fn full_list(&self, key: &str, offers: &mut Offers) -> Vec<Endpoint> {
+    /// Every URL of `key`, in slot order, and every closing instance.
+    pub(super) fn full_list(
+        &self,
+        key: &str,
+        offers: &mut Offers,
+    ) -> (Vec<Endpoint>, Vec<Arc<Instance>>) {
         self.full_urls(key, offers, |_| {})
     }
 
     /// Every URL of `key`, in slot order, calling `sent` with each slot
-    /// that has one. What each revision offers is resolved once per
-    /// revision allocation (revisions are interned per app), so an
-    /// instance costs one pointer-keyed lookup; the same endpoint as
+    /// that has one, and (from the same pass) every closing instance. What
+    /// each revision offers is resolved once per revision allocation
+    /// (revisions are interned per app), so an instance costs one
+    /// pointer-keyed lookup; the same endpoint as
     /// [`ResolverMachine::endpoint_for`] gives.
     fn full_urls(
         &self,
         key: &str,
         offers: &mut Offers,
         mut sent: impl FnMut(u32),
-    ) -> Vec<Endpoint> {
+    ) -> (Vec<Endpoint>, Vec<Arc<Instance>>) {
         let mut by_rev: FxHashMap<*const u8, RevOffer> = FxHashMap::default();
         let mut all = Vec::with_capacity(self.table.len());
+        // Sized from the table's count: a vector grown past 1 KiB makes
+        // glibc consolidate every small chunk freed so far, at once.
+        let mut closing = Vec::with_capacity(self.table.not_serving().closing);
         for (slot, inst) in self.table.instances() {
             if !inst.is_serving() {
+                if inst.is_closing() {
+                    closing.push(inst.clone());
+                }
                 continue;
             }
             let Some(rev) = inst.revision_arc() else {
@@ -227,7 +240,7 @@ impl ResolverMachine {
                 sent(slot);
             }
         }
-        all
+        (all, closing)
     }
 
     /// What resolved revision `from` offers `key` (`None`: no metadata
@@ -275,19 +288,25 @@ impl ResolverMachine {
         state: &mut KeyState,
         version: Version,
     ) -> DirectoryUpdate {
-        let change = self.take_change(key, state, version);
-        let delta = !change.is_reset();
-        let mut update = self.wrap(key, change, state.count == 0);
-        if delta {
-            update.closing = std::mem::take(&mut state.closing);
-        }
-        update
+        let (change, closing) = self.take_change(key, state, version);
+        let closing = match change {
+            Change::Reset { .. } => closing,
+            Change::Delta { .. } => std::mem::take(&mut state.closing),
+        };
+        self.wrap(key, change, closing, state.count == 0)
     }
 
-    /// An update for `key` carrying `change` (a Reset names every closing
-    /// instance; a delta none: see [`ResolverMachine::key_update`]).
+    /// An update for `key` carrying `change` and `closing` (a Reset names
+    /// every closing instance, a delta those whose URL it removes because
+    /// they announced closing: see [`ResolverMachine::key_update`]).
     /// `empty`: whether the key has no URL after the change.
-    pub(super) fn wrap(&self, key: &str, change: UrlChange, empty: bool) -> DirectoryUpdate {
+    pub(super) fn wrap(
+        &self,
+        key: &str,
+        change: UrlChange,
+        closing: Vec<Arc<Instance>>,
+        empty: bool,
+    ) -> DirectoryUpdate {
         let state = if !self.has_state {
             match &self.subscribe_failure {
                 Some(f) => {
@@ -307,15 +326,6 @@ impl ResolverMachine {
                 (Some(u), true) => UpdateState::Unresolved(u),
                 (Some(u), false) => UpdateState::Degraded(u),
             }
-        };
-        let closing = match &change {
-            Change::Reset { .. } => self
-                .table
-                .instances()
-                .filter(|(_, i)| i.is_closing())
-                .map(|(_, i)| i.clone())
-                .collect(),
-            Change::Delta { .. } => Vec::new(),
         };
         DirectoryUpdate {
             app: self.app.clone(),

@@ -103,6 +103,13 @@ impl Hold {
         self.window = None;
     }
 
+    /// Whether the next change's removed records matter (a recovery window
+    /// is open at `now` and holding is on): otherwise a large Reset needs
+    /// only their count.
+    pub(super) fn wants_removals(&self, now: Instant, grace: Duration) -> bool {
+        !grace.is_zero() && self.window.as_ref().is_some_and(|w| now <= w.until)
+    }
+
     /// Whether a recovery window is open at `now`.
     #[cfg(test)]
     pub(super) fn in_window(&self, now: Instant) -> bool {
@@ -208,7 +215,6 @@ impl Hold {
     }
 
     /// Whether nothing is held.
-    #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.held.is_empty()
     }

@@ -349,7 +349,8 @@ impl AppSub {
             self.keep_gapped(event);
             MapApplied::Gap
         } else {
-            self.real.apply(event, budget)
+            let keep_removed = self.hold.wants_removals(now, grace);
+            self.real.apply_keeping(event, budget, keep_removed)
         };
         let changes = match applied {
             MapApplied::Changed(changes) => changes,
@@ -475,7 +476,7 @@ impl AppSub {
             .saturating_add(expired.len());
         let upserts = match changes.upserts {
             Some(upserts) if total <= delta_budget(size) => upserts,
-            _ => return self.deliver_all(ctx),
+            _ => return self.deliver_state(changes.all, ctx),
         };
         let mut upserts = upserts;
         let mut removals: Vec<Arc<str>> =
@@ -511,8 +512,18 @@ impl AppSub {
 
     /// Delivers the whole state (registry instances plus held ones).
     fn deliver_all(&mut self, ctx: &mut Ctx<'_>) {
+        self.deliver_state(None, ctx);
+    }
+
+    /// Delivers the whole state: `all` as it is when it is the registry
+    /// state (a Reset's records) and nothing is held, else the state copied
+    /// out with the held instances.
+    fn deliver_state(&mut self, all: Option<Vec<Arc<Instance>>>, ctx: &mut Ctx<'_>) {
         let version = self.next_version();
-        let items = self.merged();
+        let items = match all {
+            Some(all) if self.hold.is_empty() && all.len() == self.real.len() => all,
+            _ => self.merged(),
+        };
         self.deliver(Change::Reset { version, items }, ctx);
     }
 
