@@ -240,10 +240,12 @@ fn print(rows: &[Row], o: &Opts, floor: &WakeFloor) {
     println!(
         "  wake floor (no target): an idle actix System thread woken by one message from another\n  \
          thread, doing nothing, read the same way: median {} us (min {}, p90 {}); every change\n  \
-         costs at least one such wake (the registry's event crosses from the writer's thread).",
+         costs at least one such wake (the registry's event crosses from the writer's thread).\n  \
+         The same wake handed on through three actors, each doing nothing but forward it: {} us.",
         us(floor.median),
         us(floor.min),
-        us(floor.p90)
+        us(floor.p90),
+        us(floor.three_actors)
     );
 
     if o.no_load {
