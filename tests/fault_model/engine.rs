@@ -474,7 +474,11 @@ impl Sim {
         }
     }
 
-    /// A directory's `Attach` (a known directory gets its state resent).
+    /// A directory's `Attach` (a known directory gets its state resent), as
+    /// the actor does it: what is pending goes to the key's other
+    /// directories first, then the attaching one gets everything so far at
+    /// the version the key was last sent (its next patch applies on top of
+    /// it).
     pub fn res_attach(&mut self, to: u64, key: String, directory: u64) {
         let now = self.at();
         let Some(r) = self.resolvers.get_mut(&to) else {
@@ -483,25 +487,35 @@ impl Sim {
         if r.terminated {
             return;
         }
-        if r.directories.insert(directory, key.clone()).is_some() {
-            if let Some(update) = r.m.attach_update(&key) {
-                self.send(Msg::Update {
-                    to: directory,
-                    update,
-                });
-            }
-            return;
+        let known = r.directories.remove(&directory).is_some();
+        let actions = if known {
+            Vec::new()
+        } else {
+            r.m.subscribe_at(&key, now)
+        };
+        let attach = r.m.attach_update(&key);
+        let dirs: Vec<(u64, String)> = r.directories.iter().map(|(d, k)| (*d, k.clone())).collect();
+        r.directories.insert(directory, key.clone());
+        if self.track.all_closed && !attach.pending.is_empty() {
+            self.violate("[after-shutdown] a resolver published an update".into());
         }
-        let actions = r.m.subscribe_at(&key, now);
-        // As the actor does: everything so far, at the key's last
-        // generation (its next patch applies on top of it).
-        if let Some(update) = r.m.attach_update(&key) {
+        for u in attach.pending {
+            for (dir, k) in &dirs {
+                if *k == u.subscribe_key {
+                    let update = u.clone();
+                    self.send(Msg::Update { to: *dir, update });
+                }
+            }
+        }
+        if let Some(update) = attach.reset {
             self.send(Msg::Update {
                 to: directory,
                 update,
             });
         }
-        self.res_perform(to, actions);
+        if !known {
+            self.res_perform(to, actions);
+        }
     }
 
     /// A directory's `Detach`.

@@ -214,11 +214,16 @@ impl ResolverActor {
 
     /// Publishes the machine's updates to the attached directories.
     fn flush(&mut self, ctx: &mut Context<Self>) {
-        let mut changed = false;
-        for update in self.machine.take_updates() {
+        let updates = self.machine.take_updates();
+        self.publish(updates, ctx);
+    }
+
+    /// Sends `updates` to the attached directories of their keys.
+    fn publish(&mut self, updates: Vec<DirectoryUpdate>, ctx: &mut Context<Self>) {
+        let changed = !updates.is_empty();
+        for update in updates {
             EngineStats::bump(&self.stats.updates_published);
             self.send_to(update);
-            changed = true;
         }
         self.snapshot_after_flush(changed, ctx);
     }
@@ -418,18 +423,23 @@ impl Handler<Attach> for ResolverActor {
                 return;
             }
             let known = act.directories.contains_key(&msg.directory);
-            act.directories
-                .insert(msg.directory, (msg.key.clone(), msg.updates.clone()));
             let actions = if known {
-                // A directory re-attaching (restarted, or it lost an update).
+                // A directory re-attaching (restarted, or it lost an update):
+                // its old queue is gone with its old inbox.
+                act.directories.remove(&msg.directory);
                 Vec::new()
             } else {
                 act.machine.subscribe_at(&msg.key, timer::now())
             };
-            // Everything so far, at the key's last version: its next
-            // update applies on top of it (nothing while the machine
-            // resyncs: its Reset follows).
-            if let Some(full) = act.machine.attach_update(&msg.key) {
+            // What is pending goes to the directories already attached
+            // first; the Reset is then everything so far, at the version
+            // the key was last sent: its next update applies on top of it
+            // (nothing while the machine resyncs: its Reset follows).
+            let attach = act.machine.attach_update(&msg.key);
+            act.publish(attach.pending, ctx);
+            act.directories
+                .insert(msg.directory, (msg.key.clone(), msg.updates.clone()));
+            if let Some(full) = attach.reset {
                 let (n, bound) = (full.change.len(), act.machine.len());
                 let machine = &act.machine;
                 let reset = || {

@@ -105,7 +105,7 @@ pub use registrar::{
     RegistrarResume, RegistrarToken, RegistrationKey, RegistrationState, DEFAULT_SESSION_SPREAD,
 };
 pub use resolver::{
-    AppInspection, InstanceInspection, ResolverAction, ResolverMachine, ResumePoint,
+    AppInspection, AttachUpdates, InstanceInspection, ResolverAction, ResolverMachine, ResumePoint,
     RevisionInspection, RevisionPhase, Token,
 };
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, RetryBudgetError};

@@ -60,7 +60,7 @@ use crate::model::{MetadataInfo, ServiceInstance};
 use crate::recover::{Recover, RecoverMemory, RecoverPolicy};
 use crate::update::{DirectoryUpdate, HeldInstances};
 use publish::KeyState;
-pub use resume::ResumePoint;
+pub use resume::{AttachUpdates, ResumePoint};
 use schedule::Parked;
 use table::Table;
 

@@ -75,12 +75,24 @@ impl ResolverMachine {
         self.resyncing && !self.has_state
     }
 
-    /// What a directory that (re)attaches for `key` gets now: the key's
-    /// whole state ([`ResolverMachine::update_for`]), or nothing while the
-    /// machine resyncs (the key's Reset goes out when the resync ends, and
-    /// the directory keeps serving what it holds until then).
-    pub fn attach_update(&self, key: &str) -> Option<DirectoryUpdate> {
-        (!self.is_resyncing()).then(|| self.update_for(key))
+    /// What a directory that (re)attaches for `key` is sent, in order:
+    /// first the updates still pending for the directories already attached
+    /// (taken now, as a flush would), then the key's whole state at the
+    /// version it was last sent ([`ResolverMachine::update_for`]), or no
+    /// state while the machine resyncs (the key's Reset goes out when the
+    /// resync ends, and the directory keeps serving what it holds until
+    /// then).
+    ///
+    /// The pending updates go first so that the state handed over is
+    /// exactly what the key was last sent: a Reset labelled with the last
+    /// version sent but holding changes made since would let the next
+    /// Delta miss an instance added and removed again in between (it never
+    /// carries one it never sent), and the attaching directory would serve
+    /// it for good.
+    pub fn attach_update(&mut self, key: &str) -> AttachUpdates {
+        let pending = self.take_updates();
+        let reset = (!self.is_resyncing()).then(|| self.update_for(key));
+        AttachUpdates { pending, reset }
     }
 
     /// Ends the resync once [`ResolverMachine::is_resyncing`] says it is
@@ -89,4 +101,14 @@ impl ResolverMachine {
         self.resyncing = self.is_resyncing();
         self.resyncing
     }
+}
+
+/// What [`ResolverMachine::attach_update`] hands out.
+#[derive(Debug)]
+pub struct AttachUpdates {
+    /// Updates for the directories already attached (not the one
+    /// attaching), to be delivered first.
+    pub pending: Vec<DirectoryUpdate>,
+    /// The attaching directory's whole state (`None` while resyncing).
+    pub reset: Option<DirectoryUpdate>,
 }

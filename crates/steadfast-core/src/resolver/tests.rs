@@ -432,7 +432,8 @@ fn a_re_created_resolver_hands_out_nothing_before_the_registrys_state() {
     assert!(m.subscribe_at(KEY, t0).is_empty());
     assert!(m.is_resyncing());
     assert!(m.take_updates().is_empty());
-    assert!(m.attach_update(KEY).is_none());
+    let attach = m.attach_update(KEY);
+    assert!(attach.reset.is_none() && attach.pending.is_empty());
     // Recalled metadata of another app is not taken.
     let mut other = (*m1).clone();
     other.app = "other".into();

@@ -185,3 +185,45 @@ fn a_reset_is_served_in_its_own_order_in_one_full_update() {
     let want: Vec<String> = order.iter().map(|i| i.id.clone()).collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_directory_attaching_before_a_flush_gets_a_state_the_next_patch_follows() {
+    // A change applied and not flushed yet when a directory attaches; an
+    // instance it added then stops serving before the flush. The attaching
+    // directory must end with what the others hold: a Reset labelled with
+    // the last version sent but holding the pending change would keep the
+    // instance for good (the next patch never names an URL it never sent).
+    let t0 = Instant::now();
+    let (mut m, mut first, m1) = resolved(3, t0);
+    let extra = inst("h9", &m1.revision);
+    assert!(deliver(
+        &mut m,
+        delta(1, 2, std::slice::from_ref(&extra), &[]),
+        None,
+        None,
+        t0
+    )
+    .is_empty());
+    let attach = m.attach_update(KEY);
+    for u in attach.pending {
+        first.absorb(u);
+    }
+    let mut second = Views::default();
+    second.absorb(attach.reset.expect("a state for the attaching directory"));
+    let mut down = extra;
+    down.healthy = false;
+    assert!(deliver(&mut m, delta(2, 3, &[down], &[]), None, None, t0).is_empty());
+    let u = m.take_updates().pop().expect("the change to the instance");
+    let (a, b) = (first.absorb(u.clone()), second.absorb(u));
+    let ids = |u: &crate::update::DirectoryUpdate| {
+        let mut v: Vec<String> = urls(u)
+            .iter()
+            .map(|e| e.instance_id().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&a), ids(&b), "both directories hold the same URLs");
+    assert!(!ids(&b).contains(&"h9:8080".to_string()), "{:?}", ids(&b));
+    assert_eq!(ids(&b).len(), 3);
+}
