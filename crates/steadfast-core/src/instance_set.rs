@@ -93,6 +93,50 @@ impl Changes {
         }
     }
 
+    /// Counts `inst` of a new state against `old`: added, or replaced when
+    /// its record differs from the one of its id (whose slot is marked in
+    /// `matched`); collects it among the upserts while within `budget`.
+    /// Returns whether it matched an old instance not matched before.
+    fn compare(
+        &mut self,
+        inst: &Arc<Instance>,
+        old: &InstanceSet,
+        matched: &mut [u64],
+        budget: usize,
+    ) -> bool {
+        let mut first_match = false;
+        let changed = match old.index.find_instance(inst, at(&old.slots)) {
+            Some(k) => {
+                if let Some(w) = matched.get_mut(k as usize / 64) {
+                    first_match = *w & (1 << (k % 64)) == 0;
+                    *w |= 1 << (k % 64);
+                }
+                let same_record = old
+                    .slots
+                    .get(k as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|o| same(o, inst));
+                if !same_record {
+                    self.replaced += 1;
+                }
+                !same_record
+            }
+            None => {
+                self.added += 1;
+                true
+            }
+        };
+        if changed {
+            let within = self.added.saturating_add(self.replaced) <= budget;
+            match (&mut self.upserts, within) {
+                (Some(u), true) => u.push(inst.clone()),
+                (Some(_), false) => self.upserts = None,
+                (None, _) => {}
+            }
+        }
+        first_match
+    }
+
     /// Changes with `removed` collected (a delta's).
     pub(crate) fn with_removed(mut self, removed: Vec<Arc<Instance>>) -> Self {
         self.removed_count = removed.len();
@@ -277,36 +321,8 @@ impl InstanceSet {
                 continue;
             }
             next.slots.push(Some(inst.clone()));
-            let changed = match old.index.find_instance(inst, at(&old.slots)) {
-                Some(k) => {
-                    if let Some(w) = matched.get_mut(k as usize / 64) {
-                        if *w & (1 << (k % 64)) == 0 {
-                            seen += 1;
-                        }
-                        *w |= 1 << (k % 64);
-                    }
-                    let same_record = old
-                        .slots
-                        .get(k as usize)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|o| same(o, inst));
-                    if !same_record {
-                        diff.replaced += 1;
-                    }
-                    !same_record
-                }
-                None => {
-                    diff.added += 1;
-                    true
-                }
-            };
-            if changed {
-                let within = diff.added.saturating_add(diff.replaced) <= budget;
-                match (&mut diff.upserts, within) {
-                    (Some(u), true) => u.push(inst.clone()),
-                    (Some(_), false) => diff.upserts = None,
-                    (None, _) => {}
-                }
+            if diff.compare(inst, &old, &mut matched, budget) {
+                seen += 1;
             }
         }
         *self = next;
@@ -341,34 +357,7 @@ impl InstanceSet {
         let mut diff = Changes::default();
         let mut matched = vec![0u64; old.slots.len().div_ceil(64)];
         for inst in self.iter() {
-            let changed = match old.index.find_instance(inst, at(&old.slots)) {
-                Some(k) => {
-                    if let Some(w) = matched.get_mut(k as usize / 64) {
-                        *w |= 1 << (k % 64);
-                    }
-                    let same_record = old
-                        .slots
-                        .get(k as usize)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|o| same(o, inst));
-                    if !same_record {
-                        diff.replaced += 1;
-                    }
-                    !same_record
-                }
-                None => {
-                    diff.added += 1;
-                    true
-                }
-            };
-            if changed {
-                let within = diff.added.saturating_add(diff.replaced) <= budget;
-                match (&mut diff.upserts, within) {
-                    (Some(u), true) => u.push(inst.clone()),
-                    (Some(_), false) => diff.upserts = None,
-                    (None, _) => {}
-                }
-            }
+            diff.compare(inst, &old, &mut matched, budget);
         }
         let mut removed = Vec::new();
         for (k, slot) in old.slots.into_iter().enumerate() {

@@ -231,13 +231,21 @@ impl EndpointStats {
 
     /// One more call in flight on this record or, once sealed, on the
     /// record it forwards to.
+    #[inline]
     pub(crate) fn enter(&self) {
-        if self.try_enter() {
-            return;
+        if !self.try_enter() {
+            self.along_forward(Self::try_enter);
         }
+    }
+
+    /// Runs `step` on the records this one forwards to, newest last, until
+    /// one takes it (chains are as long as the carries made while a lease
+    /// was out).
+    #[cold]
+    fn along_forward(&self, step: impl Fn(&EndpointStats) -> bool) {
         let mut next = self.forward.get();
         while let Some(url) = next {
-            if url.stats().try_enter() {
+            if step(url.stats()) {
                 return;
             }
             next = url.stats().forward.get();
@@ -257,16 +265,10 @@ impl EndpointStats {
 
     /// Pairs with one earlier [`EndpointStats::enter`] (a lease's drop): on
     /// this record, or where its calls were carried.
+    #[inline]
     pub(crate) fn leave(&self) {
-        if self.try_leave() {
-            return;
-        }
-        let mut next = self.forward.get();
-        while let Some(url) = next {
-            if url.stats().try_leave() {
-                return;
-            }
-            next = url.stats().forward.get();
+        if !self.try_leave() {
+            self.along_forward(Self::try_leave);
         }
     }
 
