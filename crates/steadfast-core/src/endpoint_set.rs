@@ -537,7 +537,10 @@ impl EndpointSetEditor {
     /// An endpoint replacing one of the same id and incarnation takes over
     /// its balancing statistics (latency, failures, ejection, calls in
     /// flight; see [`crate::balance`]'s carry-over): a weight or metadata
-    /// change keeps them, a restart starts afresh.
+    /// change keeps them, a restart starts afresh. The replaced endpoints
+    /// are read once, in order, after the build, and only those whose
+    /// statistics are in use are looked up in the new index (no old index
+    /// is probed for a list whose endpoints nobody leased).
     pub fn rebuild(&mut self, endpoints: Vec<Endpoint>) {
         let old = std::mem::take(self);
         let n = endpoints.len();
@@ -545,13 +548,6 @@ impl EndpointSetEditor {
         let mut b = Builder::new(n);
         let mut repeated = Vec::new();
         for ep in endpoints {
-            if !old.is_empty() {
-                // One probe of the old index (no id hashed): an endpoint of
-                // the same id and incarnation keeps its statistics.
-                if let Some(prev) = old.get_like(&ep.instance) {
-                    carry(prev, &ep);
-                }
-            }
             let slot = b.next_slot();
             b.chunk.push(ep);
             let Some(inst) = b.chunk.items.last().map(|e| &*e.instance) else {
@@ -567,11 +563,18 @@ impl EndpointSetEditor {
                 b.seal_full();
             }
         }
-        drop(old);
         self.pages = b.finish();
         self.tops_valid = 0;
         for ep in repeated {
             self.upsert(ep);
+        }
+        let replaced = old.pages.iter().flat_map(|p| p.chunks.iter());
+        for prev in replaced.flat_map(|c| c.items.iter()) {
+            if prev.stats().carries() {
+                if let Some(next) = self.get_like(&prev.instance) {
+                    carry(prev, next);
+                }
+            }
         }
     }
 

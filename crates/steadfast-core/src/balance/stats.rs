@@ -212,6 +212,13 @@ impl EndpointStats {
         self.in_flight.load(Ordering::Acquire) & SEALED != 0
     }
 
+    /// Whether a newer record of the endpoint would take anything over
+    /// (something was recorded, and nothing was carried away yet).
+    #[inline]
+    pub(crate) fn carries(&self) -> bool {
+        !self.is_sealed() && self.is_used()
+    }
+
     /// Whether anything was ever recorded (an outcome, a failure, a call).
     fn is_used(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) != 0
