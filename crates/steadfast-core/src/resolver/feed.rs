@@ -47,6 +47,7 @@ impl ResolverMachine {
         let mut touched: FxHashSet<Arc<str>> = FxHashSet::default();
         let mut upserted = Vec::new();
         let mut reset = None;
+        let had_goods = self.table.any_good();
         match feed {
             Change::Reset { items, .. } => {
                 self.ask.on_reset();
@@ -75,7 +76,8 @@ impl ResolverMachine {
             }
         }
         let mut actions = Vec::new();
-        self.revisions_changed(touched, now, &mut actions);
+        let was_reset = reset.is_some();
+        let left = self.revisions_changed(touched, now, &mut actions);
         if let Some((old, replaced)) = reset.filter(|_| !from_seed) {
             self.restore_goods(&old, &replaced);
         }
@@ -88,7 +90,11 @@ impl ResolverMachine {
             };
             self.table.set_good(u.slot, good);
         }
-        self.forget_unused_metadata();
+        // Metadata goes unused only when a revision leaves or a
+        // last-known-good is dropped: otherwise no map is walked.
+        if was_reset || left || had_goods || self.table.any_good() {
+            self.forget_unused_metadata();
+        }
         self.version = version;
         self.has_state = true;
         let unresolved: Vec<String> = self
@@ -224,13 +230,15 @@ impl ResolverMachine {
         }
     }
 
-    /// Starts or stops the revisions whose instance count changed.
+    /// Starts or stops the revisions whose instance count changed; says
+    /// whether one left.
     fn revisions_changed(
         &mut self,
         touched: FxHashSet<Arc<str>>,
         now: Instant,
         actions: &mut Vec<ResolverAction>,
-    ) {
+    ) -> bool {
+        let mut left = false;
         let mut entering: Vec<Arc<str>> = Vec::new();
         for rev in touched {
             let present = self.table.has_revision(&rev);
@@ -239,6 +247,7 @@ impl ResolverMachine {
                     if let Some(state) = self.revisions.remove(rev.as_ref()) {
                         Self::stop_phase(&rev, &state, actions);
                         self.park(rev.to_string(), state, now);
+                        left = true;
                     }
                 }
                 (true, false) => entering.push(rev),
@@ -254,6 +263,7 @@ impl ResolverMachine {
             };
             self.revisions.insert(rev.to_string(), state);
         }
+        left
     }
 
     /// A revision resolved: every key is rebuilt in one pass, and instances
