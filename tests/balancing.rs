@@ -107,6 +107,45 @@ async fn five_failures_in_a_row_eject_and_a_weight_change_keeps_the_ejection() {
 }
 
 #[actix_rt::test]
+async fn calls_in_flight_across_a_weight_change_count_on_the_new_record() {
+    let fx = Fixture::start();
+    let dir = two(&fx).await;
+    dir.set_strategy(Some(Strategy::RoundRobin));
+    let held: Vec<_> = (0..6)
+        .map(|_| dir.select().unwrap())
+        .filter(|l| l.port() == 20001)
+        .collect();
+    assert_eq!(held.len(), 3);
+    let in_flight = |dir: &steadfast::Directory| {
+        let snap = dir.snapshot().unwrap();
+        let ep = snap.iter().find(|e| e.port() == 20001).unwrap().clone();
+        (ep.weight(), ep.stats().in_flight())
+    };
+    assert_eq!(in_flight(&dir), (100, 3));
+    // A new record of the same instance (weight changed) replaces the URL:
+    // the calls out on the old one are counted on the new one, and end there.
+    let m2 = metadata(APP, 20001, "t2");
+    let mut heavier = instance(&m2, 8002);
+    heavier.weight = 500;
+    fx.registry.put(heavier);
+    wait_for(&dir, "weight 500", Duration::from_millis(100), |v| {
+        v.endpoints.iter().any(|u| u.weight() == 500)
+    })
+    .await;
+    assert_eq!(in_flight(&dir), (500, 3), "the calls in flight moved");
+    let mut held = held.into_iter();
+    held.next().unwrap().success_in(Duration::from_millis(7));
+    assert_eq!(in_flight(&dir), (500, 2));
+    drop(held);
+    assert_eq!(
+        in_flight(&dir),
+        (500, 0),
+        "each call ended once, on the new record"
+    );
+    fx.engine.shutdown().await;
+}
+
+#[actix_rt::test]
 async fn the_strategy_is_the_engines_live_setting_unless_the_directory_overrides_it() {
     let fx = Fixture::start();
     let dir = two(&fx).await;
