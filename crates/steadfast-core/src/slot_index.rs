@@ -5,11 +5,10 @@
 //! probe that misses reads an instance only on a tag collision (about one
 //! probe in ten). Ids are hashed once, at decode ([`Instance`] keeps the
 //! hash), so neither a lookup by instance nor a rehash reads an id string;
-//! only a lookup by a bare id string hashes it. Every stage that keeps an
-//! app keeps one such index: 4 bytes an entry, not 8, is ~5 B per instance
-//! and stage (`bench_memory`).
+//! only a lookup by a bare id string hashes it.
 //! Used by every stage that keeps an app's instances (the subscription, the
-//! resolver's table, the directory's endpoint sets, the embedded registry).
+//! resolver's table, the directory's endpoint sets, the embedded registry):
+//! 4 bytes an entry rather than 8 is ~5 B per instance and stage.
 
 use std::hash::BuildHasher;
 

@@ -14,7 +14,7 @@
 //! A directory that replaces a URL by a new record of the same instance id
 //! and incarnation (a weight or metadata change, a rebuild) calls
 //! [`carry`]: the new URL takes the estimate, shares the failure record,
-//! and takes over the calls in flight. The old URL is *sealed* (the top bit
+//! and takes over the calls in flight. The old URL is *sealed* (a high bit
 //! of its in-flight word) and forwards to the new one, so a lease taken on
 //! it before the carry leaves, and reports its outcome, on the new record:
 //! nothing is counted twice or lost, whichever side of the carry a lease
@@ -546,9 +546,8 @@ impl FailureStats {
 pub(crate) fn carry(old: &Endpoint, new: &Endpoint) {
     let (from, to) = (old.stats(), new.stats());
     if Arc::ptr_eq(old, new)
-        || from.is_sealed()
+        || !from.carries()
         || to.is_sealed()
-        || !from.is_used()
         || old.instance_id() != new.instance_id()
         || old.incarnation() != new.incarnation()
     {

@@ -116,7 +116,9 @@ impl KeyState {
 }
 
 impl ResolverMachine {
-    /// The URL change for `key` since its last update, marking it sent at
+    /// The URL change for `key` since its last update, with the closing
+    /// instances the update names (a Reset: every one; a Delta: those whose
+    /// URL it removes because they announced closing), marking it sent at
     /// `version`: a Delta on the key's previous update, or everything (a
     /// Reset) when the key needs it or the change is larger than
     /// [`delta_budget`] of the key's URLs.
@@ -183,7 +185,7 @@ impl ResolverMachine {
             upserts,
             removals,
         };
-        (change, Vec::new())
+        (change, std::mem::take(&mut state.closing))
     }
 
     /// Every URL of `key`, in slot order, and every closing instance.
@@ -289,10 +291,6 @@ impl ResolverMachine {
         version: Version,
     ) -> DirectoryUpdate {
         let (change, closing) = self.take_change(key, state, version);
-        let closing = match change {
-            Change::Reset { .. } => closing,
-            Change::Delta { .. } => std::mem::take(&mut state.closing),
-        };
         self.wrap(key, change, closing, state.count == 0)
     }
 
