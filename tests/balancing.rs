@@ -31,6 +31,19 @@ async fn two(fx: &Fixture) -> steadfast::Directory {
     dir
 }
 
+/// A new record of R2 (weight 500, same incarnation), once the directory
+/// shows it.
+async fn heavier_r2(fx: &Fixture, dir: &steadfast::Directory) {
+    let m2 = metadata(APP, 20001, "t2");
+    let mut heavier = instance(&m2, 8002);
+    heavier.weight = 500;
+    fx.registry.put(heavier);
+    wait_for(dir, "weight 500", Duration::from_millis(100), |v| {
+        v.endpoints.iter().any(|u| u.weight() == 500)
+    })
+    .await;
+}
+
 fn ports_of(dir: &steadfast::Directory, n: usize) -> (usize, usize) {
     let mut c = (0, 0);
     for _ in 0..n {
@@ -94,14 +107,7 @@ async fn five_failures_in_a_row_eject_and_a_weight_change_keeps_the_ejection() {
     assert_eq!((trips, dir.ejected()), (1, 1));
     // A new record of the same instance (weight changed) replaces the URL:
     // its statistics, ejection included, carry over.
-    let m2 = metadata(APP, 20001, "t2");
-    let mut heavier = instance(&m2, 8002);
-    heavier.weight = 500;
-    fx.registry.put(heavier);
-    wait_for(&dir, "weight 500", Duration::from_millis(100), |v| {
-        v.endpoints.iter().any(|u| u.weight() == 500)
-    })
-    .await;
+    heavier_r2(&fx, &dir).await;
     assert_eq!(ports_of(&dir, 300), (300, 0), "still ejected");
     fx.engine.shutdown().await;
 }
@@ -124,14 +130,7 @@ async fn calls_in_flight_across_a_weight_change_count_on_the_new_record() {
     assert_eq!(in_flight(&dir), (100, 3));
     // A new record of the same instance (weight changed) replaces the URL:
     // the calls out on the old one are counted on the new one, and end there.
-    let m2 = metadata(APP, 20001, "t2");
-    let mut heavier = instance(&m2, 8002);
-    heavier.weight = 500;
-    fx.registry.put(heavier);
-    wait_for(&dir, "weight 500", Duration::from_millis(100), |v| {
-        v.endpoints.iter().any(|u| u.weight() == 500)
-    })
-    .await;
+    heavier_r2(&fx, &dir).await;
     assert_eq!(in_flight(&dir), (500, 3), "the calls in flight moved");
     let mut held = held.into_iter();
     held.next().unwrap().success_in(Duration::from_millis(7));
