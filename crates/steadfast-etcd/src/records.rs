@@ -51,7 +51,14 @@ impl KeyLayout {
     pub fn instance_id<'k>(&self, app: &str, key: &'k [u8]) -> Result<&'k str, InvalidRecord> {
         let bad = || InvalidRecord::BadKey(String::from_utf8_lossy(key).into_owned());
         let key = std::str::from_utf8(key).map_err(|_| bad())?;
-        let id = key.strip_prefix(&self.app_prefix(app)).ok_or_else(bad)?;
+        // `<prefix>/services/<app>/` matched piece by piece: no prefix
+        // string is built per key (a full state decodes one per instance).
+        let id = key
+            .strip_prefix(self.prefix.as_str())
+            .and_then(|k| k.strip_prefix("/services/"))
+            .and_then(|k| k.strip_prefix(app))
+            .and_then(|k| k.strip_prefix('/'))
+            .ok_or_else(bad)?;
         if id.is_empty() || id.contains('/') {
             return Err(bad());
         }
@@ -175,6 +182,62 @@ mod tests {
             l.decode_instance("web", key.as_bytes(), &json(&other)),
             Err(InvalidRecord::IdMismatch { .. })
         ));
+    }
+
+    /// The key parse matches its definition, `key` stripped of the whole
+    /// `app_prefix` string, over random keys built from the pieces that
+    /// matter (prefixes, apps and ids sharing characters, slashes, UTF-8).
+    #[test]
+    fn instance_ids_parse_as_the_app_prefix_defines() {
+        use rand::{rngs::StdRng, Rng, SeedableRng};
+        fn pick(rng: &mut StdRng, k: usize) -> String {
+            const PIECES: [&str; 11] = [
+                "",
+                "/",
+                "t",
+                "/t",
+                "services",
+                "/services/",
+                "web",
+                "webx",
+                "é",
+                "a/b",
+                "1",
+            ];
+            (0..rng.gen_range(0..=k))
+                .map(|_| PIECES[rng.gen_range(0..PIECES.len())])
+                .collect()
+        }
+        let mut rng = StdRng::seed_from_u64(18);
+        let mut parsed = 0;
+        for _ in 0..20_000 {
+            let (prefix, app, id) = (pick(&mut rng, 3), pick(&mut rng, 2), pick(&mut rng, 2));
+            let l = KeyLayout::new(&prefix);
+            // Half the keys are laid out (around a prefix and app that may
+            // or may not be the layout's), half are any string.
+            let key = if rng.gen_bool(0.5) {
+                let p = if rng.gen_bool(0.7) {
+                    l.prefix().to_string()
+                } else {
+                    pick(&mut rng, 2)
+                };
+                let a = if rng.gen_bool(0.7) {
+                    app.clone()
+                } else {
+                    pick(&mut rng, 2)
+                };
+                format!("{p}/services/{a}/{id}")
+            } else {
+                pick(&mut rng, 6)
+            };
+            let want = key
+                .strip_prefix(&l.app_prefix(&app))
+                .filter(|id| !id.is_empty() && !id.contains('/'));
+            let got = l.instance_id(&app, key.as_bytes()).ok();
+            assert_eq!(got, want, "prefix {prefix:?} app {app:?} key {key:?}");
+            parsed += usize::from(got.is_some());
+        }
+        assert!(parsed > 50, "the keys hit valid ids too: {parsed}");
     }
 
     #[test]
