@@ -199,6 +199,7 @@ impl From<GatewayError> for PublishError {
 
 /// Why an etcd record was skipped as not a valid provider record.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InvalidRecord {
     /// The key is not `<prefix>/services/<app>/<id>` for the watched app
     /// (extra path segments, empty id, not UTF-8).

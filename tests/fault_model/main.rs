@@ -25,25 +25,15 @@
 
 #![forbid(unsafe_code)]
 
-#[path = "fault_model/apply.rs"]
 mod apply;
-#[path = "fault_model/cache.rs"]
 mod cache;
-#[path = "fault_model/engine.rs"]
 mod engine;
-#[path = "fault_model/heal.rs"]
 mod heal;
-#[path = "fault_model/invariants.rs"]
 mod invariants;
-#[path = "fault_model/registry.rs"]
 mod registry;
-#[path = "fault_model/sim.rs"]
 mod sim;
-#[path = "fault_model/steps.rs"]
 mod steps;
-#[path = "fault_model/views.rs"]
 mod views;
-#[path = "fault_model/world.rs"]
 mod world;
 
 use std::sync::atomic::{AtomicBool, Ordering};
