@@ -47,8 +47,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use steadfast_actors::env::{EnvError, EnvVars};
 use steadfast_actors::{ConfigError, EngineBuilder, EngineConfig};
+use steadfast_actors::{EnvError, EnvVars};
 use thiserror::Error;
 
 /// Every variable this module reads itself (the engine's are in
@@ -452,7 +452,7 @@ pub fn unknown_vars(names: impl IntoIterator<Item = String>) -> Vec<UnknownVar> 
     let known: Vec<&'static str> = FACADE_VARS
         .iter()
         .copied()
-        .chain(steadfast_actors::env::ENGINE_VARS.iter().map(|v| v.var))
+        .chain(steadfast_actors::ENGINE_VARS.iter().map(|v| v.var))
         .chain(steadfast_actors::EXPORT_VARS.iter().copied())
         .collect();
     let mut unknown: Vec<UnknownVar> = names

@@ -67,8 +67,8 @@ pub use env::{
 };
 /// An engine built with neither a fetcher nor the `http` feature fetches
 /// through this (every fetch fails saying why).
-pub use steadfast_actors::defaults::NoFetcher;
-pub use steadfast_actors::env::{EnvError, EnvVars, ENGINE_VARS};
+pub use steadfast_actors::NoFetcher;
+pub use steadfast_actors::{EnvError, EnvVars, ENGINE_VARS};
 
 /// The HTTP MetadataService: provider scope and server, consumer fetcher
 /// (feature `http`, on by default).
@@ -109,10 +109,14 @@ pub mod metrics {
     pub use steadfast_metrics::*;
 }
 
+/// A directory status's bounded state label, and every label it returns.
+pub use steadfast_actors::{state_label, REFERENCE_STATES};
 /// What the engine sees: the serializable report of [`Engine::inspect`]
 /// (references, apps with revisions, registry watches, registrations).
-pub use steadfast_actors::inspect;
-pub use steadfast_actors::EngineReport;
+pub use steadfast_actors::{
+    AppReport, EndpointReport, EngineReport, ReferenceReport, RegistrationReport, RegistryReport,
+    RevisionReport, WatchReport, DEFAULT_INSPECT_TIMEOUT,
+};
 
 // The Rust snippets of the README and of every guide in docs/, compiled as
 // doc tests (`cargo test --doc`; `no_run` where they need a server or a

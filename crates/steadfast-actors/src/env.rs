@@ -277,7 +277,7 @@ impl Takes {
 
 impl EngineConfig {
     /// The defaults with every `STEADFAST_*` engine variable of the process
-    /// environment applied (see [`crate::env`] for the names).
+    /// environment applied (see [`ENGINE_VARS`](crate::ENGINE_VARS) for the names).
     pub fn from_env() -> Result<Self, EnvError> {
         Self::default().apply_env(&EnvVars::new(|k| std::env::var(k).ok()))
     }

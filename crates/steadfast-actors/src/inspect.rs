@@ -190,7 +190,7 @@ pub struct RegistrationReport {
 }
 
 /// Every label [`state_label`] returns, for bounded metric labels.
-pub const STATES: &[&str] = &[
+pub const REFERENCE_STATES: &[&str] = &[
     "ready",
     "degraded",
     "stale",
@@ -233,7 +233,7 @@ impl crate::Engine {
     /// What the engine sees now, as one serializable report: references
     /// with state and endpoints, apps with instances and revisions
     /// (attempts, last error, next retry), registry watch health and
-    /// registrations (see [`crate::inspect`]). Bounded by
+    /// registrations (see [`EngineReport`]). Bounded by
     /// [`DEFAULT_INSPECT_TIMEOUT`](DEFAULT_INSPECT_TIMEOUT):
     /// a part that does not answer within its own bound is left out and
     /// named in `missing`; a coordinator that does not answer at all gives
@@ -242,7 +242,7 @@ impl crate::Engine {
         self.inspect_within(DEFAULT_INSPECT_TIMEOUT).await
     }
 
-    /// [`Engine::inspect`] bounded by `limit` as a whole.
+    /// [`Engine::inspect`](crate::Engine::inspect) bounded by `limit` as a whole.
     pub async fn inspect_within(&self, limit: Duration) -> Result<EngineReport, EngineError> {
         let ask = self.life.coordinator.send(InspectEngine);
         match tokio::time::timeout(limit, ask).await {

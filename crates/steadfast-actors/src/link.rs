@@ -71,11 +71,6 @@ impl<T> Clone for Outbox<T> {
 }
 
 impl<T> Outbox<T> {
-    /// Whether both ends are the same link.
-    pub fn same(&self, other: &Outbox<T>) -> bool {
-        Arc::ptr_eq(&self.queue, &other.queue)
-    }
-
     /// Queues `entry`, which carries `items` items; when the consumer is
     /// more than `bound` items behind (the producer's state size), the queue
     /// is replaced by `reset()` (the whole state and its size) instead, and

@@ -33,13 +33,11 @@ impl FeedItem {
     }
 }
 
-/// The registry watch of `app` went down (`stale_since: Some`) or is back
-/// (`None`) (registry -> resolver). Sent when an outage starts; every
-/// delivery carries the staleness as well.
+/// The registry watch of the resolver's app went down (`stale_since:
+/// Some`) or is back (`None`) (registry -> resolver). Sent when an outage
+/// starts; every delivery carries the staleness as well.
 #[derive(Clone, Debug)]
 pub struct RegistryHealth {
-    /// Provider app.
-    pub app: String,
     /// When the watch went down, while it is down.
     pub stale_since: Option<std::time::Instant>,
     /// While opening the app's watch keeps failing: since when, attempts,

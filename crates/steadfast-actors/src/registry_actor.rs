@@ -260,7 +260,6 @@ impl RegistryActor {
                     health_changed = true;
                     let item = FeedItem::Health(RegistryHealth {
                         subscribe: self.machine.subscribe_failure(&app),
-                        app: app.clone(),
                         stale_since,
                     });
                     gone.extend(
@@ -273,7 +272,6 @@ impl RegistryActor {
                     health_changed = true;
                     let item = FeedItem::Health(RegistryHealth {
                         stale_since: self.machine.stale_since(&app),
-                        app: app.clone(),
                         subscribe: failure,
                     });
                     gone.extend(

@@ -102,7 +102,7 @@ macro_rules! engine_counters {
             fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
         }
 
-        /// A point-in-time copy of [`EngineStats`] (named apart from the etcd
+        /// A point-in-time copy of the engine's counters (named apart from the etcd
         /// backend's `EtcdStatsSnapshot`).
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct EngineStatsSnapshot {

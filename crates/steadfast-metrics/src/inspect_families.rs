@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use steadfast_actors::inspect::{EngineReport, STATES};
 use steadfast_actors::Engine;
+use steadfast_actors::{EngineReport, REFERENCE_STATES};
 
 use crate::collect::{Gathered, Value};
 
@@ -98,8 +98,8 @@ pub(crate) fn write(g: &mut Gathered, report: &EngineReport) {
         // One 0/1 sample per known state, so a series does not vanish when
         // the state changes (a state not in the list is added while current).
         let current = r.state.as_str();
-        let extra = (!STATES.contains(&current)).then_some(current);
-        for state in STATES.iter().copied().chain(extra) {
+        let extra = (!REFERENCE_STATES.contains(&current)).then_some(current);
+        for state in REFERENCE_STATES.iter().copied().chain(extra) {
             g.add(
                 "reference_state",
                 "The reference's directory state: 1 for the current one (ready, degraded, stale, pending, empty:<reason>)",

@@ -390,7 +390,7 @@ async fn hostile_interface_and_mapped_app_names_stay_inside_their_label_values()
         .iter()
         .filter(|s| s.name == "steadfast_reference_state")
         .count();
-    assert_eq!(states, steadfast_actors::inspect::STATES.len(), "{text}");
+    assert_eq!(states, steadfast_actors::REFERENCE_STATES.len(), "{text}");
     engine.shutdown().await;
 }
 

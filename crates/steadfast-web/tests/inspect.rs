@@ -330,7 +330,7 @@ async fn a_shut_down_engine_answers_inspect_at_once() {
         matches!(r, Err(EngineError::ShutDown) | Err(EngineError::Timeout)),
         "{r:?}"
     );
-    assert!(started.elapsed() <= steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT);
+    assert!(started.elapsed() <= steadfast_actors::DEFAULT_INSPECT_TIMEOUT);
 }
 
 #[actix_rt::test]
@@ -358,8 +358,8 @@ async fn a_directory_that_does_not_answer_is_named_missing_and_the_rest_reported
     let took = started.elapsed();
     assert_eq!(report.missing, vec!["directory:demo.Ready:tri".to_string()]);
     assert!(
-        took >= steadfast_actors::inspect::INSPECT_PART_TIMEOUT
-            && took < steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT,
+        took >= steadfast_actors::INSPECT_PART_TIMEOUT
+            && took < steadfast_actors::DEFAULT_INSPECT_TIMEOUT,
         "{took:?}"
     );
     // Its endpoints come from the published snapshot all the same, and
@@ -388,9 +388,8 @@ async fn inspect_is_bounded_when_the_coordinator_does_not_answer() {
     assert_eq!(r.err(), Some(EngineError::Timeout));
     let took = started.elapsed();
     assert!(
-        took >= steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT
-            && took
-                < steadfast_actors::inspect::DEFAULT_INSPECT_TIMEOUT + Duration::from_millis(100),
+        took >= steadfast_actors::DEFAULT_INSPECT_TIMEOUT
+            && took < steadfast_actors::DEFAULT_INSPECT_TIMEOUT + Duration::from_millis(100),
         "{took:?}"
     );
     // Once the quarantine is over the engine answers again.

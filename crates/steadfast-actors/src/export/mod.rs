@@ -9,4 +9,4 @@ mod spec;
 pub use actor::{ExportActor, ExportHandle, ShutdownReport};
 pub(crate) use actor::{ExportParts, GracefulStop};
 pub use in_flight::{InFlight, InFlightGuard};
-pub use spec::{build_export, ExportSpec, CLOSING_KEY, EXPORT_VARS};
+pub use spec::{build_export, ExportSpec, EXPORT_VARS};

@@ -5,8 +5,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use steadfast_actors::inspect::{AppReport, ReferenceReport};
 use steadfast_actors::EngineReport;
+use steadfast_actors::{AppReport, ReferenceReport};
 
 /// Escapes `s` for HTML text and attribute values.
 fn esc(s: &str) -> String {
