@@ -127,6 +127,7 @@ impl TokenState {
     }
 
     /// How many tokens were installed so far.
+    #[cfg(test)]
     pub fn generation(&self) -> u64 {
         self.generation
     }

@@ -2,37 +2,37 @@
 //! metadata report over etcd's v3 JSON gateway, with plain `reqwest` over
 //! HTTP/1.1 (no gRPC, no protoc).
 //!
-//! * [`gateway`]: [`EtcdClient`], the few gateway calls needed (range, put,
+//! * `gateway`: [`EtcdClient`], the few gateway calls needed (range, put,
 //!   delete, lease grant/keepalive/revoke, compaction, status, watch,
 //!   probe), with per-request timeouts, endpoint rotation and demotion,
 //!   `Grpc-Metadata-hasleader: true` on every request, the shared
 //!   "etcd answered again" signal, and the client's one liveness prober;
-//! * [`prober_machine`]: the sans-IO decisions of that prober, shared by
+//! * `prober_machine`: the sans-IO decisions of that prober, shared by
 //!   every watch and keeper of the client: one probe per endpoint and
 //!   cadence, whatever the number of watched apps;
 //! * `wire` and `framing`: the gateway's JSON shapes and NDJSON framing;
-//! * [`watch_machine`] and [`watch_timing`]: the sans-IO watch of one app
+//! * `watch_machine` and `watch_timing`: the sans-IO watch of one app
 //!   (resume, resync, full re-read after outages, invalid records, the
 //!   shared prober's verdicts, stale reports, every retry and resync on
 //!   `Recover`), driven by the registry's hub;
-//! * [`mux`]: the sans-IO planner of the shared watch streams and of the
+//! * `mux`: the sans-IO planner of the shared watch streams and of the
 //!   batched ranges;
-//! * [`keeper_machine`]: the sans-IO keepalive of one registration;
-//! * [`registry`]: [`EtcdRegistry`], registrations serialised per key, each
+//! * `keeper_machine`: the sans-IO keepalive of one registration;
+//! * `registry`: [`EtcdRegistry`], registrations serialised per key, each
 //!   operation under a deadline, updates in place under the live lease;
 //!   [`EtcdRegistry::watch_events`] / [`EtcdRegistry::list_events`] yield
 //!   versioned events (a Reset on every full read, one Delta per watch
 //!   message, records decoded once into shared `Instance`s); the core's
 //!   snapshot `Registry::watch` is a thin adapter over them;
-//! * [`epoch`]: the version epoch shared by every watch and list of one
+//! * `epoch`: the version epoch shared by every watch and list of one
 //!   registry, bumped once when a range proves the store's history
 //!   restarted (wiped data dir, another cluster);
-//! * [`metadata`]: [`EtcdMetadataReport`], each publication under a lease
-//!   of its publisher (pair it with core's [`FallbackFetcher`] to read the
+//! * `metadata`: [`EtcdMetadataReport`], each publication under a lease
+//!   of its publisher (pair it with core's [`FallbackFetcher`](steadfast_core::FallbackFetcher) to read the
 //!   report first);
-//! * [`mapping`]: interface -> app mappings, one persistent key per app
+//! * `mapping`: interface -> app mappings, one persistent key per app
 //!   under `<prefix>/mapping/<interface>/`, and their watch sessions;
-//! * [`auth`] and [`tls`]: a secured etcd: username / password (a token
+//! * `auth` and `tls`: a secured etcd: username / password (a token
 //!   on every call, renewed once when etcd refuses it, watches re-opened
 //!   from their revision), TLS with a custom CA and a client certificate,
 //!   and no proxy unless [`EtcdConfig::proxy`] names one;
@@ -44,7 +44,7 @@
 //! [`EtcdRegistry`] is driven by one hub task (`hub`) over at most two
 //! shared watch streams (one watch request carrying every app's create,
 //! each from its own revision with its own watch id, planned by the
-//! sans-IO [`mux`]) and batched ranges (one txn of up to 128 prefix
+//! sans-IO `mux`) and batched ranges (one txn of up to 128 prefix
 //! ranges, two in flight). etcd 3.4's JSON gateway answers a watch only
 //! once its body is complete (`tests/gateway_duplex.rs`) and Go's HTTP/1
 //! server discards the body's rest at the first answer unless 256 KiB or
@@ -71,29 +71,29 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod auth;
-pub mod config;
-pub mod epoch;
-pub mod error;
+mod auth;
+mod config;
+mod epoch;
+mod error;
 mod feed;
 pub(crate) mod framing;
 pub(crate) mod gateway;
 mod hub;
 mod keepalive;
-pub mod keeper_machine;
-pub mod mapping;
-pub mod metadata;
-pub mod mux;
+mod keeper_machine;
+mod mapping;
+mod metadata;
+mod mux;
 mod prober;
-pub mod prober_machine;
-pub mod records;
-pub mod registry;
-pub mod stats;
-pub mod tls;
-pub mod watch_body;
+mod prober_machine;
+mod records;
+mod registry;
+mod stats;
+mod tls;
+mod watch_body;
 pub(crate) mod watch_machine;
-pub mod watch_step;
-pub mod watch_timing;
+mod watch_step;
+mod watch_timing;
 /// The gateway's JSON shapes and base64 helpers: not a stable API, public
 /// only with the `harness` feature (this crate's benchmarks and fault
 /// tests).
@@ -117,8 +117,6 @@ pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
 pub use registry::{EtcdRegistry, EventStream};
 pub use stats::{EtcdStats, EtcdStatsSnapshot};
-/// Moved to core; re-exported here for convenience.
-pub use steadfast_core::FallbackFetcher;
 pub use tls::{EtcdTls, PemSource};
 pub use watch_body::{watch_stream, WatchError, WatchStream};
 pub use watch_machine::{

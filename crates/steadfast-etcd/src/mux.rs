@@ -196,13 +196,9 @@ impl Mux {
     }
 
     /// How many apps are on `slot`'s stream.
+    #[cfg(test)]
     pub fn members(&self, slot: Slot) -> usize {
         self.streams[slot.index()].members.len()
-    }
-
-    /// How many apps wait for a stream.
-    pub fn pending(&self) -> usize {
-        self.pending.len()
     }
 
     /// When [`Mux::poll`] must run next, at the latest (`more_coming`:

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
-use steadfast_core::{FetchError, MetadataFetcher, MetadataPublisher};
+use steadfast_core::{FallbackFetcher, FetchError, MetadataFetcher, MetadataPublisher};
 use steadfast_etcd::harness::{free_ports, EtcdServer};
-use steadfast_etcd::{EtcdMetadataReport, EtcdRegistry, FallbackFetcher};
+use steadfast_etcd::{EtcdMetadataReport, EtcdRegistry};
 
 #[tokio::test]
 async fn publish_fetch_errors_withdraw_and_fallback() {

@@ -51,7 +51,7 @@ pub struct WatchCreate {
 
 impl EtcdClient {
     /// The pairs under each of `prefixes`, read in one txn (at one
-    /// revision), in order. At most [`MAX_TXN_OPS`] prefixes.
+    /// revision), in order. At most `MAX_TXN_OPS` prefixes.
     pub async fn range_prefixes(
         &self,
         prefixes: &[String],
