@@ -37,9 +37,7 @@ pub use steadfast_actors::{
     SnapshotConfig, EXPORT_VARS,
 };
 /// Engine counters (`Engine::stats`) and the one table they are exported from.
-pub use steadfast_actors::{
-    CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS,
-};
+pub use steadfast_actors::{EngineStatsSnapshot, ENGINE_COUNTERS};
 /// A password, token or inline key that `Debug` and `Serialize` never show.
 pub use steadfast_core::Secret;
 pub use steadfast_core::CLOSING_KEY;
@@ -52,6 +50,8 @@ pub use steadfast_core::{
 };
 /// Describing an exported service, and a call's retries.
 pub use steadfast_core::{CallRetryPolicy, GiveUp, RetryBudgetConfig, ServiceInfoBuilder};
+/// A counter table's rows and values (the engine's and the etcd backend's).
+pub use steadfast_core::{CounterKind, CounterSpec, CounterValue};
 /// Balancing: strategies, leases and outcome feedback, outlier ejection.
 pub use steadfast_core::{
     FailureClass, FailureRate, Lease, Outcome, OutlierPolicy, PeakEwma, Strategy,

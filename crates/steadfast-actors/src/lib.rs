@@ -60,4 +60,4 @@ pub use inspect::{
 pub use live_config::{CallerConfig, LiveConfig};
 pub use random::thread_random;
 pub use snapshot_config::SnapshotConfig;
-pub use stats::{CounterKind, CounterSpec, CounterValue, EngineStatsSnapshot, ENGINE_COUNTERS};
+pub use stats::{EngineStatsSnapshot, ENGINE_COUNTERS};

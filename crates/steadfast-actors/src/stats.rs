@@ -8,133 +8,19 @@ use std::sync::Arc;
 
 use steadfast_core::{FetchError, TombstoneCounts};
 
-/// How a row of [`ENGINE_COUNTERS`] is exported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CounterKind {
-    /// A gauge (a level that goes up and down).
-    Gauge,
-    /// A monotonic counter.
-    Counter,
-    /// A monotonic counter exported per [`FetchError::label`] (label `kind`);
-    /// its samples add up to the row's value.
-    CounterByFetchError,
-}
-
-/// One row of the engine's counter table: the snapshot field, the metric
-/// family it is exported as (`steadfast_` prefix added by the encoder, and
-/// `_total` for counters), its help text and its kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CounterSpec {
-    /// The [`EngineStatsSnapshot`] field.
-    pub field: &'static str,
-    /// The metric family name, without the `steadfast_` prefix.
-    pub name: &'static str,
-    /// The metric's help text.
-    pub help: &'static str,
-    /// How it is exported.
-    pub kind: CounterKind,
-}
-
-/// A counter's value read at one snapshot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CounterValue {
-    /// A gauge's level.
-    Level(i64),
-    /// A counter's count.
-    Count(u64),
-}
-
-macro_rules! counter_atomic {
-    (gauge) => {
-        AtomicI64
-    };
-    (counter) => {
-        AtomicU64
-    };
-    (by_kind) => {
-        AtomicU64
-    };
-}
-macro_rules! counter_plain {
-    (gauge) => {
-        i64
-    };
-    (counter) => {
-        u64
-    };
-    (by_kind) => {
-        u64
-    };
-}
-macro_rules! counter_kind {
-    (gauge) => {
-        CounterKind::Gauge
-    };
-    (counter) => {
-        CounterKind::Counter
-    };
-    (by_kind) => {
-        CounterKind::CounterByFetchError
-    };
-}
-macro_rules! counter_value {
-    (gauge, $v:expr) => {
-        CounterValue::Level($v)
-    };
-    (counter, $v:expr) => {
-        CounterValue::Count($v)
-    };
-    (by_kind, $v:expr) => {
-        CounterValue::Count($v)
-    };
-}
-
-/// Declares every engine counter once: the shared atomics, the snapshot
-/// struct with its docs, the copy, and the exported table.
-macro_rules! engine_counters {
-    ($( $(#[doc = $doc:literal])* $kind:ident $field:ident : $name:literal, $help:literal; )*) => {
-        /// Shared counters of one engine (declared once, in the table of
-        /// [`ENGINE_COUNTERS`]).
-        #[derive(Debug, Default)]
-        pub struct EngineStats {
-            $( pub(crate) $field: counter_atomic!($kind), )*
-            fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
-        }
-
-        /// A point-in-time copy of the engine's counters (named apart from the etcd
-        /// backend's `EtcdStatsSnapshot`).
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub struct EngineStatsSnapshot {
-            $( $(#[doc = $doc])* pub $field: counter_plain!($kind), )*
-        }
-
-        /// Every engine counter and gauge, in snapshot order: the one table
-        /// the snapshot, inspect and the Prometheus export are read from.
-        pub const ENGINE_COUNTERS: &[CounterSpec] = &[
-            $( CounterSpec { field: stringify!($field), name: $name, help: $help, kind: counter_kind!($kind) }, )*
-        ];
-
-        impl EngineStats {
-            /// Copies every counter.
-            pub fn snapshot(&self) -> EngineStatsSnapshot {
-                EngineStatsSnapshot {
-                    $( $field: self.$field.load(Ordering::SeqCst), )*
-                }
-            }
-        }
-
-        impl EngineStatsSnapshot {
-            /// Every row of [`ENGINE_COUNTERS`] with its value, in table order.
-            pub fn values(&self) -> Vec<(&'static CounterSpec, CounterValue)> {
-                let vals = [ $( counter_value!($kind, self.$field), )* ];
-                ENGINE_COUNTERS.iter().zip(vals).collect()
-            }
-        }
-    };
-}
-
-engine_counters! {
+steadfast_core::counter_table! {
+    /// Shared counters of one engine (declared once, in the table of
+    /// [`ENGINE_COUNTERS`]).
+    pub struct EngineStats {
+        fetch_failures_by_kind: [AtomicU64; FetchError::LABELS.len()],
+    }
+    /// A point-in-time copy of the engine's counters (named apart from the
+    /// etcd backend's `EtcdStatsSnapshot`).
+    pub struct EngineStatsSnapshot;
+    /// Every engine counter and gauge, in snapshot order: the one table the
+    /// snapshot, inspect and the Prometheus export are read from.
+    pub const ENGINE_COUNTERS;
+    rows {
     /// Actors currently alive (registry, cache, resolvers, directories, engine).
     gauge actors_alive: "actors", "Actors alive";
     /// Resolver actors alive.
@@ -276,6 +162,7 @@ engine_counters! {
     /// Metadata requests of resolvers answered from the shared cache (no
     /// fetcher call).
     counter metadata_cache_hits: "metadata_cache_hits", "Metadata requests answered from the shared cache";
+    }
 }
 
 impl EngineStats {

@@ -16,6 +16,7 @@ mod call_retry;
 mod change;
 mod closing;
 mod contain;
+mod counters;
 mod directory;
 mod endpoint_set;
 mod error;
@@ -67,6 +68,7 @@ pub use change::{
 };
 pub use closing::{Closing, ClosingSource};
 pub use contain::{contain_call, contain_publish_call, contain_registry_call};
+pub use counters::{CounterKind, CounterSpec, CounterValue};
 pub use directory::{
     Applied, DirectoryMachine, DirectoryResume, DirectoryStatus, EmptyReason, NoEndpoint,
     NoEndpointReason, TombstoneCounts, RESUME_GATE,

@@ -116,7 +116,7 @@ pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
 pub use registry::{EtcdRegistry, EventStream};
-pub use stats::{EtcdStats, EtcdStatsSnapshot};
+pub use stats::{EtcdStats, EtcdStatsSnapshot, ETCD_COUNTERS};
 pub use tls::{EtcdTls, PemSource};
 pub use watch_body::{watch_stream, WatchError, WatchStream};
 pub use watch_machine::{

@@ -1,10 +1,11 @@
 //! The engine's own counters (`Engine::stats`) as metric families, read
-//! from the one counter table (`steadfast_actors::ENGINE_COUNTERS`): a
+//! from the engine's counter table (`steadfast_actors::ENGINE_COUNTERS`): a
 //! counter declared there is exported here, with no list of its own. Names
 //! follow the Prometheus conventions: counters get `_total` from the
 //! encoder, gauges say what they count.
 
-use steadfast_actors::{CounterKind, CounterValue, Engine};
+use steadfast_actors::Engine;
+use steadfast_core::{CounterKind, CounterValue};
 
 use crate::collect::{Gathered, Value};
 
