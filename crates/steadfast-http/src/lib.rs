@@ -16,11 +16,11 @@
 #![warn(missing_docs)]
 
 mod endpoint;
-pub mod fetcher;
-pub mod fetcher_config;
-pub mod metrics;
-pub mod server;
-pub mod store;
+mod fetcher;
+mod fetcher_config;
+mod metrics;
+mod server;
+mod store;
 
 pub use fetcher::{HttpFetcherBuilder, HttpFetcherError, HttpMetadataFetcher};
 pub use fetcher_config::HttpFetcherConfig;

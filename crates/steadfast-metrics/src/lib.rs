@@ -144,10 +144,7 @@ impl Metrics {
     /// Caller: once the Caller drops its series go away. Callers of one
     /// reference are summed.
     #[cfg(feature = "http")]
-    pub fn caller<H: steadfast_web::caller::HttpClient>(
-        self,
-        caller: &steadfast_web::Caller<H>,
-    ) -> Self
+    pub fn caller<H: steadfast_web::HttpClient>(self, caller: &steadfast_web::Caller<H>) -> Self
     where
         H::Factory: 'static,
     {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use reqwest::Method;
 use steadfast_core::{CallRetryPolicy, GiveUp, RetryBudgetConfig};
 use steadfast_pool::{ClientPool, PoolConfig};
-use steadfast_web::caller::{CallError, Caller};
-use steadfast_web::factory::ReqwestFactory;
+use steadfast_web::ReqwestFactory;
+use steadfast_web::{CallError, Caller};
 use support::{dead_port, resetter, wait_endpoints, wait_until, Mode, Provider, World};
 
 #[actix_rt::test]

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use steadfast_web::caller::{Awc, CallError, Caller};
+use steadfast_web::{Awc, CallError, Caller};
 use support::{dead_port, wait_endpoints, wait_until, Mode, Provider, World};
 
 #[actix_rt::test]

@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use steadfast_web::caller::Caller;
+use steadfast_web::Caller;
 use support::{dead_port, wait_endpoints, Mode, Provider, World};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
