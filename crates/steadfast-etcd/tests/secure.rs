@@ -221,3 +221,31 @@ async fn a_wrong_or_missing_ca_or_no_client_certificate_fails_typed() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn concurrent_callers_share_one_authentication() {
+    bounded(async {
+        let etcd = AuthEtcd::start(&[]).await.unwrap();
+        let raw = EtcdClient::from_config(&authed(&etcd)).unwrap();
+        let puts = |round: usize| {
+            let raw = &raw;
+            futures::future::join_all((0..16).map(move |i| async move {
+                let key = format!("/concurrent/{round}/{i}");
+                raw.put(key.as_bytes(), b"v", 0).await
+            }))
+        };
+        // Sixteen callers without a token: one authenticates, the others
+        // wait for its token (no lock held across its call).
+        for r in puts(0).await {
+            r.unwrap();
+        }
+        assert_eq!(raw.authentications(), 1);
+        // Sixteen callers refused for a revoked token: one new token.
+        etcd.revoke_tokens().await.unwrap();
+        for r in puts(1).await {
+            r.unwrap();
+        }
+        assert_eq!(raw.authentications(), 2);
+    })
+    .await;
+}

@@ -46,10 +46,24 @@ pub(crate) struct Security {
 pub(crate) struct TokenCache {
     creds: EtcdAuth,
     state: Mutex<TokenState>,
-    /// Held while one caller authenticates (bounded by the request
-    /// timeout), so refused callers authenticate once.
-    fetching: tokio::sync::Mutex<()>,
+    /// Whether one caller is authenticating now: the others wait for
+    /// `fetched` instead of authenticating too (no lock is held across the
+    /// call; every wait is bounded by the caller's request timeout).
+    fetching: AtomicBool,
+    /// Signalled when the authenticating caller is done (or was dropped).
+    fetched: tokio::sync::Notify,
     authentications: AtomicU64,
+}
+
+/// The one caller authenticating: its drop (done, failed or cancelled)
+/// lets the next caller in and wakes those that waited.
+struct Authenticating<'a>(&'a TokenCache);
+
+impl Drop for Authenticating<'_> {
+    fn drop(&mut self) {
+        self.0.fetching.store(false, Ordering::Release);
+        self.0.fetched.notify_waiters();
+    }
 }
 
 impl TokenCache {
@@ -57,7 +71,8 @@ impl TokenCache {
         Self {
             creds,
             state: Mutex::new(TokenState::default()),
-            fetching: tokio::sync::Mutex::new(()),
+            fetching: AtomicBool::new(false),
+            fetched: tokio::sync::Notify::new(),
             authentications: AtomicU64::new(0),
         }
     }
@@ -166,8 +181,25 @@ impl EtcdClient {
             return Ok((t, g));
         }
         let fetch = async {
-            let _one = auth.fetching.lock().await;
-            // Someone else may have fetched while this caller waited.
+            // Bounded by the timeout around it: each turn either finds a
+            // token, authenticates, or waits for the one caller who does.
+            let _one = loop {
+                let done = auth.fetched.notified();
+                tokio::pin!(done);
+                done.as_mut().enable();
+                // Someone else may have fetched while this caller waited.
+                if let TokenDecision::Use(t, g) = auth.decide(refused) {
+                    return Ok((t, g));
+                }
+                if auth
+                    .fetching
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    break Authenticating(auth);
+                }
+                done.await;
+            };
             if let TokenDecision::Use(t, g) = auth.decide(refused) {
                 return Ok((t, g));
             }
