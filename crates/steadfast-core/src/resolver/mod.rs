@@ -267,11 +267,6 @@ impl ResolverMachine {
         self.closed
     }
 
-    /// Subscribe keys with at least one subscriber.
-    pub fn subscriber_keys(&self) -> impl Iterator<Item = &str> {
-        self.subscribers.keys().map(String::as_str)
-    }
-
     /// Version of the latest delivery applied.
     pub fn version(&self) -> Version {
         self.version
