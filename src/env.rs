@@ -38,7 +38,7 @@
 //!
 //! and the engine's own variables ([`ENGINE_VARS`](crate::ENGINE_VARS),
 //! e.g. `STEADFAST_FETCH_TIMEOUT`, `STEADFAST_REGISTRY_CALL_TIMEOUT`,
-//! `STEADFAST_SEED`; see `steadfast_actors::env`). The etcd and HTTP
+//! `STEADFAST_SEED`; each row names its config field). The etcd and HTTP
 //! variables need the `etcd` / `http` features; without them they are
 //! ignored, and `STEADFAST_REGISTRY=etcd://...` is refused.
 

@@ -68,7 +68,7 @@ pub use env::{
 /// An engine built with neither a fetcher nor the `http` feature fetches
 /// through this (every fetch fails saying why).
 pub use steadfast_actors::NoFetcher;
-pub use steadfast_actors::{EnvError, EnvVars, ENGINE_VARS};
+pub use steadfast_actors::{EnvError, EnvVar, EnvVars, Takes, ENGINE_VARS};
 
 /// The HTTP MetadataService: provider scope and server, consumer fetcher
 /// (feature `http`, on by default).
@@ -115,7 +115,7 @@ pub use steadfast_actors::{state_label, REFERENCE_STATES};
 /// (references, apps with revisions, registry watches, registrations).
 pub use steadfast_actors::{
     AppReport, EndpointReport, EngineReport, ReferenceReport, RegistrationReport, RegistryReport,
-    RevisionReport, WatchReport, DEFAULT_INSPECT_TIMEOUT,
+    RevisionReport, WatchReport, DEFAULT_INSPECT_TIMEOUT, INSPECT_PART_TIMEOUT,
 };
 
 // The Rust snippets of the README and of every guide in docs/, compiled as

@@ -23,7 +23,7 @@ pub const NO_FETCHER: &str =
 
 /// The fetcher of an engine built without one and without the `http`
 /// feature: every fetch fails at once with [`FetchError::NoEndpoint`]
-/// (`NO_FETCHER`), so a consumer's revisions stay unresolved and say why.
+/// ([`NO_FETCHER`]), so a consumer's revisions stay unresolved and say why.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoFetcher;
 

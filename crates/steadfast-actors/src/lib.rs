@@ -45,10 +45,10 @@ mod timer;
 pub use config::{ConfigError, EngineConfig};
 #[cfg(any(test, feature = "testkit"))]
 pub use coordinator::RestartTarget;
-pub use defaults::NoFetcher;
+pub use defaults::{NoFetcher, NO_FETCHER};
 pub use directory_actor::DirectoryView;
 pub use engine::{Engine, EngineBuilder};
-pub use env::{EnvError, EnvVars, ENGINE_VARS};
+pub use env::{EnvError, EnvVar, EnvVars, Takes, ENGINE_VARS};
 pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport, EXPORT_VARS};
 pub use handle::{Deadline, Directory};
@@ -59,5 +59,5 @@ pub use inspect::{
 };
 pub use live_config::{CallerConfig, LiveConfig};
 pub use random::thread_random;
-pub use snapshot_config::SnapshotConfig;
+pub use snapshot_config::{SnapshotConfig, DEFAULT_IO_DEADLINE, MAX_SNAPSHOT_BYTES};
 pub use stats::{EngineStatsSnapshot, ENGINE_COUNTERS};

@@ -192,7 +192,7 @@ pub enum EtcdConfigError {
 pub const DEFAULT_ETCD_ENDPOINT: &str = "http://127.0.0.1:2379";
 
 impl Default for EtcdConfig {
-    /// The defaults for one local etcd, `DEFAULT_ETCD_ENDPOINT`.
+    /// The defaults for one local etcd, [`DEFAULT_ETCD_ENDPOINT`].
     fn default() -> Self {
         Self::new([DEFAULT_ETCD_ENDPOINT])
     }

@@ -109,13 +109,13 @@ pub mod harness;
 mod fuzz_tests;
 
 pub use auth::EtcdAuth;
-pub use config::{EtcdConfig, EtcdConfigError};
+pub use config::{EtcdConfig, EtcdConfigError, DEFAULT_ETCD_ENDPOINT};
 pub use epoch::Epochs;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
 pub use metadata::EtcdMetadataReport;
 pub use records::KeyLayout;
-pub use registry::{EtcdRegistry, EventStream};
+pub use registry::EtcdRegistry;
 pub use stats::{EtcdStats, EtcdStatsSnapshot, ETCD_COUNTERS};
 pub use tls::{EtcdTls, PemSource};
 pub use watch_body::{watch_stream, WatchError, WatchStream};

@@ -41,7 +41,7 @@ use crate::metadata::EtcdMetadataReport;
 use crate::prober::ProbeSub;
 use crate::records::{check_segment, KeyLayout};
 use crate::stats::{EtcdStats, EtcdStatsSnapshot};
-pub use steadfast_core::EventStream;
+use steadfast_core::EventStream;
 
 /// An etcd-backed service registry. Cheap to clone; clones share the client,
 /// the counters and the registrations.

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures::StreamExt;
+use steadfast_core::EventStream;
 use steadfast_core::{InstanceMap, RegistryError, RegistryEvent, Version};
 use steadfast_etcd::harness::EtcdServer;
-use steadfast_etcd::{EtcdRegistry, EventStream};
+use steadfast_etcd::EtcdRegistry;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures::StreamExt;
+use steadfast_core::EventStream;
 use steadfast_core::{InstanceMap, RegistryEvent, ServiceInstance};
 use steadfast_etcd::harness::metrics::{connections_to, etcd_metric, watch_streams};
 use steadfast_etcd::harness::{EtcdServer, TcpProxy};
-use steadfast_etcd::{EtcdClient, EtcdConfig, EtcdRegistry, EventStream};
+use steadfast_etcd::{EtcdClient, EtcdConfig, EtcdRegistry};
 
 const WAIT: Duration = Duration::from_secs(15);
 

@@ -29,7 +29,7 @@ pub use caller::{Awc, AwcPool};
 #[cfg(feature = "awc")]
 pub use factory::{AwcClient, AwcConfig, AwcFactory, AwcFactoryError};
 pub use factory::{ReqwestConfig, ReqwestFactory};
-pub use inspect::{inspect_scope, render_status, InspectScope};
+pub use inspect::{inspect_scope, render_status, InspectScope, DEFAULT_REFRESH};
 pub use provider::{
     is_closing_answer, ExportStopError, GatedBody, GracefulReport, GracefulShutdown, InFlightGate,
     InFlightGateService, ShutdownCause, ShutdownTrigger, CLOSING_HEADER, DEFAULT_DRAIN_TIMEOUT,

@@ -52,7 +52,7 @@ impl std::fmt::Debug for InspectScope {
 
 impl InspectScope {
     /// The scope over `engine`, the page refreshing every
-    /// `DEFAULT_REFRESH` (5 s), titled "steadfast status".
+    /// [`DEFAULT_REFRESH`], titled "steadfast status".
     pub fn new(engine: Engine) -> Self {
         Self {
             engine,
