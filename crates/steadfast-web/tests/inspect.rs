@@ -334,7 +334,10 @@ async fn a_shut_down_engine_answers_inspect_at_once() {
     );
     let took = started.elapsed();
     println!("a shut-down engine answered inspect after {took:?} (virtual time)");
-    assert!(took <= steadfast_actors::DEFAULT_INSPECT_TIMEOUT, "{took:?}");
+    assert!(
+        took <= steadfast_actors::DEFAULT_INSPECT_TIMEOUT,
+        "{took:?}"
+    );
 }
 
 #[actix_rt::test]
