@@ -48,29 +48,80 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use steadfast_actors::{ConfigError, EngineBuilder, EngineConfig};
-use steadfast_actors::{EnvError, EnvVars};
+use steadfast_actors::{EnvError, EnvVar, EnvVars, Takes};
 use thiserror::Error;
 
-/// Every variable this module reads itself (the engine's are in
-/// [`ENGINE_VARS`](crate::ENGINE_VARS)).
-pub const FACADE_VARS: &[&str] = &[
-    "STEADFAST_CONFIG",
-    "STEADFAST_REGISTRY",
-    "STEADFAST_ETCD_PREFIX",
-    "STEADFAST_ETCD_LEASE_TTL",
-    "STEADFAST_ETCD_REQUEST_TIMEOUT",
-    "STEADFAST_ETCD_OPERATION_TIMEOUT",
-    "STEADFAST_ETCD_USER",
-    "STEADFAST_ETCD_PASSWORD",
-    "STEADFAST_ETCD_CA_FILE",
-    "STEADFAST_ETCD_CERT_FILE",
-    "STEADFAST_ETCD_KEY_FILE",
-    "STEADFAST_ETCD_PROXY",
-    "STEADFAST_HTTP_CONNECT_TIMEOUT",
-    "STEADFAST_HTTP_TIMEOUT",
-    "STEADFAST_HTTP_MAX_BODY_BYTES",
-    "STEADFAST_HTTP_BASE_PATH",
+/// The variable naming a JSON [`SteadfastConfig`] read before the others.
+pub const CONFIG_VAR: &str = "STEADFAST_CONFIG";
+
+const fn row(var: &'static str, field: &'static str, takes: Takes) -> EnvVar {
+    EnvVar { var, field, takes }
+}
+
+/// Every variable of the facade's part of [`SteadfastConfig`] (the
+/// engine's are [`ENGINE_VARS`](crate::ENGINE_VARS), below `engine`), each
+/// with the document field it sets. Read through [`EnvVars::apply`], the
+/// one mapping from the environment to a config. The `etcd.*` rows need
+/// the `etcd` feature and the `fetcher.*` rows the `http` feature; without
+/// it they are not read.
+pub const FACADE_VARS: &[EnvVar] = &[
+    row("STEADFAST_REGISTRY", "registry", Takes::Text),
+    row("STEADFAST_ETCD_PREFIX", "etcd.prefix", Takes::Text),
+    row(
+        "STEADFAST_ETCD_LEASE_TTL",
+        "etcd.lease_ttl",
+        Takes::Duration,
+    ),
+    row(
+        "STEADFAST_ETCD_REQUEST_TIMEOUT",
+        "etcd.request_timeout",
+        Takes::Duration,
+    ),
+    row(
+        "STEADFAST_ETCD_OPERATION_TIMEOUT",
+        "etcd.operation_timeout",
+        Takes::Duration,
+    ),
+    row("STEADFAST_ETCD_USER", "etcd.auth.username", Takes::Text),
+    row(
+        "STEADFAST_ETCD_PASSWORD",
+        "etcd.auth.password",
+        Takes::Secret,
+    ),
+    row("STEADFAST_ETCD_CA_FILE", "etcd.tls.ca", Takes::PemFile),
+    row(
+        "STEADFAST_ETCD_CERT_FILE",
+        "etcd.tls.client_cert",
+        Takes::PemFile,
+    ),
+    row(
+        "STEADFAST_ETCD_KEY_FILE",
+        "etcd.tls.client_key",
+        Takes::PemFile,
+    ),
+    row("STEADFAST_ETCD_PROXY", "etcd.proxy", Takes::Text),
+    row(
+        "STEADFAST_HTTP_CONNECT_TIMEOUT",
+        "fetcher.connect_timeout",
+        Takes::Duration,
+    ),
+    row("STEADFAST_HTTP_TIMEOUT", "fetcher.timeout", Takes::Duration),
+    row(
+        "STEADFAST_HTTP_MAX_BODY_BYTES",
+        "fetcher.max_body_bytes",
+        Takes::Number,
+    ),
+    row("STEADFAST_HTTP_BASE_PATH", "fetcher.base_path", Takes::Text),
 ];
+
+/// Whether this build's [`SteadfastConfig`] has the field a facade row sets.
+fn built_in(v: &EnvVar) -> bool {
+    match v.field.split('.').next() {
+        Some("etcd") => cfg!(feature = "etcd"),
+        Some("fetcher") => cfg!(feature = "http"),
+        _ => true,
+    }
+}
 
 /// Which registry backend to use: `memory` or
 /// `etcd://host:port[,host:port...]` (`etcds://`: the members speak https).
@@ -269,93 +320,47 @@ impl SteadfastConfig {
         Self::from_vars(&EnvVars::new(|k| std::env::var(k).ok()))
     }
 
-    /// As [`SteadfastConfig::from_env`], reading variables through `vars`.
+    /// As [`SteadfastConfig::from_env`], reading variables through `vars`:
+    /// the `STEADFAST_CONFIG` document (or an empty one) with every set
+    /// variable of [`FACADE_VARS`] and [`ENGINE_VARS`](crate::ENGINE_VARS)
+    /// put at its field, then read once. A secret in the file (an etcd
+    /// password, an inline key) is never written back out on the way.
     pub fn from_vars<F: Fn(&str) -> Option<String>>(
         vars: &EnvVars<F>,
     ) -> Result<Self, FromEnvError> {
-        let base = match vars.string("STEADFAST_CONFIG") {
-            Some(path) => Self::from_file(path)?,
-            None => Self::default(),
+        let document = match vars.string(CONFIG_VAR) {
+            Some(path) => Self::read_document(path.into())?,
+            None => serde_json::Value::Object(Default::default()),
         };
-        base.apply_env(vars)
+        if let Some(r) = vars.string("STEADFAST_REGISTRY") {
+            // Checked first for its own error, which never echoes
+            // credentials given in the URL.
+            r.parse::<RegistryChoice>()
+                .map_err(FromEnvError::Registry)?;
+        }
+        let facade: Vec<EnvVar> = FACADE_VARS.iter().copied().filter(built_in).collect();
+        Ok(vars.apply(
+            document,
+            &[("", &facade), ("engine", steadfast_actors::ENGINE_VARS)],
+        )?)
     }
 
     /// Reads a JSON config document.
     pub fn from_file(path: impl Into<PathBuf>) -> Result<Self, FromEnvError> {
         let path = path.into();
+        let document = Self::read_document(path.clone())?;
+        serde_json::from_value(document).map_err(|source| FromEnvError::Parse { path, source })
+    }
+
+    /// The file as a JSON document, checked to be a valid config.
+    fn read_document(path: PathBuf) -> Result<serde_json::Value, FromEnvError> {
         let text = std::fs::read_to_string(&path).map_err(|source| FromEnvError::File {
             path: path.clone(),
             source,
         })?;
-        serde_json::from_str(&text).map_err(|source| FromEnvError::Parse { path, source })
-    }
-
-    /// `self` with every variable `vars` holds applied on top.
-    pub fn apply_env<F: Fn(&str) -> Option<String>>(
-        mut self,
-        vars: &EnvVars<F>,
-    ) -> Result<Self, FromEnvError> {
-        if let Some(r) = vars.string("STEADFAST_REGISTRY") {
-            self.registry = Some(r.parse().map_err(FromEnvError::Registry)?);
-        }
-        self.engine = self.engine.apply_env(vars)?;
-        #[cfg(feature = "etcd")]
-        {
-            let e = &mut self.etcd;
-            if let Some(p) = vars.string("STEADFAST_ETCD_PREFIX") {
-                e.prefix = p;
-            }
-            for (var, slot) in [
-                ("STEADFAST_ETCD_LEASE_TTL", &mut e.lease_ttl),
-                ("STEADFAST_ETCD_REQUEST_TIMEOUT", &mut e.request_timeout),
-                ("STEADFAST_ETCD_OPERATION_TIMEOUT", &mut e.operation_timeout),
-            ] {
-                if let Some(d) = vars.duration(var)? {
-                    *slot = d;
-                }
-            }
-            if let Some(user) = vars.string("STEADFAST_ETCD_USER") {
-                let password = vars.string("STEADFAST_ETCD_PASSWORD").unwrap_or_default();
-                e.auth = Some(steadfast_etcd::EtcdAuth::new(user, password));
-            }
-            let file = |var| {
-                vars.string(var)
-                    .map(|p| steadfast_etcd::PemSource::File(p.into()))
-            };
-            let (ca, cert, key) = (
-                file("STEADFAST_ETCD_CA_FILE"),
-                file("STEADFAST_ETCD_CERT_FILE"),
-                file("STEADFAST_ETCD_KEY_FILE"),
-            );
-            if ca.is_some() || cert.is_some() || key.is_some() {
-                let tls = e.tls.get_or_insert_with(Default::default);
-                tls.ca = ca.or(tls.ca.take());
-                tls.client_cert = cert.or(tls.client_cert.take());
-                tls.client_key = key.or(tls.client_key.take());
-            }
-            if let Some(proxy) = vars.string("STEADFAST_ETCD_PROXY") {
-                e.proxy = Some(proxy);
-            }
-        }
-        #[cfg(feature = "http")]
-        {
-            let h = &mut self.fetcher;
-            for (var, slot) in [
-                ("STEADFAST_HTTP_CONNECT_TIMEOUT", &mut h.connect_timeout),
-                ("STEADFAST_HTTP_TIMEOUT", &mut h.timeout),
-            ] {
-                if let Some(d) = vars.duration(var)? {
-                    *slot = d;
-                }
-            }
-            if let Some(n) = vars.number("STEADFAST_HTTP_MAX_BODY_BYTES")? {
-                h.max_body_bytes = n;
-            }
-            if let Some(p) = vars.string("STEADFAST_HTTP_BASE_PATH") {
-                h.base_path = p;
-            }
-        }
-        Ok(self)
+        serde_json::from_str::<Self>(&text)
+            .and_then(|_| serde_json::from_str(&text))
+            .map_err(|source| FromEnvError::Parse { path, source })
     }
 
     /// Checks every value and returns a builder with the registry, the
@@ -446,12 +451,11 @@ pub struct UnknownVar {
 }
 
 /// Every name in `names` that starts with `STEADFAST_` and is none of
-/// [`FACADE_VARS`], [`ENGINE_VARS`](crate::ENGINE_VARS) or
+/// [`CONFIG_VAR`], [`FACADE_VARS`], [`ENGINE_VARS`](crate::ENGINE_VARS) or
 /// [`EXPORT_VARS`](crate::EXPORT_VARS), with the closest known name.
 pub fn unknown_vars(names: impl IntoIterator<Item = String>) -> Vec<UnknownVar> {
-    let known: Vec<&'static str> = FACADE_VARS
-        .iter()
-        .copied()
+    let known: Vec<&'static str> = std::iter::once(CONFIG_VAR)
+        .chain(FACADE_VARS.iter().map(|v| v.var))
         .chain(steadfast_actors::ENGINE_VARS.iter().map(|v| v.var))
         .chain(steadfast_actors::EXPORT_VARS.iter().copied())
         .collect();

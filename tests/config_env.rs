@@ -331,7 +331,12 @@ fn the_operations_guide_lists_every_variable_and_no_other() {
     let code: std::collections::BTreeSet<String> = steadfast::ENGINE_VARS
         .iter()
         .map(|v| v.var.to_string())
-        .chain(steadfast::env::FACADE_VARS.iter().map(|v| v.to_string()))
+        .chain(
+            steadfast::env::FACADE_VARS
+                .iter()
+                .map(|v| v.var.to_string()),
+        )
+        .chain(std::iter::once(steadfast::env::CONFIG_VAR.to_string()))
         .chain(steadfast::EXPORT_VARS.iter().map(|v| v.to_string()))
         .collect();
     let undocumented: Vec<_> = code.difference(&documented).collect();
@@ -440,4 +445,146 @@ fn export_host_and_port_come_from_the_environment() {
             ..
         })
     ));
+}
+
+/// Every facade row sets the field it names: a sample value for it alone
+/// changes that field of the read config and nothing else.
+#[cfg(all(feature = "etcd", feature = "http"))]
+#[test]
+fn every_facade_variable_sets_the_field_its_row_names() {
+    use steadfast::Takes;
+    let base = serde_json::to_value(SteadfastConfig::default()).unwrap();
+    for row in steadfast::env::FACADE_VARS {
+        let sample = match row.takes {
+            Takes::Duration => "7s",
+            Takes::Number => "4096",
+            Takes::PemFile | Takes::Path => "/sample.pem",
+            _ => "memory",
+        };
+        let mut set = vec![(row.var, sample)];
+        if row.var == "STEADFAST_ETCD_PASSWORD" {
+            set.push(("STEADFAST_ETCD_USER", "svc"));
+        }
+        let c = SteadfastConfig::from_vars(&vars(&set)).unwrap();
+        if row.var == "STEADFAST_ETCD_PASSWORD" {
+            let auth = c.etcd.auth.as_ref().expect("credentials");
+            assert_eq!(auth.password.expose(), "memory");
+            continue;
+        }
+        let read = serde_json::to_value(&c).unwrap();
+        let at = |doc: &serde_json::Value| {
+            row.field
+                .split('.')
+                .try_fold(doc.clone(), |node, key| node.get(key).cloned())
+        };
+        assert_ne!(at(&read), at(&base), "{} left {} alone", row.var, row.field);
+        // Put back the base's value at the deepest part of the path the
+        // base has (an unset option is `null` there); the rest must match.
+        let keys: Vec<&str> = row.field.split('.').collect();
+        let pointer = (1..=keys.len())
+            .rev()
+            .map(|n| format!("/{}", keys[..n].join("/")))
+            .find(|p| base.pointer(p).is_some())
+            .expect("the row's section is in the document");
+        let mut rest = read.clone();
+        *rest.pointer_mut(&pointer).unwrap() = base.pointer(&pointer).unwrap().clone();
+        rest["engine"]["seed"] = base["engine"]["seed"].clone();
+        let was = base.clone();
+        assert_eq!(rest, was, "{} changed more than {}", row.var, row.field);
+    }
+}
+
+/// A variable applied on top of a config file keeps the file's secrets
+/// (the document is patched, never written back out through the redacting
+/// serializer), and a refused secret is never echoed.
+#[cfg(feature = "etcd")]
+#[test]
+fn variables_on_top_of_a_file_keep_its_secrets_and_never_echo_them() {
+    let dir = std::env::temp_dir().join(format!("steadfast-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("steadfast.json");
+    std::fs::write(
+        &file,
+        r#"{ "registry": "etcd://h:1",
+             "etcd": { "auth": { "username": "svc", "password": "file-pw" } } }"#,
+    )
+    .unwrap();
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_CONFIG", file.to_str().unwrap()),
+        ("STEADFAST_ETCD_PREFIX", "/prod"),
+        ("STEADFAST_ETCD_CA_FILE", "/etc/ca.pem"),
+    ]))
+    .unwrap();
+    assert_eq!(c.etcd.prefix, "/prod");
+    let auth = c.etcd.auth.as_ref().expect("the file's credentials");
+    assert_eq!(
+        (auth.username.as_str(), auth.password.expose()),
+        ("svc", "file-pw")
+    );
+    // A password without a user is refused, naming the variable, not the value.
+    let err =
+        SteadfastConfig::from_vars(&vars(&[("STEADFAST_ETCD_PASSWORD", "lonely-pw")])).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            FromEnvError::Var(EnvError::Invalid {
+                var: "STEADFAST_ETCD_PASSWORD",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert!(!format!("{err} {err:?}").contains("lonely-pw"), "{err:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each facade variable lands in the field its name says.
+#[cfg(all(feature = "etcd", feature = "http"))]
+#[test]
+fn every_facade_variable_lands_in_its_named_field() {
+    use steadfast::etcd::PemSource;
+    let c = SteadfastConfig::from_vars(&vars(&[
+        ("STEADFAST_REGISTRY", "etcd://h:1"),
+        ("STEADFAST_ETCD_PREFIX", "/p"),
+        ("STEADFAST_ETCD_LEASE_TTL", "11s"),
+        ("STEADFAST_ETCD_REQUEST_TIMEOUT", "12s"),
+        ("STEADFAST_ETCD_OPERATION_TIMEOUT", "13s"),
+        ("STEADFAST_ETCD_USER", "u"),
+        ("STEADFAST_ETCD_PASSWORD", "pw"),
+        ("STEADFAST_ETCD_CA_FILE", "/ca"),
+        ("STEADFAST_ETCD_CERT_FILE", "/cert"),
+        ("STEADFAST_ETCD_KEY_FILE", "/key"),
+        ("STEADFAST_ETCD_PROXY", "http://proxy:1"),
+        ("STEADFAST_HTTP_CONNECT_TIMEOUT", "14s"),
+        ("STEADFAST_HTTP_TIMEOUT", "15s"),
+        ("STEADFAST_HTTP_MAX_BODY_BYTES", "16"),
+        ("STEADFAST_HTTP_BASE_PATH", "/b"),
+    ]))
+    .unwrap();
+    let s = Duration::from_secs;
+    assert_eq!(
+        c.registry,
+        Some(RegistryChoice::Etcd(vec!["http://h:1".into()]))
+    );
+    let e = &c.etcd;
+    assert_eq!(e.prefix, "/p");
+    assert_eq!(
+        (e.lease_ttl, e.request_timeout, e.operation_timeout),
+        (s(11), s(12), s(13))
+    );
+    let auth = e.auth.as_ref().unwrap();
+    assert_eq!(
+        (auth.username.as_str(), auth.password.expose()),
+        ("u", "pw")
+    );
+    let tls = e.tls.as_ref().unwrap();
+    let file = |p: &str| Some(PemSource::File(p.into()));
+    assert_eq!(
+        (&tls.ca, &tls.client_cert, &tls.client_key),
+        (&file("/ca"), &file("/cert"), &file("/key"))
+    );
+    assert_eq!(e.proxy.as_deref(), Some("http://proxy:1"));
+    let h = &c.fetcher;
+    assert_eq!((h.connect_timeout, h.timeout), (s(14), s(15)));
+    assert_eq!((h.max_body_bytes, h.base_path.as_str()), (16, "/b"));
 }

@@ -79,12 +79,19 @@ pub enum Takes {
     Strategy,
     /// A filesystem path.
     Path,
+    /// Any text (a key prefix, a URL, a user name).
+    Text,
+    /// A secret (a password): never echoed in an error.
+    Secret,
+    /// A PEM file's path, set as the field's `{ "file": path }` source.
+    PemFile,
 }
 
-/// One engine variable: its name, the [`EngineConfig`] field it sets (its
-/// path in the serde tree, e.g. `caller.tombstone_ttl`) and what it takes.
-/// The value lands in the config through the config's own serde shape, so
-/// a variable can only set what a config document can.
+/// One variable: its name, the config field it sets (its path in the serde
+/// document, e.g. `caller.tombstone_ttl`) and what it takes. The value lands
+/// in the config through the config's own serde shape
+/// ([`EnvVars::apply`]), so a variable can only set what a config document
+/// can.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EnvVar {
     /// The variable's name.
@@ -255,7 +262,9 @@ impl Takes {
             Takes::Number => "a whole number in range",
             Takes::NumberOrOff => "a whole number in range, or off",
             Takes::Strategy => "round_robin, weighted_random, least_in_flight or peak_ewma",
-            Takes::Path => "a path",
+            Takes::Path | Takes::PemFile => "a path",
+            Takes::Text => "a value the config accepts",
+            Takes::Secret => "a secret the config accepts (a password needs its user)",
         }
     }
 
@@ -270,7 +279,8 @@ impl Takes {
                 .map(|_| Value::String(v.to_string())),
             Takes::Number | Takes::NumberOrOff => v.parse::<u64>().ok().map(Value::from),
             Takes::Strategy => Some(Value::String(v.to_ascii_lowercase().replace('-', "_"))),
-            Takes::Path => Some(Value::String(value.to_string())),
+            Takes::Path | Takes::Text | Takes::Secret => Some(Value::String(value.to_string())),
+            Takes::PemFile => Some(serde_json::json!({ "file": value })),
         }
     }
 }
@@ -282,36 +292,80 @@ impl EngineConfig {
         Self::default().apply_env(&EnvVars::new(|k| std::env::var(k).ok()))
     }
 
-    /// `self` with every variable `vars` holds applied on top: each value
-    /// is put at its field's path in the config document ([`ENGINE_VARS`])
-    /// and read back through the config's serde shape, so a value the
-    /// document would refuse (out of range, unknown name) is refused here.
+    /// `self` with every variable `vars` holds applied on top
+    /// ([`ENGINE_VARS`], through [`EnvVars::apply`]).
     pub fn apply_env<F: Fn(&str) -> Option<String>>(
         self,
         vars: &EnvVars<F>,
     ) -> Result<Self, EnvError> {
-        let mut config = self;
-        for v in ENGINE_VARS {
-            let Some(value) = vars.string(v.var) else {
-                continue;
-            };
-            let refused = || EnvError::Invalid {
-                var: v.var,
-                value: value.clone(),
-                expected: v.takes.expected(),
-            };
-            let patch = v.takes.document(&value).ok_or_else(refused)?;
-            let mut tree = serde_json::to_value(&config).map_err(|_| refused())?;
-            let slot = v
-                .field
-                .split('.')
-                .try_fold(&mut tree, |node, key| node.get_mut(key))
-                .ok_or_else(refused)?;
-            *slot = patch;
-            config = serde_json::from_value(tree).map_err(|_| refused())?;
-        }
-        Ok(config)
+        let document = serde_json::to_value(&self).unwrap_or_default();
+        vars.apply(document, &[("", ENGINE_VARS)])
     }
+}
+
+impl<F: Fn(&str) -> Option<String>> EnvVars<F> {
+    /// Reads `document` as a `T` after putting every variable of `tables`
+    /// that is set at its field's path (below the table's prefix, `""` for
+    /// the root), in table order. Each value is checked as it lands, so a
+    /// value the document would refuse (out of range, unknown name, wrong
+    /// shape) is refused naming its variable; a [`Takes::Secret`] value is
+    /// never echoed. This is the one mapping from the environment to a
+    /// config: the engine's and the facade's variables both go through it.
+    pub fn apply<T: serde::de::DeserializeOwned>(
+        &self,
+        mut document: serde_json::Value,
+        tables: &[(&str, &[EnvVar])],
+    ) -> Result<T, EnvError> {
+        let check = |document: &serde_json::Value| {
+            serde_json::from_value::<T>(document.clone()).map_err(|_| ())
+        };
+        for (prefix, table) in tables {
+            for v in *table {
+                let Some(value) = self.string(v.var) else {
+                    continue;
+                };
+                let refused = || EnvError::Invalid {
+                    var: v.var,
+                    value: match v.takes {
+                        Takes::Secret => steadfast_core::REDACTED.to_string(),
+                        _ => value.clone(),
+                    },
+                    expected: v.takes.expected(),
+                };
+                let patch = v.takes.document(&value).ok_or_else(refused)?;
+                let path = prefix
+                    .split('.')
+                    .chain(v.field.split('.'))
+                    .filter(|k| !k.is_empty());
+                *slot(&mut document, path) = patch;
+                check(&document).map_err(|()| refused())?;
+            }
+        }
+        serde_json::from_value(document).map_err(|_| EnvError::Invalid {
+            var: "STEADFAST_CONFIG",
+            value: String::new(),
+            expected: "a valid config document",
+        })
+    }
+}
+
+/// The node at `path` in `document`, made (as empty objects, over a `null`
+/// or any non-object on the way) where missing.
+fn slot<'d, 'k>(
+    document: &'d mut serde_json::Value,
+    path: impl Iterator<Item = &'k str>,
+) -> &'d mut serde_json::Value {
+    let mut node = document;
+    for key in path {
+        if !node.is_object() {
+            *node = serde_json::Value::Object(Default::default());
+        }
+        node = match node {
+            serde_json::Value::Object(map) => map.entry(key).or_insert(serde_json::Value::Null),
+            other => other,
+        };
+    }
+    node
 }
 
 #[cfg(test)]

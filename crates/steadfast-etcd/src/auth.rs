@@ -49,7 +49,8 @@ pub const OLD_AUTH_REVISION: &str = "revision of auth store is old";
 pub struct EtcdAuth {
     /// The etcd user name.
     pub username: String,
-    /// Its password.
+    /// Its password (empty when not given).
+    #[serde(default)]
     pub password: Secret,
 }
 
