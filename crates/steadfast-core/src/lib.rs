@@ -14,6 +14,7 @@ mod backoff;
 mod balance;
 mod call_retry;
 mod change;
+mod event_queue;
 mod closing;
 mod contain;
 mod counters;
@@ -98,6 +99,7 @@ pub use model::{
     MetadataInfo, ServiceInfo, ServiceInstance, CLOSING_KEY, EMPTY_REVISION, METADATA_PORT_KEY,
     REVISION_KEY,
 };
+pub use event_queue::{event_stream, EventQueue, Leavers};
 pub use model_builder::ServiceInfoBuilder;
 pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;

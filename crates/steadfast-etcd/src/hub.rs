@@ -25,7 +25,7 @@
 //!   hub tells the prober what the apps need, one subscription per stream
 //!   plus one for "answered again".
 //!
-//! Events go to each subscriber through a bounded [`Feed`]. The hub ends
+//! Events go to each subscriber through a bounded [`EventQueue`]. The hub ends
 //! when its registry is gone and every subscriber left; if it is dropped
 //! (its runtime shut down), every feed is closed, ending the streams.
 
@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::EtcdConfig;
 use crate::epoch::Epochs;
 use crate::error::GatewayError;
-use crate::feed::{event_stream, Feed, Leavers};
+use steadfast_core::{event_stream, EventQueue, Leavers};
 use crate::gateway::{EtcdClient, WatchError, WatchStream};
 use crate::mux::{Mux, MuxPolicy, RangeBatcher, Slot, SubKey};
 use crate::prober::{ProbeSub, Want};
@@ -123,7 +123,7 @@ enum SubIo {
 struct Sub {
     machine: WatchMachine,
     prefix: String,
-    feed: Option<Arc<Feed>>,
+    feed: Option<Arc<EventQueue>>,
     reply: Option<Reply>,
     io: SubIo,
     wake: Option<Instant>,
@@ -167,7 +167,7 @@ struct Hub {
     verdicts: tokio::sync::watch::Receiver<Verdicts>,
     seen: Verdicts,
     /// Subscribers whose stream was dropped (bounded by the subscriptions).
-    leavers: Arc<Leavers>,
+    leavers: Arc<Leavers<SubKey>>,
 }
 
 impl Drop for Hub {
@@ -388,7 +388,7 @@ impl Hub {
                 }
                 None => {
                     // The first Reset: the subscription is answered.
-                    let feed = Feed::new(self.config.watch_queue_capacity);
+                    let feed = EventQueue::new(self.config.watch_queue_capacity);
                     feed.push(Ok(event), || None);
                     if let Some(reply) = s.reply.take() {
                         let stream = event_stream(feed.clone(), k, self.leavers.clone());

@@ -51,7 +51,7 @@
 //! more remain, so the body is padded (see `gateway/multi.rs`). Each app's
 //! [`WatchMachine`] keeps its own resume revision, resync, epoch and
 //! reports; events reach each subscriber through a bounded queue that
-//! collapses to a Reset when full (`feed`). 1000 apps: 1 watch stream,
+//! collapses to a Reset when full (core's `EventQueue`). 1000 apps: 1 watch stream,
 //! 3 connections, all Resets in ~50 ms (`examples/fleet.rs`).
 //!
 //! Fault containment, on by default (see [`EtcdConfig`] for the knobs):
@@ -75,7 +75,6 @@ mod auth;
 mod config;
 mod epoch;
 mod error;
-mod feed;
 pub(crate) mod framing;
 pub(crate) mod gateway;
 mod hub;

@@ -1,22 +1,24 @@
-//! [`Feed`]: the bounded queue between the watch hub and one subscriber's
-//! [`EventStream`].
+//! [`EventQueue`]: the bounded queue between a registry backend's watch
+//! driver (the etcd hub, the Nacos push router) and one subscriber's
+//! [`EventStream`], shared by every backend.
 //!
-//! The hub pushes events and errors; the subscriber's stream pops them.
+//! The driver pushes events and errors; the subscriber's stream pops them.
 //! When the queue is full (a consumer slower than etcd), it collapses to a
 //! Reset of the app's current state (plus the error, if the item pushed
 //! was one): the consumer loses no state, only intermediate steps, and the
 //! memory held stays bounded under any burst. Dropping the stream tells
-//! the hub (the app's watch leaves the shared stream); the hub closing the
-//! feed ends the stream (the engine then re-subscribes).
+//! the driver ([`Leavers`]: the app's watch can end); the driver closing
+//! the queue ends the stream (the engine then re-subscribes).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::stream::{self, StreamExt};
-use steadfast_core::{EventStream, RegistryError, RegistryEvent};
 use tokio::sync::Notify;
 
-use crate::mux::SubKey;
+use crate::backend::EventStream;
+use crate::error::RegistryError;
+use crate::event::RegistryEvent;
 
 type Item = Result<RegistryEvent, RegistryError>;
 
@@ -29,15 +31,15 @@ struct State {
 
 /// One subscriber's queue.
 #[derive(Debug)]
-pub(crate) struct Feed {
+pub struct EventQueue {
     state: Mutex<State>,
     ready: Notify,
     capacity: usize,
 }
 
-impl Feed {
+impl EventQueue {
     /// A feed holding at most `capacity` items (at least 2).
-    pub(crate) fn new(capacity: usize) -> Arc<Self> {
+    pub fn new(capacity: usize) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             ready: Notify::new(),
@@ -51,7 +53,7 @@ impl Feed {
 
     /// Queues `item`; if the queue is full, replaces everything queued by
     /// `reset()` (the current state), then `item` if it is an error.
-    pub(crate) fn push(&self, item: Item, reset: impl FnOnce() -> Option<RegistryEvent>) {
+    pub fn push(&self, item: Item, reset: impl FnOnce() -> Option<RegistryEvent>) {
         let mut s = self.lock();
         if s.items.len() >= self.capacity {
             s.items.clear();
@@ -70,14 +72,13 @@ impl Feed {
     }
 
     /// Ends the stream once what is queued was read.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_one();
     }
 
     /// How many times the queue collapsed to a Reset.
-    #[cfg(test)]
-    pub(crate) fn collapses(&self) -> u64 {
+    pub fn collapses(&self) -> u64 {
         self.lock().collapses
     }
 
@@ -98,19 +99,29 @@ impl Feed {
     }
 }
 
-/// The subscribers that left, for the hub to drop. Bounded by
+/// The subscribers that left (by the driver's key for them), for the
+/// driver to drop. Bounded by
 /// construction: each subscription's stream adds its key once, when it is
 /// dropped, so it never holds more keys than there are subscriptions (no
 /// channel can grow under load).
-#[derive(Debug, Default)]
-pub(crate) struct Leavers {
-    keys: std::sync::Mutex<Vec<SubKey>>,
+#[derive(Debug)]
+pub struct Leavers<K> {
+    keys: std::sync::Mutex<Vec<K>>,
     wake: tokio::sync::Notify,
 }
 
-impl Leavers {
+impl<K> Default for Leavers<K> {
+    fn default() -> Self {
+        Self {
+            keys: std::sync::Mutex::new(Vec::new()),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl<K> Leavers<K> {
     /// `key`'s stream was dropped (from any thread; never blocks on the hub).
-    fn left(&self, key: SubKey) {
+    fn left(&self, key: K) {
         self.keys
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -120,12 +131,12 @@ impl Leavers {
     }
 
     /// Waits until some subscriber left.
-    pub(crate) async fn wait(&self) {
+    pub async fn wait(&self) {
         self.wake.notified().await;
     }
 
     /// Takes every key that left.
-    pub(crate) fn take(&self) -> Vec<SubKey> {
+    pub fn take(&self) -> Vec<K> {
         std::mem::take(
             &mut *self
                 .keys
@@ -136,12 +147,12 @@ impl Leavers {
 }
 
 /// Tells the hub when the subscriber's stream is dropped.
-struct Leave {
-    key: SubKey,
-    leavers: Arc<Leavers>,
+struct Leave<K: Copy> {
+    key: K,
+    leavers: Arc<Leavers<K>>,
 }
 
-impl Drop for Leave {
+impl<K: Copy> Drop for Leave<K> {
     fn drop(&mut self) {
         self.leavers.left(self.key);
     }
@@ -149,7 +160,11 @@ impl Drop for Leave {
 
 /// The subscriber's stream over `feed`; dropping it adds `key` to
 /// `leavers`.
-pub(crate) fn event_stream(feed: Arc<Feed>, key: SubKey, leavers: Arc<Leavers>) -> EventStream {
+pub fn event_stream<K: Copy + Send + Sync + 'static>(
+    feed: Arc<EventQueue>,
+    key: K,
+    leavers: Arc<Leavers<K>>,
+) -> EventStream {
     let guard = Leave { key, leavers };
     stream::unfold((feed, guard), |(feed, guard)| async move {
         let item = feed.pop().await?;
@@ -162,7 +177,7 @@ pub(crate) fn event_stream(feed: Arc<Feed>, key: SubKey, leavers: Arc<Leavers>) 
 mod tests {
     use std::sync::Arc;
 
-    use steadfast_core::{Instance, RevisionInterner, ServiceInstance, Version};
+    use crate::{Instance, RevisionInterner, ServiceInstance, Version};
 
     use super::*;
 
@@ -186,8 +201,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_collapses_to_the_current_state_and_the_drop_is_told() {
-        let feed = Feed::new(4);
-        let leavers = Arc::new(Leavers::default());
+        let feed = EventQueue::new(4);
+        let leavers = Arc::new(Leavers::<u64>::default());
         let mut s = event_stream(feed.clone(), 7, leavers.clone());
         for rev in 1..=1000 {
             feed.push(delta(rev), || reset(rev));
