@@ -14,7 +14,6 @@ mod backoff;
 mod balance;
 mod call_retry;
 mod change;
-mod event_queue;
 mod closing;
 mod contain;
 mod counters;
@@ -22,6 +21,7 @@ mod directory;
 mod endpoint_set;
 mod error;
 mod event;
+mod event_queue;
 mod export;
 mod fallback;
 mod fetch_plan;
@@ -80,11 +80,12 @@ pub use endpoint_set::{
 };
 pub use error::{panic_message, ErrorClass, FetchError, PublishError, RegistryError};
 pub use event::{same, Changes, InstanceMap, Listing, MapApplied, RegistryEvent, Version};
+pub use event_queue::{event_stream, EventQueue, Leavers};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};
 pub use fallback::{FallbackFetcher, DEFAULT_FALLBACK_TIMEOUT, DEFAULT_PRIMARY_TIMEOUT};
 pub use fetch_plan::{fetch_contained, FetchAction, FetchMemory, FetchPlan, FetchPolicy};
 pub use freshness::{Freshness, Source};
-pub use incarnation::{BootId, Incarnation};
+pub use incarnation::{BootId, Incarnation, BOOT_ID_KEY, EXPORT_MS_KEY};
 pub use instance::{Instance, RevisionInterner};
 pub use instance_set::InstanceSet;
 pub use keys::{match_key, service_key, Reference};
@@ -99,7 +100,6 @@ pub use model::{
     MetadataInfo, ServiceInfo, ServiceInstance, CLOSING_KEY, EMPTY_REVISION, METADATA_PORT_KEY,
     REVISION_KEY,
 };
-pub use event_queue::{event_stream, EventQueue, Leavers};
 pub use model_builder::ServiceInfoBuilder;
 pub use pending::{Pending, RegistryFailure};
 pub use probe::ProbeThrottle;

@@ -43,7 +43,6 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::EtcdConfig;
 use crate::epoch::Epochs;
 use crate::error::GatewayError;
-use steadfast_core::{event_stream, EventQueue, Leavers};
 use crate::gateway::{EtcdClient, WatchError, WatchStream};
 use crate::mux::{Mux, MuxPolicy, RangeBatcher, Slot, SubKey};
 use crate::prober::{ProbeSub, Want};
@@ -52,6 +51,7 @@ use crate::records::KeyLayout;
 use crate::stats::EtcdStats;
 use crate::watch_machine::{Interruption, Next, ProbeNeed, Step, WatchMachine, WatchTiming};
 use crate::wire::{RangeResponse, WatchResponse};
+use steadfast_core::{event_stream, EventQueue, Leavers};
 
 type Opened = Result<(WatchStream, usize), GatewayError>;
 type Ranged = (Vec<SubKey>, Result<Vec<RangeResponse>, GatewayError>);

@@ -1,0 +1,80 @@
+//! [`NacosConfig`]: where the servers are and how the client behaves.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use steadfast_core::BackoffPolicy;
+
+/// The namespace sent when none is configured (Nacos 3's default id; sent
+/// explicitly, never the empty string).
+pub const DEFAULT_NAMESPACE: &str = "public";
+/// The group used when none is configured (Dubbo's default).
+pub const DEFAULT_GROUP: &str = "DEFAULT_GROUP";
+
+/// Settings of the Nacos client. Deserializes with every field optional;
+/// durations are humantime strings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NacosConfig {
+    /// gRPC endpoints of the servers, `host:port` (Nacos: HTTP port +
+    /// 1000), tried in order; a failing one rotates to the next.
+    pub servers: Vec<String>,
+    /// The namespace id. Default `public`.
+    pub namespace: String,
+    /// The group of every service. Default `DEFAULT_GROUP`.
+    pub group: String,
+    /// Deadline of one call. Default 3 s.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Deadline of connecting to one server (TCP, server check, setup).
+    /// Default 3 s.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// How often the connection is checked with a `HealthCheckRequest`.
+    /// Default 2 s.
+    #[serde(with = "humantime_serde")]
+    pub health_interval: Duration,
+    /// Consecutive failed health checks after which the connection counts
+    /// as dead (watches report `Err`, the client moves on). Default 2.
+    pub health_failures: u32,
+    /// A periodic full list of every subscribed service corrects a missed
+    /// push (`missed_notifications`). Default 30 s.
+    #[serde(with = "humantime_serde")]
+    pub resync_interval: Duration,
+    /// Delays between reconnect attempts.
+    pub backoff: BackoffPolicy,
+    /// Bound of each subscriber's queue (it collapses to a Reset past it).
+    pub queue_capacity: usize,
+}
+
+impl Default for NacosConfig {
+    fn default() -> Self {
+        Self {
+            servers: vec!["127.0.0.1:9848".to_string()],
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            group: DEFAULT_GROUP.to_string(),
+            request_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+            health_interval: Duration::from_secs(2),
+            health_failures: 2,
+            resync_interval: Duration::from_secs(30),
+            backoff: BackoffPolicy {
+                initial: Duration::from_millis(100),
+                max: Duration::from_secs(5),
+                multiplier: 2.0,
+                jitter: 0.25,
+            },
+            queue_capacity: 256,
+        }
+    }
+}
+
+impl NacosConfig {
+    /// The defaults, with these servers.
+    pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            servers: servers.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The client's one driver task: it owns the [`LinkMachine`] and performs
+//! its actions (connect, redo, health checks, resyncs, stale reports),
+//! routes pushes into the subscriptions, and subscribes and unsubscribes
+//! services as watchers come and go. Every call runs as a future under a
+//! deadline; no lock is held across one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::connection::{Connection, Inbound};
+use crate::link::{LinkAction, LinkMachine};
+use crate::registry::Shared;
+use crate::stats::NacosStats;
+use crate::subscriptions::ListKind;
+
+/// How many calls of a redo or resync run at once.
+const CONCURRENCY: usize = 32;
+
+/// Runs until the registry's last handle is dropped.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let config = shared.config.clone();
+    let mut link = LinkMachine::new(&config, Instant::now().into_std());
+    let mut rng = StdRng::from_entropy();
+    let (inbound_tx, mut inbound) = mpsc::channel::<(u64, Inbound)>(256);
+    let (health_tx, mut health) = mpsc::channel::<(u64, bool)>(4);
+    let mut generation = 0u64;
+    let far = Duration::from_secs(3600);
+    loop {
+        let wake = link
+            .poll_timeout()
+            .map_or_else(|| Instant::now() + far, Instant::from_std);
+        let actions = tokio::select! {
+            _ = shared.closed.notified() => break,
+            _ = tokio::time::sleep_until(wake) => link.handle_timeout(Instant::now().into_std()),
+            Some((g, message)) = inbound.recv() => {
+                if g != generation {
+                    continue;
+                }
+                match message {
+                    Inbound::Push(info) => {
+                        NacosStats::bump(&shared.stats.pushes);
+                        let app = service_name(info.name.as_deref().unwrap_or_default());
+                        shared.subs().apply(&app, &info, ListKind::Pushed, &shared.stats);
+                        continue;
+                    }
+                    Inbound::Reset | Inbound::Closed(_) => {
+                        if let Inbound::Closed(why) = &message {
+                            tracing::warn!(server = %shared.server_label(), why = %why, "nacos connection lost");
+                        }
+                        NacosStats::bump(&shared.stats.connection_losses);
+                        link.on_lost(Instant::now().into_std(), &mut rng)
+                    }
+                }
+            }
+            Some((g, ok)) = health.recv() => {
+                if g != generation {
+                    continue;
+                }
+                if !ok {
+                    NacosStats::bump(&shared.stats.health_check_failures);
+                }
+                let actions = link.on_health(ok, Instant::now().into_std(), &mut rng);
+                if !actions.is_empty() {
+                    NacosStats::bump(&shared.stats.connection_losses);
+                }
+                actions
+            }
+            _ = shared.changed.notified() => {
+                sync_watchers(&shared).await;
+                continue;
+            }
+            _ = shared.leavers.wait() => {
+                let gone = shared.subs().leave(shared.leavers.take());
+                if let Some(conn) = shared.connection() {
+                    for app in gone {
+                        let _ = shared.subscribe_call(&conn, &app, false).await;
+                    }
+                }
+                continue;
+            }
+        };
+        for action in actions {
+            match action {
+                LinkAction::Connect(server) => {
+                    generation += 1;
+                    let opened = Connection::open(
+                        &server,
+                        &config.namespace,
+                        config.connect_timeout,
+                        config.request_timeout,
+                        inbound_tx.clone(),
+                        generation,
+                    )
+                    .await;
+                    let now = Instant::now().into_std();
+                    let next = match opened {
+                        Ok(conn) => {
+                            NacosStats::bump(&shared.stats.connects);
+                            tracing::info!(server = %server, connection = %conn.connection_id, "connected to nacos");
+                            shared.set_connection(Some(conn));
+                            link.on_connected(now)
+                        }
+                        Err(e) => {
+                            NacosStats::bump(&shared.stats.connect_failures);
+                            tracing::warn!(server = %server, error = %e, "connecting to nacos failed");
+                            link.on_connect_failed(now, &mut rng)
+                        }
+                    };
+                    for a in next {
+                        perform(&shared, a).await;
+                    }
+                }
+                LinkAction::CheckHealth => {
+                    if let Some(conn) = shared.connection() {
+                        let tx = health_tx.clone();
+                        let timeout = config.request_timeout.min(config.health_interval);
+                        let g = generation;
+                        tokio::spawn(async move {
+                            let ok = conn.health(timeout).await.is_ok();
+                            let _ = tx.send((g, ok)).await;
+                        });
+                    }
+                }
+                other => perform(&shared, other).await,
+            }
+        }
+    }
+    shared.set_connection(None);
+    shared.subs().close();
+}
+
+/// Performs a redo, a resync or a stale report.
+async fn perform(shared: &Arc<Shared>, action: LinkAction) {
+    match action {
+        LinkAction::ReportStale => {
+            shared.set_connection(None);
+            shared
+                .subs()
+                .report_stale("nacos connection lost", &shared.stats);
+        }
+        LinkAction::Redo => redo(shared).await,
+        LinkAction::Resync => resync(shared).await,
+        LinkAction::Connect(_) | LinkAction::CheckHealth => {}
+    }
+}
+
+/// Registers and subscribes everything again on a new connection.
+async fn redo(shared: &Arc<Shared>) {
+    let Some(conn) = shared.connection() else {
+        return;
+    };
+    let registrations = shared.registrations();
+    let first = shared
+        .stats
+        .connects
+        .load(std::sync::atomic::Ordering::Relaxed)
+        <= 1;
+    stream::iter(registrations)
+        .for_each_concurrent(CONCURRENCY, |record| {
+            let conn = conn.clone();
+            async move {
+                if shared.instance_call(&conn, &record, true).await.is_ok() && !first {
+                    NacosStats::bump(&shared.stats.redone_registrations);
+                }
+            }
+        })
+        .await;
+    let apps = shared.subs().apps();
+    stream::iter(apps)
+        .for_each_concurrent(CONCURRENCY, |app| {
+            let conn = conn.clone();
+            async move {
+                if shared.subscribe_call(&conn, &app, true).await.is_ok() && !first {
+                    NacosStats::bump(&shared.stats.redone_subscriptions);
+                }
+            }
+        })
+        .await;
+}
+
+/// Lists every subscribed service in full.
+async fn resync(shared: &Arc<Shared>) {
+    let Some(conn) = shared.connection() else {
+        return;
+    };
+    let apps = shared.subs().apps();
+    stream::iter(apps)
+        .for_each_concurrent(CONCURRENCY, |app| {
+            let conn = conn.clone();
+            async move {
+                if let Ok(info) = shared.query_call(&conn, &app).await {
+                    NacosStats::bump(&shared.stats.resyncs);
+                    shared
+                        .subs()
+                        .apply(&app, &info, ListKind::Resync, &shared.stats);
+                }
+            }
+        })
+        .await;
+}
+
+/// Subscribes the services new watchers asked for.
+async fn sync_watchers(shared: &Arc<Shared>) {
+    let pending = shared.take_pending();
+    let Some(conn) = shared.connection() else {
+        return;
+    };
+    stream::iter(pending)
+        .for_each_concurrent(CONCURRENCY, |app| {
+            let conn = conn.clone();
+            async move {
+                let _ = shared.subscribe_call(&conn, &app, true).await;
+            }
+        })
+        .await;
+}
+
+/// The service name of a pushed list (`group@@name` on some servers).
+fn service_name(name: &str) -> String {
+    name.rsplit_once("@@").map_or(name, |(_, n)| n).to_string()
+}

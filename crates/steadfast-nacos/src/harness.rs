@@ -1,0 +1,195 @@
+//! Real rnacos processes for tests: each on free loopback ports with its
+//! own data dir, started, SIGKILLed, frozen (SIGSTOP) and restarted on the
+//! same ports. The binary is `$RNACOS_BIN`, else `rnacos` from `PATH`
+//! (`scripts/test.sh` installs it: `cargo install rnacos --version 0.8.8
+//! --locked`).
+
+use std::io;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to accept gRPC connections.
+const READY_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The rnacos binary.
+pub fn rnacos_bin() -> String {
+    std::env::var("RNACOS_BIN").unwrap_or_else(|_| "rnacos".to_string())
+}
+
+/// `n` distinct free loopback ports (bound together, then released).
+fn free_ports(n: usize) -> io::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<io::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
+}
+
+/// One throwaway rnacos server.
+#[derive(Debug)]
+pub struct RnacosServer {
+    http_port: u16,
+    grpc_port: u16,
+    console_port: u16,
+    data: PathBuf,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+}
+
+impl RnacosServer {
+    /// Starts a server and waits until it accepts gRPC connections.
+    pub async fn start() -> io::Result<Self> {
+        Self::start_with_env(&[]).await
+    }
+
+    /// As [`RnacosServer::start`], with extra `RNACOS_*` variables.
+    pub async fn start_with_env(env: &[(&str, &str)]) -> io::Result<Self> {
+        let ports = free_ports(3)?;
+        let data = std::env::temp_dir().join(format!(
+            "steadfast-rnacos-{}-{}",
+            std::process::id(),
+            ports[0]
+        ));
+        std::fs::create_dir_all(&data)?;
+        let mut server = Self {
+            http_port: ports[0],
+            grpc_port: ports[1],
+            console_port: ports[2],
+            data,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            child: None,
+        };
+        server.spawn().await?;
+        Ok(server)
+    }
+
+    async fn spawn(&mut self) -> io::Result<()> {
+        let mut command = Command::new(rnacos_bin());
+        command
+            .env("RNACOS_HTTP_PORT", self.http_port.to_string())
+            .env("RNACOS_GRPC_PORT", self.grpc_port.to_string())
+            .env("RNACOS_HTTP_CONSOLE_PORT", self.console_port.to_string())
+            .env("RNACOS_SDK_HOST", "127.0.0.1")
+            .env("RNACOS_CONSOLE_HOST", "127.0.0.1")
+            .env(
+                "RNACOS_RAFT_NODE_ADDR",
+                format!("127.0.0.1:{}", self.grpc_port),
+            )
+            .env("RNACOS_DATA_DIR", &self.data)
+            .env("RUST_LOG", "warn")
+            .current_dir(&self.data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        self.child = Some(command.spawn()?);
+        self.wait_ready().await
+    }
+
+    async fn wait_ready(&mut self) -> io::Result<()> {
+        let end = Instant::now() + READY_DEADLINE;
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.grpc_port))
+                .await
+                .is_ok()
+            {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    return Err(io::Error::other(format!("rnacos exited: {status}")));
+                }
+            }
+            if Instant::now() > end {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "rnacos did not open its gRPC port",
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `127.0.0.1:<grpc port>`, what a client connects to.
+    pub fn grpc_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.grpc_port)
+    }
+
+    /// The HTTP port (the gRPC port is separate, not HTTP + 1000 here).
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+    }
+
+    /// SIGKILLs the server (its data dir stays).
+    pub async fn kill(&mut self) -> io::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Starts the server again on the same ports and data dir.
+    pub async fn restart(&mut self) -> io::Result<()> {
+        self.kill().await?;
+        self.spawn().await
+    }
+
+    /// SIGKILLs the server, empties its data dir, starts it again.
+    pub async fn wipe_and_restart(&mut self) -> io::Result<()> {
+        self.kill().await?;
+        let _ = std::fs::remove_dir_all(&self.data);
+        std::fs::create_dir_all(&self.data)?;
+        self.spawn().await
+    }
+
+    /// SIGSTOPs the server (it holds its sockets but answers nothing).
+    pub fn freeze(&mut self) -> io::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// SIGCONTs a frozen server.
+    pub fn thaw(&mut self) -> io::Result<()> {
+        self.signal("-CONT")
+    }
+
+    fn signal(&self, sig: &str) -> io::Result<()> {
+        let pid = self
+            .child
+            .as_ref()
+            .map(Child::id)
+            .ok_or_else(|| io::Error::other("not running"))?;
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(pid.to_string())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("kill {sig} failed")))
+        }
+    }
+}
+
+impl Drop for RnacosServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg("-CONT")
+                .arg(child.id().to_string())
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}

@@ -1,0 +1,43 @@
+//! Steadfast Nacos backend: a [`steadfast_core::Registry`] over the Nacos
+//! 2.x gRPC protocol, the one protocol rnacos, Nacos 2.x and Nacos 3.x all
+//! serve out of the box. tonic carries it; its few prost messages are
+//! written by hand (no protoc, no build script).
+//!
+//! * `wire`: the `Payload` envelope and the two gRPC paths;
+//! * `protocol`: the JSON messages inside it;
+//! * `connection`: one HTTP/2 connection (unary calls and the bi-stream
+//!   share it: the server ties instances and subscriptions to it), the
+//!   handshake, and the stream's reader answering every server request;
+//! * `link`: the sans-IO [`LinkMachine`]: which server, when to connect,
+//!   health checks, redo after every reconnect, periodic resyncs;
+//! * `driver`: the one task performing the link's actions;
+//! * `subscriptions`: full lists diffed into versioned Reset / Delta
+//!   events, delivered through core's bounded `EventQueue`;
+//! * `record`: instance records in Dubbo's layout on Nacos;
+//! * `registry`: [`NacosRegistry`];
+//! * `harness` (feature `harness`): real rnacos processes for tests.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod connection;
+mod driver;
+mod error;
+mod link;
+mod protocol;
+mod record;
+mod registry;
+mod stats;
+mod subscriptions;
+mod wire;
+
+#[cfg(feature = "harness")]
+pub mod harness;
+
+pub use config::{NacosConfig, DEFAULT_GROUP, DEFAULT_NAMESPACE};
+pub use error::{InvalidInstance, NacosError};
+pub use link::{LinkAction, LinkMachine};
+pub use record::{DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, ID_KEY};
+pub use registry::NacosRegistry;
+pub use stats::{NacosStats, NacosStatsSnapshot, NACOS_COUNTERS};

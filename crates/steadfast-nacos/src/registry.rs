@@ -1,0 +1,346 @@
+//! [`NacosRegistry`]: a [`Registry`] over the Nacos 2.x gRPC protocol.
+//! Registrations are ephemeral instances of the client's one connection
+//! and are redone on every new connection; watches are subscriptions whose
+//! pushes become versioned events (see `subscriptions`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use steadfast_core::{
+    event_stream, EventQueue, EventStream, Instance, Leavers, Listing, Registry, RegistryError,
+    RegistryInfo, RevisionInterner, ServiceInstance,
+};
+use tokio::sync::Notify;
+
+use crate::config::NacosConfig;
+use crate::connection::Connection;
+use crate::error::NacosError;
+use crate::protocol::{
+    InstanceRequest, NacosInstance, NamingHead, ServiceInfo, ServiceInfoResponse,
+    ServiceQueryRequest, SubscribeServiceRequest,
+};
+use crate::record;
+use crate::stats::{NacosStats, NacosStatsSnapshot};
+use crate::subscriptions::{ListKind, Subscriptions};
+
+/// What the registry's handles and its driver share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: NacosConfig,
+    pub(crate) stats: NacosStats,
+    pub(crate) closed: Notify,
+    pub(crate) changed: Notify,
+    pub(crate) leavers: Arc<Leavers<u64>>,
+    subs: Mutex<Subscriptions>,
+    conn: Mutex<Option<Arc<Connection>>>,
+    registrations: Mutex<BTreeMap<(String, String), NacosInstanceOf>>,
+    pending: Mutex<Vec<String>>,
+    started: AtomicBool,
+}
+
+/// A registration: the app and its record.
+#[derive(Clone, Debug)]
+pub(crate) struct NacosInstanceOf {
+    pub(crate) app: String,
+    pub(crate) record: NacosInstance,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    pub(crate) fn subs(&self) -> MutexGuard<'_, Subscriptions> {
+        lock(&self.subs)
+    }
+
+    pub(crate) fn connection(&self) -> Option<Arc<Connection>> {
+        lock(&self.conn).clone()
+    }
+
+    pub(crate) fn set_connection(&self, conn: Option<Arc<Connection>>) {
+        *lock(&self.conn) = conn;
+    }
+
+    pub(crate) fn server_label(&self) -> String {
+        self.connection()
+            .map_or_else(String::new, |c| c.server().to_string())
+    }
+
+    pub(crate) fn registrations(&self) -> Vec<NacosInstanceOf> {
+        lock(&self.registrations).values().cloned().collect()
+    }
+
+    pub(crate) fn take_pending(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.pending))
+    }
+
+    fn head(&self, conn: &Connection, app: &str) -> NamingHead {
+        NamingHead {
+            request_id: conn.next_id(),
+            module: "naming",
+            namespace: self.config.namespace.clone(),
+            service_name: app.to_string(),
+            group_name: self.config.group.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Registers (`true`) or deregisters an instance on `conn`.
+    pub(crate) async fn instance_call(
+        &self,
+        conn: &Connection,
+        of: &NacosInstanceOf,
+        register: bool,
+    ) -> Result<(), NacosError> {
+        let request = InstanceRequest {
+            head: self.head(conn, &of.app),
+            r#type: if register {
+                "registerInstance"
+            } else {
+                "deregisterInstance"
+            },
+            instance: of.record.clone(),
+        };
+        conn.call::<_, crate::protocol::ResponseHead>(
+            "InstanceRequest",
+            &request,
+            self.config.request_timeout,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Subscribes (`true`; the answer's list is applied) or unsubscribes.
+    pub(crate) async fn subscribe_call(
+        &self,
+        conn: &Connection,
+        app: &str,
+        subscribe: bool,
+    ) -> Result<(), NacosError> {
+        let request = SubscribeServiceRequest {
+            head: self.head(conn, app),
+            clusters: String::new(),
+            subscribe,
+        };
+        let answer: ServiceInfoResponse = conn
+            .call(
+                "SubscribeServiceRequest",
+                &request,
+                self.config.request_timeout,
+            )
+            .await?;
+        if subscribe {
+            let info = answer.service_info.unwrap_or_default();
+            self.subs().apply(app, &info, ListKind::Pushed, &self.stats);
+        }
+        Ok(())
+    }
+
+    /// The full list of `app`.
+    pub(crate) async fn query_call(
+        &self,
+        conn: &Connection,
+        app: &str,
+    ) -> Result<ServiceInfo, NacosError> {
+        let request = ServiceQueryRequest {
+            head: self.head(conn, app),
+            cluster: String::new(),
+            healthy_only: false,
+            udp_port: 0,
+        };
+        let answer: ServiceInfoResponse = conn
+            .call("ServiceQueryRequest", &request, self.config.request_timeout)
+            .await?;
+        Ok(answer.service_info.unwrap_or_default())
+    }
+}
+
+/// Closes the client when the last handle goes.
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.closed.notify_one();
+    }
+}
+
+/// A [`Registry`] on a Nacos cluster over its 2.x gRPC protocol (rnacos,
+/// Nacos 2.x and 3.x). Cheap to clone; clones share one connection. The
+/// connection is made on first use (inside a tokio runtime) and closed
+/// when the last clone is dropped (the server then drops its instances).
+#[derive(Clone, Debug)]
+pub struct NacosRegistry {
+    handle: Arc<Handle>,
+}
+
+impl NacosRegistry {
+    /// A client of the servers `config` names.
+    pub fn new(config: NacosConfig) -> Self {
+        let epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let shared = Arc::new(Shared {
+            config,
+            stats: NacosStats::default(),
+            closed: Notify::new(),
+            changed: Notify::new(),
+            leavers: Arc::new(Leavers::default()),
+            subs: Mutex::new(Subscriptions::new(epoch)),
+            conn: Mutex::new(None),
+            registrations: Mutex::new(BTreeMap::new()),
+            pending: Mutex::new(Vec::new()),
+            started: AtomicBool::new(false),
+        });
+        Self {
+            handle: Arc::new(Handle { shared }),
+        }
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// Starts the driver on first use (needs a tokio runtime).
+    fn start(&self) {
+        let shared = self.shared();
+        if !shared.started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(crate::driver::run(shared.clone()));
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NacosConfig {
+        &self.shared().config
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> NacosStatsSnapshot {
+        self.shared().stats.snapshot()
+    }
+
+    /// Whether the client is connected right now.
+    pub fn is_connected(&self) -> bool {
+        self.shared().connection().is_some()
+    }
+
+    /// The server the client is connected to, if any.
+    pub fn connected_server(&self) -> Option<String> {
+        self.shared().connection().map(|c| c.server().to_string())
+    }
+
+    fn connected(&self) -> Result<Arc<Connection>, RegistryError> {
+        self.start();
+        self.shared()
+            .connection()
+            .ok_or_else(|| to_registry(NacosError::NotConnected))
+    }
+}
+
+/// The engine's view of a Nacos failure.
+fn to_registry(e: NacosError) -> RegistryError {
+    match e {
+        NacosError::Timeout { .. } => RegistryError::Timeout,
+        NacosError::Refused { .. } => RegistryError::Rejected(e.to_string()),
+        other => RegistryError::Unavailable(other.to_string()),
+    }
+}
+
+impl Registry for NacosRegistry {
+    fn list(&self, app: &str) -> BoxFuture<'static, Result<Listing, RegistryError>> {
+        let this = self.clone();
+        let app = app.to_string();
+        Box::pin(async move {
+            let conn = this.connected()?;
+            let shared = this.shared();
+            let info = shared.query_call(&conn, &app).await.map_err(to_registry)?;
+            let version = shared.subs().next_version();
+            let mut revisions = RevisionInterner::default();
+            let mut instances = Vec::new();
+            for host in info.hosts.iter().flatten() {
+                match record::decode(&app, host) {
+                    Ok(r) => instances.push(Arc::new(Instance::from_record(r, &mut revisions))),
+                    Err(_) => NacosStats::bump(&shared.stats.invalid_records),
+                }
+            }
+            Ok(Listing { version, instances })
+        })
+    }
+
+    fn watch(&self, app: &str) -> BoxFuture<'static, Result<EventStream, RegistryError>> {
+        let this = self.clone();
+        let app = app.to_string();
+        Box::pin(async move {
+            this.start();
+            let shared = this.shared();
+            let queue = EventQueue::new(shared.config.queue_capacity);
+            let stale = shared
+                .connection()
+                .is_none()
+                .then_some("not connected to nacos yet");
+            let (key, new) = shared.subs().watch(&app, queue.clone(), stale);
+            if new {
+                lock(&shared.pending).push(app);
+                shared.changed.notify_one();
+            }
+            Ok(event_stream(queue, key, shared.leavers.clone()))
+        })
+    }
+
+    fn register(&self, instance: ServiceInstance) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            this.start();
+            let shared = this.shared();
+            let of = NacosInstanceOf {
+                app: instance.app.clone(),
+                record: record::encode(&instance),
+            };
+            // Kept first: a registration made while disconnected is made
+            // on the next connection.
+            lock(&shared.registrations)
+                .insert((instance.app.clone(), instance.id.clone()), of.clone());
+            let conn = this.connected()?;
+            shared
+                .instance_call(&conn, &of, true)
+                .await
+                .map_err(to_registry)
+        })
+    }
+
+    fn unregister(
+        &self,
+        instance: ServiceInstance,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            this.start();
+            let shared = this.shared();
+            let removed =
+                lock(&shared.registrations).remove(&(instance.app.clone(), instance.id.clone()));
+            let of = removed.unwrap_or_else(|| NacosInstanceOf {
+                app: instance.app.clone(),
+                record: record::encode(&instance),
+            });
+            let conn = this.connected()?;
+            shared
+                .instance_call(&conn, &of, false)
+                .await
+                .map_err(to_registry)
+        })
+    }
+
+    fn rereads_on_resume(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> RegistryInfo {
+        RegistryInfo::new("nacos", self.shared().config.servers.clone())
+    }
+}

@@ -1,0 +1,136 @@
+//! The Nacos registry against a real rnacos server: register, push,
+//! deregister, and a restart that forgets everything (redo).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use steadfast_core::{Registry, RegistryEvent, ServiceInstance};
+use steadfast_nacos::harness::RnacosServer;
+use steadfast_nacos::{NacosConfig, NacosRegistry};
+
+fn registry(server: &RnacosServer) -> NacosRegistry {
+    NacosRegistry::new(NacosConfig::new([server.grpc_addr()]))
+}
+
+/// Reads events until the held set has `ids` (sorted), within 10 s.
+async fn until_ids(
+    stream: &mut steadfast_core::EventStream,
+    held: &mut std::collections::BTreeMap<String, ()>,
+    want: &[&str],
+) {
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let ids: Vec<&str> = held.keys().map(String::as_str).collect();
+        if ids == want {
+            return;
+        }
+        let next = tokio::time::timeout_at(end, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("never saw {want:?}; held {ids:?}"))
+            .expect("stream open");
+        match next {
+            Ok(RegistryEvent::Reset { items, .. }) => {
+                held.clear();
+                for i in items {
+                    held.insert(i.id().to_string(), ());
+                }
+            }
+            Ok(RegistryEvent::Delta {
+                upserts, removals, ..
+            }) => {
+                for r in removals {
+                    held.remove(&*r);
+                }
+                for i in upserts {
+                    held.insert(i.id().to_string(), ());
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn register_push_and_deregister_through_a_real_server() {
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let consumer = registry(&server);
+    let provider = registry(&server);
+    let mut stream = consumer.watch("greeter").await.unwrap();
+    let mut held = Default::default();
+    until_ids(&mut stream, &mut held, &[]).await;
+    let mut a = ServiceInstance::new("greeter", "127.0.0.1", 20001);
+    a.set_revision("r1");
+    let b = ServiceInstance::new("greeter", "127.0.0.1", 20002);
+    // Registration may race the first connection: retried like the engine.
+    for inst in [&a, &b] {
+        let end = tokio::time::Instant::now() + Duration::from_secs(10);
+        while provider.register(inst.clone()).await.is_err() {
+            assert!(tokio::time::Instant::now() < end, "never registered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    until_ids(
+        &mut stream,
+        &mut held,
+        &["127.0.0.1:20001", "127.0.0.1:20002"],
+    )
+    .await;
+    let listed = consumer.list("greeter").await.unwrap();
+    let rev = listed
+        .instances
+        .iter()
+        .find(|i| i.id() == "127.0.0.1:20001")
+        .and_then(|i| i.revision().map(str::to_string));
+    assert_eq!(rev.as_deref(), Some("r1"));
+    provider.unregister(b.clone()).await.unwrap();
+    until_ids(&mut stream, &mut held, &["127.0.0.1:20001"]).await;
+    // Dropping the provider closes its connection: the server drops its
+    // ephemeral instance, and the push says so (an empty list included).
+    drop(provider);
+    until_ids(&mut stream, &mut held, &[]).await;
+    assert!(consumer.stats().pushes >= 3);
+}
+
+#[tokio::test]
+async fn a_restarted_server_gets_every_registration_and_subscription_again() {
+    let mut server = RnacosServer::start().await.expect("rnacos starts");
+    let consumer = registry(&server);
+    let provider = registry(&server);
+    let mut stream = consumer.watch("greeter").await.unwrap();
+    let mut held = Default::default();
+    let a = ServiceInstance::new("greeter", "127.0.0.1", 20011);
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    while provider.register(a.clone()).await.is_err() {
+        assert!(tokio::time::Instant::now() < end, "never registered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    until_ids(&mut stream, &mut held, &["127.0.0.1:20011"]).await;
+    // SIGKILL and wipe: the new server knows nothing.
+    server.wipe_and_restart().await.unwrap();
+    // The consumer is told its state is stale; its next event is a Reset
+    // (a full re-read), and the provider comes back once both clients
+    // redid their work on the new server.
+    let end = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut stale = false;
+    loop {
+        match tokio::time::timeout_at(end, stream.next()).await {
+            Ok(Some(Err(_))) => stale = true,
+            Ok(Some(Ok(event))) if stale => {
+                let RegistryEvent::Reset { items, .. } = event else {
+                    panic!("the first event after an outage is a Reset: {event:?}");
+                };
+                held.clear();
+                for i in items {
+                    held.insert(i.id().to_string(), ());
+                }
+                break;
+            }
+            Ok(Some(Ok(_))) => {}
+            other => panic!("never told stale, or no event after: {other:?}"),
+        }
+    }
+    until_ids(&mut stream, &mut held, &["127.0.0.1:20011"]).await;
+    let s = provider.stats();
+    assert!(s.redone_registrations >= 1, "{s:?}");
+    assert!(consumer.stats().redone_subscriptions >= 1);
+}
