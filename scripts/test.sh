@@ -22,6 +22,14 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# rnacos 0.8.8 for the Nacos backend tests (the harness starts throwaway
+# servers on free loopback ports). Built from crates.io: ~11 min on 2 cores,
+# once per machine.
+if ! command -v rnacos >/dev/null 2>&1; then
+  echo "== installing rnacos 0.8.8 (cargo install, ~11 min cold)"
+  cargo install rnacos --version 0.8.8 --locked --quiet
+fi
+
 FAILED=()
 # Runs one stage ("$1": its name, then the command); a failure is recorded
 # and the next stage runs.

@@ -21,7 +21,7 @@
 //! | variable | what | default |
 //! |---|---|---|
 //! | `STEADFAST_CONFIG` | path of a JSON [`SteadfastConfig`] read first; the variables apply on top | none |
-//! | `STEADFAST_REGISTRY` | `memory`, or `etcd://host:port[,host:port...]` (`etcds://` for https) | required |
+//! | `STEADFAST_REGISTRY` | `memory`, `etcd://host:port[,host:port...]` (`etcds://` for https), or `nacos://host:port[,host:port...][?namespace=..&group=..]` (HTTP addresses; gRPC at port + 1000) | required |
 //! | `STEADFAST_ETCD_PREFIX` | etcd key prefix | `/steadfast` |
 //! | `STEADFAST_ETCD_LEASE_TTL` | lease TTL of registrations | 10s |
 //! | `STEADFAST_ETCD_REQUEST_TIMEOUT` | deadline of one etcd call | 3s |
@@ -119,12 +119,16 @@ fn built_in(v: &EnvVar) -> bool {
     match v.field.split('.').next() {
         Some("etcd") => cfg!(feature = "etcd"),
         Some("fetcher") => cfg!(feature = "http"),
+        Some("nacos") => cfg!(feature = "nacos"),
         _ => true,
     }
 }
 
-/// Which registry backend to use: `memory` or
-/// `etcd://host:port[,host:port...]` (`etcds://`: the members speak https).
+/// Which registry backend to use: `memory`,
+/// `etcd://host:port[,host:port...]` (`etcds://`: the members speak https)
+/// or `nacos://host:port[,host:port...][?namespace=..&group=..]` (the
+/// servers' HTTP addresses, as Dubbo writes them; the client speaks gRPC
+/// at port + 1000).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum RegistryChoice {
@@ -133,11 +137,22 @@ pub enum RegistryChoice {
     Memory,
     /// etcd with these client URLs (`http://host:port`).
     Etcd(Vec<String>),
+    /// Nacos at these servers.
+    Nacos {
+        /// The servers' HTTP addresses (`host:port`).
+        servers: Vec<String>,
+        /// The namespace id (`None`: `public`).
+        namespace: Option<String>,
+        /// The group (`None`: `DEFAULT_GROUP`).
+        group: Option<String>,
+    },
 }
 
 /// Why a registry choice was refused.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
-#[error("registry {0:?} is neither `memory` nor `etcd://host:port[,host:port...]`")]
+#[error(
+    "registry {0:?} is none of `memory`, `etcd://host:port[,host:port...]`, `nacos://host:port[,host:port...][?namespace=..&group=..]`"
+)]
 pub struct BadRegistry(pub String);
 
 impl FromStr for RegistryChoice {
@@ -147,6 +162,9 @@ impl FromStr for RegistryChoice {
         let t = text.trim();
         if t.eq_ignore_ascii_case("memory") {
             return Ok(RegistryChoice::Memory);
+        }
+        if let Some(rest) = t.strip_prefix("nacos://") {
+            return parse_nacos(rest).ok_or_else(|| BadRegistry(redacted(text)));
         }
         let (scheme, rest) = if let Some(rest) = t.strip_prefix("etcd://") {
             ("http", rest)
@@ -188,6 +206,58 @@ impl FromStr for RegistryChoice {
     }
 }
 
+/// `text` as an error may show it: never with user info.
+fn redacted(text: &str) -> String {
+    if text.contains('@') {
+        "<a registry URL with user info: give credentials apart>".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// Whether `member` is `host:port` with a non-empty host and a port.
+fn host_port(member: &str) -> bool {
+    match member.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok(),
+        None => false,
+    }
+}
+
+/// The part of a `nacos://` URL after the scheme.
+fn parse_nacos(rest: &str) -> Option<RegistryChoice> {
+    if rest.contains('@') {
+        return None;
+    }
+    let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let servers: Vec<String> = hosts
+        .split(',')
+        .map(|m| m.trim().trim_end_matches('/'))
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .collect();
+    if servers.is_empty() || !servers.iter().all(|m| host_port(m)) {
+        return None;
+    }
+    let safe = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+    };
+    let (mut namespace, mut group) = (None, None);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("namespace", v)) if safe(v) => namespace = Some(v.to_string()),
+            Some(("group", v)) if safe(v) => group = Some(v.to_string()),
+            _ => return None,
+        }
+    }
+    Some(RegistryChoice::Nacos {
+        servers,
+        namespace,
+        group,
+    })
+}
+
 impl TryFrom<String> for RegistryChoice {
     type Error = BadRegistry;
 
@@ -208,6 +278,21 @@ impl fmt::Display for RegistryChoice {
                     .collect();
                 let scheme = if https { "etcds" } else { "etcd" };
                 write!(f, "{scheme}://{}", hosts.join(","))
+            }
+            RegistryChoice::Nacos {
+                servers,
+                namespace,
+                group,
+            } => {
+                write!(f, "nacos://{}", servers.join(","))?;
+                let query: Vec<String> = [("namespace", namespace), ("group", group)]
+                    .into_iter()
+                    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+                    .collect();
+                if !query.is_empty() {
+                    write!(f, "?{}", query.join("&"))?;
+                }
+                Ok(())
             }
         }
     }
@@ -234,6 +319,10 @@ pub struct SteadfastConfig {
     /// The etcd client's settings (its endpoints come from `registry`).
     #[cfg(feature = "etcd")]
     pub etcd: steadfast_etcd::EtcdConfig,
+    /// The Nacos client's settings (its servers, namespace and group come
+    /// from `registry`).
+    #[cfg(feature = "nacos")]
+    pub nacos: steadfast_nacos::NacosConfig,
     /// The HTTP metadata fetcher's settings.
     #[cfg(feature = "http")]
     pub fetcher: steadfast_http::HttpFetcherConfig,
@@ -402,11 +491,40 @@ impl SteadfastConfig {
                     feature: "etcd",
                 })
             }
+            #[cfg(feature = "nacos")]
+            RegistryChoice::Nacos {
+                servers,
+                namespace,
+                group,
+            } => {
+                let mut config = self.nacos.clone();
+                config.servers = servers
+                    .iter()
+                    .map(|s| steadfast_nacos::grpc_address(s))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| FromEnvError::Registry(BadRegistry(choice.to_string())))?;
+                if let Some(n) = namespace {
+                    config.namespace = n.clone();
+                }
+                if let Some(g) = group {
+                    config.group = g.clone();
+                }
+                ConfiguredRegistry::Nacos(steadfast_nacos::NacosRegistry::new(config))
+            }
+            #[cfg(not(feature = "nacos"))]
+            RegistryChoice::Nacos { .. } => {
+                return Err(FromEnvError::FeatureOff {
+                    registry: choice.to_string(),
+                    feature: "nacos",
+                })
+            }
         };
         let builder = match &registry {
             ConfiguredRegistry::Memory(m) => builder.registry(m.clone()),
             #[cfg(feature = "etcd")]
             ConfiguredRegistry::Etcd(e) => builder.registry(e.clone()),
+            #[cfg(feature = "nacos")]
+            ConfiguredRegistry::Nacos(n) => builder.registry(n.clone()),
         };
         Ok(Configured {
             builder,
@@ -439,6 +557,9 @@ pub enum ConfiguredRegistry {
     /// The etcd registry.
     #[cfg(feature = "etcd")]
     Etcd(steadfast_etcd::EtcdRegistry),
+    /// The Nacos registry.
+    #[cfg(feature = "nacos")]
+    Nacos(steadfast_nacos::NacosRegistry),
 }
 
 /// A `STEADFAST_*` variable no part of steadfast reads.

@@ -84,6 +84,13 @@ pub mod etcd {
     pub use steadfast_etcd::*;
 }
 
+/// The Nacos registry backend over the Nacos 2.x gRPC protocol (feature
+/// `nacos`, on by default).
+#[cfg(feature = "nacos")]
+pub mod nacos {
+    pub use steadfast_nacos::*;
+}
+
 /// Scripted fakes and builders for users' own tests (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub mod testkit {

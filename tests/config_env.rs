@@ -588,3 +588,46 @@ fn every_facade_variable_lands_in_its_named_field() {
     assert_eq!((h.connect_timeout, h.timeout), (s(14), s(15)));
     assert_eq!((h.max_body_bytes, h.base_path.as_str()), (16, "/b"));
 }
+
+/// `nacos://` names the servers by their HTTP addresses (as Dubbo writes
+/// them), with an optional namespace and group; it prints back the same.
+#[test]
+fn a_nacos_registry_url_parses_prints_back_and_refuses_bad_shapes() {
+    let r: RegistryChoice = "nacos://10.0.0.1:8848, 10.0.0.2:8848?namespace=dev&group=G1"
+        .parse()
+        .unwrap();
+    assert_eq!(
+        r,
+        RegistryChoice::Nacos {
+            servers: vec!["10.0.0.1:8848".into(), "10.0.0.2:8848".into()],
+            namespace: Some("dev".into()),
+            group: Some("G1".into()),
+        }
+    );
+    assert_eq!(
+        r.to_string(),
+        "nacos://10.0.0.1:8848,10.0.0.2:8848?namespace=dev&group=G1"
+    );
+    assert_eq!(r.to_string().parse::<RegistryChoice>().unwrap(), r);
+    let plain: RegistryChoice = "nacos://h:8848".parse().unwrap();
+    assert_eq!(plain.to_string(), "nacos://h:8848");
+    for bad in [
+        "nacos://",
+        "nacos://h",
+        "nacos://h:x",
+        "nacos://h:1?zone=a",
+        "nacos://h:1?namespace=",
+        "nacos://h:1?group=a&b",
+        "nacos://h:1?namespace=a%20b",
+    ] {
+        assert!(bad.parse::<RegistryChoice>().is_err(), "{bad:?} refused");
+    }
+    let err = "nacos://nacos:s3cret@h:8848"
+        .parse::<RegistryChoice>()
+        .unwrap_err();
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+    // The gRPC port is the HTTP port + 1000; one past the range is refused.
+    let c =
+        SteadfastConfig::from_vars(&vars(&[("STEADFAST_REGISTRY", "nacos://h:65000")])).unwrap();
+    assert!(matches!(c.build(), Err(FromEnvError::Registry(_))));
+}

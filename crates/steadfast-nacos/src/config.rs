@@ -78,3 +78,32 @@ impl NacosConfig {
         }
     }
 }
+
+/// The gRPC address of a Nacos server named by its HTTP address
+/// (`host:port`, as users and Dubbo write it): the same host at port +
+/// 1000, Nacos's fixed offset. `None` when `server` has no port or the
+/// offset leaves the port range.
+pub fn grpc_address(server: &str) -> Option<String> {
+    let (host, port) = server.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let grpc = port.checked_add(1000)?;
+    (!host.is_empty()).then(|| format!("{host}:{grpc}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_grpc_port_is_the_http_port_plus_1000() {
+        assert_eq!(
+            super::grpc_address("10.0.0.1:8848").as_deref(),
+            Some("10.0.0.1:9848")
+        );
+        assert_eq!(
+            super::grpc_address("[::1]:8848").as_deref(),
+            Some("[::1]:9848")
+        );
+        assert_eq!(super::grpc_address("h:65000"), None);
+        assert_eq!(super::grpc_address("h"), None);
+        assert_eq!(super::grpc_address(":1"), None);
+    }
+}

@@ -18,15 +18,26 @@ pub fn rnacos_bin() -> String {
     std::env::var("RNACOS_BIN").unwrap_or_else(|_| "rnacos".to_string())
 }
 
-/// `n` distinct free loopback ports (bound together, then released).
-fn free_ports(n: usize) -> io::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<io::Result<Vec<_>>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
+/// A free loopback HTTP port `p` whose Nacos siblings `p + 1000` (gRPC)
+/// and `p + 2000` (console) are free too (bound together, then released),
+/// so a `nacos://127.0.0.1:p` address reaches the server as it would a
+/// stock one.
+fn free_port_triple() -> io::Result<[u16; 3]> {
+    for _ in 0..200 {
+        let first = TcpListener::bind("127.0.0.1:0")?;
+        let p = first.local_addr()?.port();
+        let (Some(grpc), Some(console)) = (p.checked_add(1000), p.checked_add(2000)) else {
+            continue;
+        };
+        let others = [grpc, console].map(|q| TcpListener::bind(("127.0.0.1", q)));
+        if others.iter().all(Result::is_ok) {
+            return Ok([p, grpc, console]);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "no free port p with p + 1000 and p + 2000 free",
+    ))
 }
 
 /// One throwaway rnacos server.
@@ -48,7 +59,7 @@ impl RnacosServer {
 
     /// As [`RnacosServer::start`], with extra `RNACOS_*` variables.
     pub async fn start_with_env(env: &[(&str, &str)]) -> io::Result<Self> {
-        let ports = free_ports(3)?;
+        let ports = free_port_triple()?;
         let data = std::env::temp_dir().join(format!(
             "steadfast-rnacos-{}-{}",
             std::process::id(),
@@ -124,9 +135,10 @@ impl RnacosServer {
         format!("127.0.0.1:{}", self.grpc_port)
     }
 
-    /// The HTTP port (the gRPC port is separate, not HTTP + 1000 here).
-    pub fn http_port(&self) -> u16 {
-        self.http_port
+    /// `127.0.0.1:<http port>`, the address users name (`nacos://...`);
+    /// gRPC is at its port + 1000, as on a stock server.
+    pub fn http_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http_port)
     }
 
     /// SIGKILLs the server (its data dir stays).

@@ -35,7 +35,7 @@ mod wire;
 #[cfg(feature = "harness")]
 pub mod harness;
 
-pub use config::{NacosConfig, DEFAULT_GROUP, DEFAULT_NAMESPACE};
+pub use config::{grpc_address, NacosConfig, DEFAULT_GROUP, DEFAULT_NAMESPACE};
 pub use error::{InvalidInstance, NacosError};
 pub use link::{LinkAction, LinkMachine};
 pub use record::{DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, ID_KEY};

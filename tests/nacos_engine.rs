@@ -1,0 +1,111 @@
+//! The whole engine on a real rnacos, configured as users do
+//! (`STEADFAST_REGISTRY=nacos://host:port`): providers registered by
+//! another client appear in a directory; a SIGKILL of the server never
+//! empties it; after the restart both clients redo their registrations and
+//! subscriptions and the directory converges with nothing lost or
+//! duplicated.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use steadfast::nacos::harness::RnacosServer;
+use steadfast::nacos::{NacosConfig, NacosRegistry};
+use steadfast::{DirectoryView, EnvVars, Reference, Registry, SteadfastConfig};
+use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
+
+const APP: &str = "greeter";
+const IFACE: &str = "demo.Greeter";
+
+async fn wait_view(
+    dir: &steadfast::Directory,
+    what: &str,
+    pred: impl Fn(&DirectoryView) -> bool,
+) -> DirectoryView {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = dir.view().await.expect("directory open");
+        if pred(&v) {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}: {v:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn hosts(v: &DirectoryView) -> Vec<String> {
+    let mut h: Vec<String> = v
+        .endpoints
+        .iter()
+        .map(|u| u.instance_id().to_string())
+        .collect();
+    h.sort();
+    h
+}
+
+#[actix_rt::test]
+async fn an_engine_on_nacos_survives_a_server_kill_and_redoes_everything() {
+    let mut server = RnacosServer::start().await.expect("rnacos starts");
+    let url = format!(
+        "nacos://{}?namespace=public&group=DEFAULT_GROUP",
+        server.http_addr()
+    );
+    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
+    let config = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned())).unwrap();
+    let built = config.build().unwrap();
+    assert!(matches!(
+        built.registry,
+        steadfast::ConfiguredRegistry::Nacos(_)
+    ));
+    let info = MetadataBuilder::new(APP)
+        .service(IFACE, "tri", 20000)
+        .build();
+    let fetcher = ScriptedFetcher::new();
+    fetcher.serve(info.clone());
+    let engine = built.builder.fetcher(fetcher).start().unwrap();
+    let backend = engine.inspect().await.unwrap().registry.backend;
+    assert_eq!(backend.kind, "nacos");
+    let dir = engine
+        .subscribe(Reference::new(IFACE, "tri", [APP]))
+        .await
+        .unwrap();
+    // The providers are another process: their own client.
+    let providers = NacosRegistry::new(NacosConfig::new([server.grpc_addr()]));
+    let register = |port| {
+        let providers = providers.clone();
+        let inst = instance_for(&info, "127.0.0.1", port);
+        async move {
+            let end = Instant::now() + Duration::from_secs(10);
+            while let Err(e) = providers.register(inst.clone()).await {
+                assert!(Instant::now() < end, "never registered: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    register(8001).await;
+    register(8002).await;
+    wait_view(&dir, "two endpoints", |v| v.endpoints.len() == 2).await;
+
+    server.kill().await.unwrap();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let v = dir.view().await.unwrap();
+        assert_eq!(
+            hosts(&v),
+            ["127.0.0.1:8001", "127.0.0.1:8002"],
+            "an outage never empties"
+        );
+    }
+    server.restart().await.unwrap();
+    register(8003).await;
+    let v = wait_view(&dir, "three endpoints after the restart", |v| {
+        v.endpoints.len() >= 3
+    })
+    .await;
+    assert_eq!(
+        hosts(&v),
+        ["127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"],
+        "nothing lost, nothing duplicated"
+    );
+    assert!(providers.stats().redone_registrations >= 2);
+    engine.shutdown().await;
+}
