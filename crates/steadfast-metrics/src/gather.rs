@@ -20,7 +20,11 @@ pub(crate) async fn gather(sources: &Sources) -> Gathered {
     }
     #[cfg(feature = "etcd")]
     for registry in &sources.etcd {
-        etcd_counters(&mut g, &registry.stats());
+        table_counters(&mut g, registry.stats().values());
+    }
+    #[cfg(feature = "nacos")]
+    for registry in &sources.nacos {
+        table_counters(&mut g, registry.stats().values());
     }
     #[cfg(feature = "http")]
     for source in &sources.fetchers {
@@ -115,12 +119,15 @@ async fn registrations(g: &mut Gathered, engine: &Engine, timeout: Duration) {
     }
 }
 
-/// The etcd backend's counters, read from its one table
-/// (`steadfast_etcd::ETCD_COUNTERS`): a counter declared there is exported
-/// here, with no list of its own.
-#[cfg(feature = "etcd")]
-fn etcd_counters(g: &mut Gathered, s: &steadfast_etcd::EtcdStatsSnapshot) {
-    for (spec, value) in s.values() {
+/// A backend's counters, read from its one table
+/// (`steadfast_etcd::ETCD_COUNTERS`, `steadfast_nacos::NACOS_COUNTERS`): a
+/// counter declared there is exported here, with no list of its own.
+#[cfg(any(feature = "etcd", feature = "nacos"))]
+fn table_counters(
+    g: &mut Gathered,
+    values: Vec<(&'static steadfast_core::CounterSpec, steadfast_core::CounterValue)>,
+) {
+    for (spec, value) in values {
         match value {
             steadfast_core::CounterValue::Level(v) => g.gauge(spec.name, spec.help, v),
             steadfast_core::CounterValue::Count(v) => g.counter(spec.name, spec.help, v),

@@ -69,6 +69,8 @@ pub(crate) struct Sources {
     pub(crate) engine: Option<Engine>,
     #[cfg(feature = "etcd")]
     pub(crate) etcd: Vec<steadfast_etcd::EtcdRegistry>,
+    #[cfg(feature = "nacos")]
+    pub(crate) nacos: Vec<steadfast_nacos::NacosRegistry>,
     #[cfg(feature = "http")]
     pub(crate) fetchers: Vec<Arc<dyn FetchSource>>,
     pub(crate) pools: Vec<PoolReader>,
@@ -127,6 +129,14 @@ impl Metrics {
     pub fn etcd(self, registry: &steadfast_etcd::EtcdRegistry) -> Self {
         let registry = registry.clone();
         self.with(|s| s.etcd.push(registry))
+    }
+
+    /// Reads a Nacos registry's counters (`NacosRegistry::stats`); several
+    /// registries are summed.
+    #[cfg(feature = "nacos")]
+    pub fn nacos(self, registry: &steadfast_nacos::NacosRegistry) -> Self {
+        let registry = registry.clone();
+        self.with(|s| s.nacos.push(registry))
     }
 
     /// Reads a metadata source's outcome counters under its `source` label:
