@@ -16,7 +16,10 @@
 //! metadata service healed`; exits non-zero if a step did not happen.
 //!
 //! Run: `cargo run --example self_heal` (embedded registry), or against a
-//! real etcd: `cargo run --example self_heal -- --registry etcd://127.0.0.1:2379`.
+//! real etcd: `cargo run --example self_heal -- --registry etcd://127.0.0.1:2379`,
+//! or a real Nacos: `-- --registry nacos://127.0.0.1:8848`, or `-- --registry
+//! nacos` (a throwaway rnacos started through the test harness; `rnacos`
+//! on `PATH`).
 //! `--print-metrics` ends the run by printing the Prometheus exposition
 //! (`steadfast_metrics::Metrics::encode`); `RUST_LOG=steadfast_actors=debug`
 //! (or `info`, `warn`, ...) turns the engine's logs on (stderr).
@@ -32,6 +35,8 @@ use steadfast::{
     MetadataInfo, Reference, Registry, ServiceInfo, ServiceInstance, CLOSING_KEY,
 };
 use steadfast_etcd::{EtcdConfig, EtcdRegistry};
+use steadfast_nacos::harness::RnacosServer;
+use steadfast_nacos::{grpc_address, NacosConfig, NacosRegistry};
 
 const APP: &str = "greeter-app";
 const IFACE: &str = "demo.Greeter";
@@ -104,43 +109,80 @@ fn describe(status: &DirectoryStatus) -> String {
     status.to_string()
 }
 
-/// The registry named by `--registry` (default: embedded), the etcd one
-/// for its metrics, and whether `--print-metrics` was given.
-type Args = (Arc<dyn Registry>, Option<EtcdRegistry>, String, bool);
+/// The registry named by `--registry` (default: embedded), the backend
+/// handles for their metrics, a throwaway server kept alive, and whether
+/// `--print-metrics` was given.
+struct Args {
+    registry: Arc<dyn Registry>,
+    etcd: Option<EtcdRegistry>,
+    nacos: Option<NacosRegistry>,
+    name: String,
+    print_metrics: bool,
+    /// How long the registry may take to deliver a change: zero for the
+    /// embedded registry and etcd (a watch event), 1.5 s for Nacos (a
+    /// server merges a service's changes for 500 ms before it pushes; rnacos
+    /// measured up to ~1 s). The story's windows and the metadata
+    /// service's healing wait it out, so the first fetch still fails.
+    push_lag: Duration,
+    _server: Option<RnacosServer>,
+}
 
-fn registry_from_args() -> Result<Args, String> {
+const USAGE: &str = "usage: self_heal [--registry etcd://host:port[,host:port...] | nacos[://host:port[,host:port...]]] [--print-metrics]";
+
+async fn registry_from_args() -> Result<Args, String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let before = args.len();
     args.retain(|a| a != "--print-metrics");
     let print_metrics = args.len() != before;
+    let mut out = Args {
+        registry: Arc::new(MemoryRegistry::new()),
+        etcd: None,
+        nacos: None,
+        name: "embedded registry".into(),
+        print_metrics,
+        push_lag: Duration::ZERO,
+        _server: None,
+    };
     match args.as_slice() {
-        [] => Ok((
-            Arc::new(MemoryRegistry::new()),
-            None,
-            "embedded registry".into(),
-            print_metrics,
-        )),
-        [flag, url] if flag == "--registry" => {
-            let Some(hostport) = url.strip_prefix("etcd://") else {
-                return Err(format!("unsupported registry {url}; use etcd://host:port"));
-            };
+        [] => {}
+        [flag, url] if flag == "--registry" && url.starts_with("etcd://") => {
+            let hostport = url.trim_start_matches("etcd://");
             let endpoints: Vec<String> =
                 hostport.split(',').map(|h| format!("http://{h}")).collect();
             let prefix = format!("/steadfast-demo/{}", std::process::id());
             let config = EtcdConfig::new(endpoints).with_prefix(prefix);
             let registry = EtcdRegistry::new(config).map_err(|e| e.to_string())?;
-            Ok((
-                Arc::new(registry.clone()),
-                Some(registry),
-                format!("etcd at {hostport}"),
-                print_metrics,
-            ))
+            out.registry = Arc::new(registry.clone());
+            out.etcd = Some(registry);
+            out.name = format!("etcd at {hostport}");
         }
-        _ => Err(
-            "usage: self_heal [--registry etcd://host:port[,host:port...]] [--print-metrics]"
-                .into(),
-        ),
+        [flag, url] if flag == "--registry" && (url == "nacos" || url.starts_with("nacos://")) => {
+            let servers: Vec<String> = if url == "nacos" {
+                let server = RnacosServer::start()
+                    .await
+                    .map_err(|e| format!("starting a throwaway rnacos failed: {e}"))?;
+                let addr = server.http_addr();
+                out._server = Some(server);
+                vec![addr]
+            } else {
+                url.trim_start_matches("nacos://")
+                    .split(',')
+                    .map(str::to_string)
+                    .collect()
+            };
+            let grpc: Vec<String> = servers
+                .iter()
+                .map(|s| grpc_address(s).ok_or(format!("{s} is not host:port")))
+                .collect::<Result<_, _>>()?;
+            let registry = NacosRegistry::new(NacosConfig::new(grpc));
+            out.registry = Arc::new(registry.clone());
+            out.nacos = Some(registry);
+            out.push_lag = Duration::from_millis(1500);
+            out.name = format!("nacos at {}", servers.join(","));
+        }
+        _ => return Err(USAGE.into()),
     }
+    Ok(out)
 }
 
 #[actix_rt::main]
@@ -148,14 +190,15 @@ async fn main() -> ExitCode {
     steadfast_metrics::init_logging();
     let t0 = Instant::now();
     let at = |what: &str| println!("[{:>6} ms] {what}", t0.elapsed().as_millis());
-    let (registry, etcd, registry_name, print_metrics) = match registry_from_args() {
+    let backend = match registry_from_args().await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
-    at(&format!("registry: {registry_name}"));
+    let registry = backend.registry.clone();
+    at(&format!("registry: {}", backend.name));
     let metadata_service = DemoMetadataService::default();
     let engine = match Engine::builder()
         .registry_arc(registry.clone())
@@ -198,7 +241,8 @@ async fn main() -> ExitCode {
     }
     at("provider stopping: instance unregistered");
     let (v2, instance_v2) = provider_boot(2_000, "greet,farewell");
-    let healed_at = Instant::now() + Duration::from_millis(300);
+    let lag = backend.push_lag;
+    let healed_at = Instant::now() + Duration::from_millis(300) + lag;
     metadata_service.publish(v2.clone(), healed_at);
     if let Err(e) = registry.register(instance_v2.clone()).await {
         eprintln!("register failed: {e}");
@@ -208,13 +252,13 @@ async fn main() -> ExitCode {
         "provider restarted with a new method, revision {}; metadata service not ready yet",
         short(&v2.revision)
     ));
-    if let Some(s) = wait(&dir, Duration::from_secs(1), |s| !s.is_ready()).await {
+    if let Some(s) = wait(&dir, Duration::from_secs(1) + lag, |s| !s.is_ready()).await {
         at(&format!("consumer: {}", describe(&s)));
     }
     tokio::time::sleep_until(healed_at.into()).await;
     at("metadata service healed (no new registry event will come)");
 
-    let recovered = wait(&dir, Duration::from_secs(10), |s| s.is_ready()).await;
+    let recovered = wait(&dir, Duration::from_secs(10), resolved).await;
     print_fetches(&metadata_service, t0);
     let Some(status) = recovered else {
         println!("did NOT recover within 10 s after the metadata service healed");
@@ -223,14 +267,17 @@ async fn main() -> ExitCode {
     };
     at(&format!("consumer: {}", describe(&status)));
     let first_recovery = Instant::now().saturating_duration_since(healed_at);
-    let metrics = print_metrics.then(|| {
-        let m = steadfast_metrics::Metrics::new()
+    let metrics = backend.print_metrics.then(|| {
+        let mut m = steadfast_metrics::Metrics::new()
             .engine(&engine)
             .directory(&dir);
-        match &etcd {
-            Some(etcd) => m.etcd(etcd),
-            None => m,
+        if let Some(etcd) = &backend.etcd {
+            m = m.etcd(etcd);
         }
+        if let Some(nacos) = &backend.nacos {
+            m = m.nacos(nacos);
+        }
+        m
     });
     if let Some(m) = &metrics {
         // A first read while the directory is ready: the select probe
@@ -238,7 +285,15 @@ async fn main() -> ExitCode {
         m.encode().await;
     }
 
-    let ok = closing_story(&registry, &metadata_service, &dir, instance_v2, t0, &at).await;
+    let ok = closing_story(
+        &registry,
+        &metadata_service,
+        &dir,
+        instance_v2,
+        (t0, lag),
+        &at,
+    )
+    .await;
     let s = engine.stats();
     println!(
         "           tombstones written {}, stale re-adds vetoed {}, cleared by the unregister {}, \
@@ -298,12 +353,18 @@ fn print_fetches(metadata_service: &DemoMetadataService, t0: Instant) {
 /// record is vetoed -> restart on the same address with a new revision whose
 /// first fetch fails -> back after the retry. Returns how long after the
 /// metadata service healed the endpoint was back.
+/// Ready with every revision resolved (not served from last-known-good
+/// metadata while a new revision is unresolved).
+fn resolved(s: &DirectoryStatus) -> bool {
+    matches!(s, DirectoryStatus::Ready { degraded, .. } if degraded.is_empty())
+}
+
 async fn closing_story(
     registry: &Arc<dyn Registry>,
     metadata_service: &DemoMetadataService,
     dir: &steadfast::Directory,
     boot: ServiceInstance,
-    t0: Instant,
+    (t0, lag): (Instant, Duration),
     at: &impl Fn(&str),
 ) -> Result<Duration, String> {
     registry
@@ -311,7 +372,7 @@ async fn closing_story(
         .await
         .map_err(|e| e.to_string())?;
     at("provider shutting down gracefully: its record announces closing");
-    let Some(s) = wait(dir, Duration::from_secs(1), |s| !s.is_ready()).await else {
+    let Some(s) = wait(dir, Duration::from_secs(1) + lag, |s| !s.is_ready()).await else {
         return Err("the closing endpoint was still served".into());
     };
     at(&format!(
@@ -326,7 +387,7 @@ async fn closing_story(
         .await
         .map_err(|e| e.to_string())?;
     at("a stale write of the closed boot's serving record reaches the registry");
-    if let Some(s) = wait(dir, Duration::from_millis(300), |s| s.is_ready()).await {
+    if let Some(s) = wait(dir, Duration::from_millis(300) + lag, |s| s.is_ready()).await {
         return Err(format!(
             "the closed boot was served again: {}",
             describe(&s)
@@ -339,7 +400,7 @@ async fn closing_story(
     at("provider unregistered: the registry removal ends the tombstone");
 
     let (v3, instance_v3) = provider_boot(3_000, "greet,farewell,wave");
-    let healed_at = Instant::now() + Duration::from_millis(300);
+    let healed_at = Instant::now() + Duration::from_millis(300) + lag;
     metadata_service.publish(v3.clone(), healed_at);
     registry
         .register(instance_v3.clone())
@@ -349,7 +410,7 @@ async fn closing_story(
         "provider restarted on the same address, revision {}; metadata service not ready yet",
         short(&v3.revision)
     ));
-    if let Some(s) = wait(dir, Duration::from_millis(250), |s| {
+    if let Some(s) = wait(dir, Duration::from_millis(250) + lag, |s| {
         matches!(
             s,
             DirectoryStatus::Empty(steadfast::EmptyReason::Unresolved(_))
@@ -359,7 +420,7 @@ async fn closing_story(
     {
         at(&format!("consumer: {}", describe(&s)));
     }
-    let back = wait(dir, Duration::from_secs(10), |s| s.is_ready()).await;
+    let back = wait(dir, Duration::from_secs(10), resolved).await;
     print_fetches(metadata_service, t0);
     let _ = registry.unregister(instance_v3).await;
     let Some(s) = back else {

@@ -86,6 +86,8 @@ print(*[x.getsockname()[1] for x in s])')
   return "$rc"
 }
 stage "demo against a real etcd" etcd_demo
+stage "demo against a throwaway rnacos: self_heal --registry nacos" \
+  cargo run --quiet --example self_heal -- --registry nacos
 
 echo "== slim facade: no default features (no etcd client, no actix-web / reqwest in the build)"
 stage "slim facade: build" cargo build --no-default-features

@@ -125,7 +125,10 @@ async fn registrations(g: &mut Gathered, engine: &Engine, timeout: Duration) {
 #[cfg(any(feature = "etcd", feature = "nacos"))]
 fn table_counters(
     g: &mut Gathered,
-    values: Vec<(&'static steadfast_core::CounterSpec, steadfast_core::CounterValue)>,
+    values: Vec<(
+        &'static steadfast_core::CounterSpec,
+        steadfast_core::CounterValue,
+    )>,
 ) {
     for (spec, value) in values {
         match value {

@@ -94,6 +94,16 @@ impl RnacosServer {
                 format!("127.0.0.1:{}", self.grpc_port),
             )
             .env("RNACOS_DATA_DIR", &self.data)
+            // rnacos 0.8.8 otherwise pins the metadata an ip:port first
+            // registered with, over later registrations, until 60 s after
+            // the instance left (its "priority metadata" for console
+            // edits): a provider restarting on its address with a new
+            // revision would keep advertising the old one. Operators must
+            // set the same (docs/registries.md).
+            .env(
+                "RNACOS_NAMING_INSTANCE_METADATA_PERSISTENCE_ENABLE",
+                "false",
+            )
             .env("RUST_LOG", "warn")
             .current_dir(&self.data)
             .stdin(Stdio::null())

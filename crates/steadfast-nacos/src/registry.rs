@@ -35,7 +35,7 @@ pub(crate) struct Shared {
     pub(crate) changed: Notify,
     pub(crate) leavers: Arc<Leavers<u64>>,
     subs: Mutex<Subscriptions>,
-    conn: Mutex<Option<Arc<Connection>>>,
+    conn: tokio::sync::watch::Sender<Option<Arc<Connection>>>,
     registrations: Mutex<BTreeMap<(String, String), NacosInstanceOf>>,
     pending: Mutex<Vec<String>>,
     started: AtomicBool,
@@ -58,11 +58,24 @@ impl Shared {
     }
 
     pub(crate) fn connection(&self) -> Option<Arc<Connection>> {
-        lock(&self.conn).clone()
+        self.conn.borrow().clone()
     }
 
     pub(crate) fn set_connection(&self, conn: Option<Arc<Connection>>) {
-        *lock(&self.conn) = conn;
+        self.conn.send_replace(conn);
+    }
+
+    /// The connection, waiting for one at most a call's deadline (a call
+    /// made while the client connects or reconnects waits for it instead
+    /// of failing at once).
+    async fn wait_connection(&self) -> Result<Arc<Connection>, NacosError> {
+        let mut rx = self.conn.subscribe();
+        let waited =
+            tokio::time::timeout(self.config.request_timeout, rx.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(conn)) => conn.clone().ok_or(NacosError::NotConnected),
+            _ => Err(NacosError::NotConnected),
+        }
     }
 
     pub(crate) fn server_label(&self) -> String {
@@ -193,7 +206,7 @@ impl NacosRegistry {
             changed: Notify::new(),
             leavers: Arc::new(Leavers::default()),
             subs: Mutex::new(Subscriptions::new(epoch)),
-            conn: Mutex::new(None),
+            conn: tokio::sync::watch::Sender::new(None),
             registrations: Mutex::new(BTreeMap::new()),
             pending: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
@@ -235,11 +248,9 @@ impl NacosRegistry {
         self.shared().connection().map(|c| c.server().to_string())
     }
 
-    fn connected(&self) -> Result<Arc<Connection>, RegistryError> {
+    async fn connected(&self) -> Result<Arc<Connection>, RegistryError> {
         self.start();
-        self.shared()
-            .connection()
-            .ok_or_else(|| to_registry(NacosError::NotConnected))
+        self.shared().wait_connection().await.map_err(to_registry)
     }
 }
 
@@ -257,7 +268,7 @@ impl Registry for NacosRegistry {
         let this = self.clone();
         let app = app.to_string();
         Box::pin(async move {
-            let conn = this.connected()?;
+            let conn = this.connected().await?;
             let shared = this.shared();
             let info = shared.query_call(&conn, &app).await.map_err(to_registry)?;
             let version = shared.subs().next_version();
@@ -280,10 +291,11 @@ impl Registry for NacosRegistry {
             this.start();
             let shared = this.shared();
             let queue = EventQueue::new(shared.config.queue_capacity);
-            let stale = shared
-                .connection()
-                .is_none()
-                .then_some("not connected to nacos yet");
+            // Down after having been up: the new watcher hears it at once
+            // (a start-up that cannot connect is reported by the driver).
+            let once_up = shared.stats.connects.load(Ordering::Relaxed) > 0;
+            let stale = (once_up && shared.connection().is_none())
+                .then_some("nacos connection lost; reconnecting");
             let (key, new) = shared.subs().watch(&app, queue.clone(), stale);
             if new {
                 lock(&shared.pending).push(app);
@@ -306,7 +318,7 @@ impl Registry for NacosRegistry {
             // on the next connection.
             lock(&shared.registrations)
                 .insert((instance.app.clone(), instance.id.clone()), of.clone());
-            let conn = this.connected()?;
+            let conn = this.connected().await?;
             shared
                 .instance_call(&conn, &of, true)
                 .await
@@ -328,7 +340,7 @@ impl Registry for NacosRegistry {
                 app: instance.app.clone(),
                 record: record::encode(&instance),
             });
-            let conn = this.connected()?;
+            let conn = this.connected().await?;
             shared
                 .instance_call(&conn, &of, false)
                 .await

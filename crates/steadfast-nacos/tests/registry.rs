@@ -134,3 +134,37 @@ async fn a_restarted_server_gets_every_registration_and_subscription_again() {
     assert!(s.redone_registrations >= 1, "{s:?}");
     assert!(consumer.stats().redone_subscriptions >= 1);
 }
+
+/// A provider that restarts on its address with a new revision is seen
+/// with the new revision (rnacos must run with its instance-metadata
+/// persistence off, as the harness does; docs/registries.md).
+#[tokio::test]
+async fn a_restart_on_the_same_address_with_a_new_revision_is_seen() {
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let consumer = registry(&server);
+    let mut stream = consumer.watch("greeter").await.unwrap();
+    for revision in ["r1", "r2", "r3"] {
+        let provider = registry(&server);
+        let mut inst = ServiceInstance::new("greeter", "127.0.0.1", 20021);
+        inst.set_revision(revision);
+        provider.register(inst).await.unwrap();
+        let end = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = None;
+        while seen.as_deref() != Some(revision) {
+            let event = tokio::time::timeout_at(end, stream.next())
+                .await
+                .unwrap_or_else(|_| panic!("never saw {revision}, last {seen:?}"))
+                .unwrap();
+            let items = match event {
+                Ok(RegistryEvent::Reset { items, .. }) => items,
+                Ok(RegistryEvent::Delta { upserts, .. }) => upserts,
+                Err(_) => continue,
+            };
+            if let Some(i) = items.iter().find(|i| i.id() == "127.0.0.1:20021") {
+                seen = i.revision().map(str::to_string);
+            }
+        }
+        // The provider stops: its connection closes, the instance goes.
+        drop(provider);
+    }
+}
