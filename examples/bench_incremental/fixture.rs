@@ -19,6 +19,8 @@ use steadfast::{Directory, DirectoryStatus, Engine, MemoryRegistry, MetadataInfo
 use steadfast::{Registry, ServiceInstance};
 use steadfast_etcd::harness::{unique_prefix, EtcdServer};
 use steadfast_etcd::{EtcdClient, EtcdConfig, EtcdRegistry, KeyLayout};
+use steadfast_nacos::harness::RnacosServer;
+use steadfast_nacos::{NacosConfig, NacosRegistry};
 use steadfast_testkit::{InstanceBuilder, MetadataBuilder, ScriptedFetcher};
 
 use crate::engine_thread::EngineThread;
@@ -43,6 +45,8 @@ pub enum Kind {
     Embedded,
     /// A real etcd started by the harness, via the JSON gateway.
     Etcd,
+    /// A real rnacos started by the harness, over the Nacos gRPC protocol.
+    Nacos,
 }
 
 impl Kind {
@@ -51,6 +55,7 @@ impl Kind {
         match self {
             Kind::Embedded => "embedded",
             Kind::Etcd => "etcd",
+            Kind::Nacos => "nacos",
         }
     }
 }
@@ -62,6 +67,8 @@ pub enum Writer {
     Memory(MemoryRegistry),
     /// Lease-less puts and deletes through a client of its own.
     Etcd(Arc<EtcdClient>, Arc<KeyLayout>),
+    /// Registrations of a Nacos client of its own (the provider side).
+    Nacos(NacosRegistry),
 }
 
 impl Writer {
@@ -74,6 +81,7 @@ impl Writer {
                 c.put(l.instance_key(APP, &inst.id).as_bytes(), &value, 0)
                     .await?;
             }
+            Writer::Nacos(r) => r.register(inst).await?,
         }
         Ok(())
     }
@@ -87,6 +95,12 @@ impl Writer {
             Writer::Etcd(c, l) => {
                 c.delete(l.instance_key(APP, id).as_bytes()).await?;
             }
+            Writer::Nacos(r) => {
+                // Every id here is `host:port`, what Nacos keys by.
+                let (host, port) = id.rsplit_once(':').ok_or("id is not host:port")?;
+                r.unregister(ServiceInstance::new(APP, host, port.parse()?))
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -95,7 +109,7 @@ impl Writer {
     async fn put_all(&self, insts: Vec<ServiceInstance>) -> Result<(), BoxError> {
         match self {
             Writer::Memory(r) => r.set_instances(APP, insts),
-            Writer::Etcd(..) => {
+            Writer::Etcd(..) | Writer::Nacos(..) => {
                 let results: Vec<_> = stream::iter(insts)
                     .map(|i| self.put(i))
                     .buffer_unordered(ETCD_CONCURRENCY)
@@ -181,6 +195,9 @@ pub struct Fixture {
     /// Time to write the n records (ms).
     pub fill_ms: f64,
     _etcd: Option<EtcdServer>,
+    _nacos: Option<RnacosServer>,
+    /// The engine's Nacos client (when on Nacos): when its last push came.
+    pub nacos_client: Option<NacosRegistry>,
 }
 
 impl Fixture {
@@ -194,6 +211,8 @@ impl Fixture {
         let mut insts: Vec<ServiceInstance> = (0..n - 1).map(|k| plain(&revisions, k, 0)).collect();
         insts.push(marker(&revisions, 0, 0));
 
+        let mut nacos = None;
+        let mut nacos_client = None;
         let (writer, registry, etcd): (Writer, Arc<dyn Registry>, _) = match kind {
             Kind::Embedded => {
                 let r = MemoryRegistry::new();
@@ -212,6 +231,16 @@ impl Fixture {
                 )?;
                 let w = Writer::Etcd(Arc::new(client), Arc::new(KeyLayout::new(&prefix)));
                 (w, Arc::new(EtcdRegistry::new(config)?), Some(etcd))
+            }
+            Kind::Nacos => {
+                let server = RnacosServer::start().await?;
+                let mut config = NacosConfig::new([server.grpc_addr()]);
+                config.request_timeout = Duration::from_secs(60);
+                let w = Writer::Nacos(NacosRegistry::new(config.clone()));
+                nacos = Some(server);
+                let consumer = NacosRegistry::new(config);
+                nacos_client = Some(consumer.clone());
+                (w, Arc::new(consumer), None)
             }
         };
         let t = Instant::now();
@@ -255,6 +284,8 @@ impl Fixture {
             warm_ms,
             fill_ms,
             _etcd: etcd,
+            _nacos: nacos,
+            nacos_client,
         })
     }
 

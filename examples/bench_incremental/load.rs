@@ -205,7 +205,7 @@ impl Fixture {
                     pushed += 1;
                 }
             }
-            Writer::Etcd(..) => {
+            Writer::Etcd(..) | Writer::Nacos(..) => {
                 let (w, revs, n) = (&self.writer, &self.revisions, self.n);
                 let results: Vec<_> = stream::iter(others.iter().copied())
                     .take_while(|_| futures::future::ready(start.elapsed() <= BURST_PUSH))
@@ -261,7 +261,7 @@ async fn push(
                 accepted.set(accepted.get() + 1);
             }
         }
-        Writer::Etcd(..) => {
+        Writer::Etcd(..) | Writer::Nacos(..) => {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };

@@ -56,6 +56,9 @@ pub struct Sample {
     pub value: Duration,
     /// How long the registry call itself took (latency rounds only).
     pub call: Duration,
+    /// Nacos latency rounds: from the push reaching the client to visible
+    /// (the engine's part; the server's push delay is not).
+    pub from_push: Option<Duration>,
 }
 
 impl Fixture {
@@ -156,6 +159,7 @@ impl Fixture {
                 change,
                 value: Duration::from_nanos(c1.saturating_sub(c0)),
                 call: Duration::ZERO,
+                from_push: None,
             });
         }
         Ok(out)
@@ -171,10 +175,17 @@ impl Fixture {
             let expect = self.change(change).await?;
             let call = t.elapsed();
             let at = self.wait_visible(&expect).await?;
+            let from_push = self
+                .nacos_client
+                .as_ref()
+                .and_then(|c| c.last_push())
+                .filter(|p| *p >= t)
+                .map(|p| at.saturating_duration_since(p));
             out.push(Sample {
                 change,
                 value: at.saturating_duration_since(t),
                 call,
+                from_push,
             });
         }
         Ok(out)

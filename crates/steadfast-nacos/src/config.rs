@@ -45,6 +45,11 @@ pub struct NacosConfig {
     pub backoff: BackoffPolicy,
     /// Bound of each subscriber's queue (it collapses to a Reset past it).
     pub queue_capacity: usize,
+    /// Largest message the client accepts from a server. A push carries a
+    /// service's whole list (~300 B per instance): gRPC's usual 4 MiB
+    /// would refuse a list of ~14k instances and break the connection on
+    /// every push. Default 64 MiB.
+    pub max_message_bytes: usize,
 }
 
 impl Default for NacosConfig {
@@ -65,6 +70,7 @@ impl Default for NacosConfig {
                 jitter: 0.25,
             },
             queue_capacity: 256,
+            max_message_bytes: 64 << 20,
         }
     }
 }

@@ -17,6 +17,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint};
 use tonic_prost::ProstCodec;
 
+use crate::config::NacosConfig;
 use crate::error::NacosError;
 use crate::protocol::{
     Ack, ConnectionSetupRequest, HealthCheckRequest, ResponseHead, ServerCheckRequest,
@@ -27,8 +28,8 @@ use crate::wire::{Payload, BI_STREAM_PATH, UNARY_PATH};
 /// What the bi-stream's reader hands the client.
 #[derive(Debug)]
 pub enum Inbound {
-    /// A pushed full list of a service.
-    Push(ServiceInfo),
+    /// A pushed full list of a service, and when its message arrived.
+    Push(ServiceInfo, std::time::Instant),
     /// The server asked the client to reconnect elsewhere.
     Reset,
     /// The stream ended or broke: the connection is gone.
@@ -45,6 +46,7 @@ pub struct Connection {
     to_server: mpsc::Sender<Payload>,
     server: String,
     namespace: String,
+    max_message_bytes: usize,
     ids: AtomicU64,
     /// The id the server gave the connection (informational).
     pub connection_id: String,
@@ -63,29 +65,28 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Connects to `server` (`host:port`), within `deadline` for the whole
-    /// handshake; `inbound` receives the stream's pushes and its end.
+    /// Connects to `server` (`host:port`), within the config's connect
+    /// timeout for the whole handshake; `inbound` receives the stream's
+    /// pushes and its end.
     pub async fn open(
         server: &str,
-        namespace: &str,
-        deadline: Duration,
-        request_timeout: Duration,
+        limits: &NacosConfig,
         inbound: mpsc::Sender<(u64, Inbound)>,
         generation: u64,
     ) -> Result<Arc<Connection>, NacosError> {
-        let work = Self::handshake(server, namespace, request_timeout, inbound, generation);
-        tokio::time::timeout(deadline, work)
+        let work = Self::handshake(server, limits, inbound, generation);
+        tokio::time::timeout(limits.connect_timeout, work)
             .await
             .map_err(|_| NacosError::Timeout { call: "connect" })?
     }
 
     async fn handshake(
         server: &str,
-        namespace: &str,
-        request_timeout: Duration,
+        limits: &NacosConfig,
         inbound: mpsc::Sender<(u64, Inbound)>,
         generation: u64,
     ) -> Result<Arc<Connection>, NacosError> {
+        let (namespace, request_timeout) = (limits.namespace.as_str(), limits.request_timeout);
         let connect = |source| NacosError::Connect {
             server: server.to_string(),
             source,
@@ -93,13 +94,18 @@ impl Connection {
         let endpoint = Endpoint::from_shared(format!("http://{server}"))
             .map_err(connect)?
             .connect_timeout(request_timeout)
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            // A push of a large service is megabytes: windows that fit it
+            // spare the sender a round trip per 64 KiB.
+            .initial_stream_window_size(Some(8 << 20))
+            .initial_connection_window_size(Some(16 << 20));
         let channel = endpoint.connect().await.map_err(connect)?;
         let (to_server, outbound) = mpsc::channel::<Payload>(64);
         let mut conn = Connection {
             channel,
             to_server,
             server: server.to_string(),
+            max_message_bytes: limits.max_message_bytes,
             namespace: namespace.to_string(),
             ids: AtomicU64::new(1),
             connection_id: String::new(),
@@ -131,7 +137,7 @@ impl Connection {
         let _ = conn
             .to_server
             .try_send(Payload::new("ConnectionSetupRequest", &setup, ""));
-        let mut grpc = tonic::client::Grpc::new(conn.channel.clone());
+        let mut grpc = conn.grpc();
         grpc.ready().await.map_err(|e| NacosError::Call {
             call: "requestBiStream",
             code: tonic::Code::Unavailable,
@@ -176,6 +182,13 @@ impl Connection {
         Ok(conn)
     }
 
+    /// A gRPC client on the connection's channel.
+    fn grpc(&self) -> tonic::client::Grpc<Channel> {
+        tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(self.max_message_bytes)
+            .max_encoding_message_size(self.max_message_bytes)
+    }
+
     /// The server this connection goes to.
     pub fn server(&self) -> &str {
         &self.server
@@ -206,7 +219,7 @@ impl Connection {
         timeout: Duration,
     ) -> Result<R, NacosError> {
         let payload = Payload::new(kind, request, "");
-        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        let mut grpc = self.grpc();
         let work = async {
             grpc.ready().await.map_err(|e| NacosError::Call {
                 call: kind,
@@ -256,6 +269,7 @@ async fn read_stream(
             Ok(None) => break "the server ended the stream".to_string(),
             Err(status) => break format!("stream broke: {:?}", status.code()),
         };
+        let received = std::time::Instant::now();
         let kind = message.kind().to_string();
         let Some(answer_kind) = kind.strip_suffix("Request").map(|k| format!("{k}Response")) else {
             continue;
@@ -273,7 +287,11 @@ async fn read_stream(
         }
         let handed = match kind.as_str() {
             "NotifySubscriberRequest" => match request.service_info {
-                Some(info) => inbound.send((generation, Inbound::Push(info))).await,
+                Some(info) => {
+                    inbound
+                        .send((generation, Inbound::Push(info, received)))
+                        .await
+                }
                 None => Ok(()),
             },
             "ConnectResetRequest" => inbound.send((generation, Inbound::Reset)).await,

@@ -43,10 +43,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     continue;
                 }
                 match message {
-                    Inbound::Push(info) => {
+                    Inbound::Push(info, received) => {
                         NacosStats::bump(&shared.stats.pushes);
+                        shared.set_last_push(received);
                         let app = service_name(info.name.as_deref().unwrap_or_default());
-                        shared.subs().apply(&app, &info, ListKind::Pushed, &shared.stats);
+                        shared.subs().apply(&app, info, ListKind::Pushed, &shared.stats);
                         continue;
                     }
                     Inbound::Reset | Inbound::Closed(_) => {
@@ -89,15 +90,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             match action {
                 LinkAction::Connect(server) => {
                     generation += 1;
-                    let opened = Connection::open(
-                        &server,
-                        &config.namespace,
-                        config.connect_timeout,
-                        config.request_timeout,
-                        inbound_tx.clone(),
-                        generation,
-                    )
-                    .await;
+                    let opened =
+                        Connection::open(&server, &config, inbound_tx.clone(), generation).await;
                     let now = Instant::now().into_std();
                     let next = match opened {
                         Ok(conn) => {
@@ -198,7 +192,7 @@ async fn resync(shared: &Arc<Shared>) {
                     NacosStats::bump(&shared.stats.resyncs);
                     shared
                         .subs()
-                        .apply(&app, &info, ListKind::Resync, &shared.stats);
+                        .apply(&app, info, ListKind::Resync, &shared.stats);
                 }
             }
         })

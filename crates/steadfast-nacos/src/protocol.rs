@@ -159,8 +159,10 @@ pub struct ServiceInfo {
     pub name: Option<String>,
     /// Its group.
     pub group_name: Option<String>,
-    /// Every instance.
-    pub hosts: Option<Vec<serde_json::Value>>,
+    /// Every instance, as the server wrote it (decoded one by one, so a
+    /// bad record is skipped alone, and an unchanged one is not decoded
+    /// again).
+    pub hosts: Option<Vec<Box<serde_json::value::RawValue>>>,
     /// The server's time of the list (ms).
     pub last_ref_time: i64,
 }

@@ -52,8 +52,8 @@ pub fn encode(instance: &ServiceInstance) -> NacosInstance {
 }
 
 /// The Steadfast instance of app `app` a Nacos host record describes.
-pub fn decode(app: &str, host: &serde_json::Value) -> Result<ServiceInstance, InvalidInstance> {
-    let record: NacosInstance = serde_json::from_value(host.clone())
+pub fn decode(app: &str, host: &str) -> Result<ServiceInstance, InvalidInstance> {
+    let record: NacosInstance = serde_json::from_str(host)
         .map_err(|e| InvalidInstance::Shape(e.to_string().chars().take(120).collect()))?;
     let port = u16::try_from(record.port)
         .ok()

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use steadfast_core::{
@@ -39,6 +39,7 @@ pub(crate) struct Shared {
     registrations: Mutex<BTreeMap<(String, String), NacosInstanceOf>>,
     pending: Mutex<Vec<String>>,
     started: AtomicBool,
+    last_push: Mutex<Option<Instant>>,
 }
 
 /// A registration: the app and its record.
@@ -81,6 +82,10 @@ impl Shared {
     pub(crate) fn server_label(&self) -> String {
         self.connection()
             .map_or_else(String::new, |c| c.server().to_string())
+    }
+
+    pub(crate) fn set_last_push(&self, at: Instant) {
+        *lock(&self.last_push) = Some(at);
     }
 
     pub(crate) fn registrations(&self) -> Vec<NacosInstanceOf> {
@@ -148,7 +153,7 @@ impl Shared {
             .await?;
         if subscribe {
             let info = answer.service_info.unwrap_or_default();
-            self.subs().apply(app, &info, ListKind::Pushed, &self.stats);
+            self.subs().apply(app, info, ListKind::Pushed, &self.stats);
         }
         Ok(())
     }
@@ -210,6 +215,7 @@ impl NacosRegistry {
             registrations: Mutex::new(BTreeMap::new()),
             pending: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
+            last_push: Mutex::new(None),
         });
         Self {
             handle: Arc::new(Handle { shared }),
@@ -241,6 +247,13 @@ impl NacosRegistry {
     /// Whether the client is connected right now.
     pub fn is_connected(&self) -> bool {
         self.shared().connection().is_some()
+    }
+
+    /// When the last pushed list reached the client (its message read off
+    /// the stream, before it was decoded): where the engine's own part of
+    /// "push -> visible" starts.
+    pub fn last_push(&self) -> Option<Instant> {
+        *lock(&self.shared().last_push)
     }
 
     /// The server the client is connected to, if any.
@@ -275,7 +288,7 @@ impl Registry for NacosRegistry {
             let mut revisions = RevisionInterner::default();
             let mut instances = Vec::new();
             for host in info.hosts.iter().flatten() {
-                match record::decode(&app, host) {
+                match record::decode(&app, host.get()) {
                     Ok(r) => instances.push(Arc::new(Instance::from_record(r, &mut revisions))),
                     Err(_) => NacosStats::bump(&shared.stats.invalid_records),
                 }

@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use rustc_hash::{FxHashMap, FxHasher};
+use serde_json::value::RawValue;
 use steadfast_core::{
     same, EventQueue, Instance, RegistryError, RegistryEvent, RevisionInterner, Version,
 };
@@ -31,11 +33,17 @@ pub enum ListKind {
     Resync,
 }
 
+/// The raw text of a host record and what it decoded to: a record whose
+/// text did not change since the last list is not decoded again.
+type Decoded = (Box<RawValue>, Arc<Instance>);
+
 /// One subscribed service.
 #[derive(Debug, Default)]
 struct Sub {
     queues: Vec<(u64, Arc<EventQueue>)>,
-    held: HashMap<Arc<str>, Arc<Instance>>,
+    held: FxHashMap<Arc<str>, Arc<Instance>>,
+    /// The last list's records by a hash of their text.
+    texts: FxHashMap<u64, Decoded>,
     version: Option<Version>,
     /// The next list is delivered as a Reset (new, or after an outage).
     fresh: bool,
@@ -146,24 +154,41 @@ impl Subscriptions {
 
     /// Applies a full list of `app` (skipping invalid records, counted)
     /// and delivers what changed.
-    pub fn apply(&mut self, app: &str, info: &ServiceInfo, kind: ListKind, stats: &NacosStats) {
+    pub fn apply(&mut self, app: &str, info: ServiceInfo, kind: ListKind, stats: &NacosStats) {
         let version = self.next_version();
         let Some(sub) = self.subs.get_mut(app) else {
             return;
         };
-        let mut now: HashMap<Arc<str>, Arc<Instance>> = HashMap::new();
-        for host in info.hosts.iter().flatten() {
-            match record::decode(app, host) {
-                Ok(record) => {
-                    let instance = Arc::new(Instance::from_record(record, &mut self.revisions));
-                    now.insert(instance.id_arc().clone(), instance);
-                }
-                Err(e) => {
-                    NacosStats::bump(&stats.invalid_records);
-                    tracing::warn!(app = %app.escape_debug(), error = %e, "skipped an invalid nacos instance record");
-                }
-            }
+        let hosts = info.hosts.unwrap_or_default();
+        // A record whose text did not change keeps its instance (the same
+        // `Arc`, so comparing it with what is held is a pointer check);
+        // only new texts are decoded. A repeated id: the later one wins.
+        let mut texts: FxHashMap<u64, Decoded> = FxHashMap::default();
+        texts.reserve(hosts.len());
+        let mut now: FxHashMap<Arc<str>, Arc<Instance>> = FxHashMap::default();
+        now.reserve(hosts.len());
+        for host in hosts {
+            let text = host.get();
+            let key = text_hash(text);
+            let known = sub.texts.remove(&key).filter(|(raw, _)| raw.get() == text);
+            let instance = match known {
+                Some((_, instance)) => instance,
+                None => match texts.get(&key).filter(|(raw, _)| raw.get() == text) {
+                    Some((_, instance)) => instance.clone(),
+                    None => match record::decode(app, text) {
+                        Ok(record) => Arc::new(Instance::from_record(record, &mut self.revisions)),
+                        Err(e) => {
+                            NacosStats::bump(&stats.invalid_records);
+                            tracing::warn!(app = %app.escape_debug(), error = %e, "skipped an invalid nacos instance record");
+                            continue;
+                        }
+                    },
+                },
+            };
+            now.insert(instance.id_arc().clone(), instance.clone());
+            texts.insert(key, (host, instance));
         }
+        sub.texts = texts;
         let event = match sub.version {
             Some(base) if !sub.fresh => {
                 let removals: Vec<Arc<str>> = sub
@@ -213,3 +238,14 @@ impl Subscriptions {
         }
     }
 }
+
+/// A fast hash of a record's text (a hit is confirmed by comparing texts).
+fn text_hash(text: &str) -> u64 {
+    use std::hash::Hasher;
+    let mut h = FxHasher::default();
+    h.write(text.as_bytes());
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests;
