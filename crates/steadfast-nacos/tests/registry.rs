@@ -168,3 +168,71 @@ async fn a_restart_on_the_same_address_with_a_new_revision_is_seen() {
         drop(provider);
     }
 }
+
+/// 1000 subscribed services share the client's one connection, and each
+/// gets its list.
+#[tokio::test]
+async fn a_thousand_services_share_one_connection() {
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let provider = registry(&server);
+    let consumer = registry(&server);
+    let regs: Vec<_> = (0..1000u16)
+        .map(|i| {
+            provider.register(ServiceInstance::new(
+                format!("svc-{i}"),
+                "127.0.0.1",
+                1000 + i,
+            ))
+        })
+        .collect();
+    for r in futures::future::join_all(regs).await {
+        r.unwrap();
+    }
+    let mut streams = Vec::new();
+    for i in 0..1000 {
+        streams.push(consumer.watch(&format!("svc-{i}")).await.unwrap());
+    }
+    for (i, stream) in streams.iter_mut().enumerate() {
+        let mut held = Default::default();
+        let want = format!("127.0.0.1:{}", 1000 + i);
+        until_ids(stream, &mut held, &[want.as_str()]).await;
+    }
+    assert_eq!(consumer.stats().connects, 1);
+    assert_eq!(consumer.stats().connection_losses, 0);
+}
+
+/// Records no provider could serve (port 0, an empty ip) are typed errors,
+/// counted and skipped; the good record of the same service is kept.
+#[tokio::test]
+async fn invalid_records_are_skipped_and_counted_and_nothing_else_is_lost() {
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let provider = registry(&server);
+    let consumer = registry(&server);
+    let mut stream = consumer.watch("mixed").await.unwrap();
+    let mut good = ServiceInstance::new("mixed", "127.0.0.1", 20031);
+    // Hostile but valid text travels as it is (outputs escape it).
+    good.metadata
+        .insert("note".into(), "<script>\u{0}\"\\\n".into());
+    provider.register(good).await.unwrap();
+    provider
+        .register(ServiceInstance::new("mixed", "127.0.0.1", 0))
+        .await
+        .unwrap();
+    provider
+        .register(ServiceInstance::new("mixed", "", 20032))
+        .await
+        .unwrap();
+    let mut held = Default::default();
+    until_ids(&mut stream, &mut held, &["127.0.0.1:20031"]).await;
+    // Wait for the push carrying every record, then check the count.
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    while consumer.stats().invalid_records < 2 {
+        assert!(tokio::time::Instant::now() < end, "{:?}", consumer.stats());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = consumer.list("mixed").await.unwrap();
+    let ids: Vec<&str> = listed.instances.iter().map(|i| i.id()).collect();
+    assert_eq!(ids, ["127.0.0.1:20031"]);
+    let note = listed.instances[0].extra("note");
+    assert_eq!(note, Some("<script>\u{0}\"\\\n"));
+}
