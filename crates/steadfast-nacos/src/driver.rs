@@ -170,7 +170,7 @@ async fn redo(shared: &Arc<Shared>) {
         .for_each_concurrent(CONCURRENCY, |app| {
             let conn = conn.clone();
             async move {
-                if shared.subscribe_call(&conn, &app, true).await.is_ok() && !first {
+                if subscribe(shared, &conn, app).await && !first {
                     NacosStats::bump(&shared.stats.redone_subscriptions);
                 }
             }
@@ -178,8 +178,24 @@ async fn redo(shared: &Arc<Shared>) {
         .await;
 }
 
-/// Lists every subscribed service in full.
+/// Subscribes `app`; a failure is told to its watchers and the subscribe
+/// is tried again at the next resync.
+async fn subscribe(shared: &Arc<Shared>, conn: &Arc<Connection>, app: String) -> bool {
+    match shared.subscribe_call(conn, &app, true).await {
+        Ok(()) => true,
+        Err(e) => {
+            let why = format!("nacos subscribe failed: {e}");
+            shared.subs().report_error(&app, &why, &shared.stats);
+            shared.retry_later(app);
+            false
+        }
+    }
+}
+
+/// Subscribes what failed to subscribe, then lists every subscribed
+/// service in full.
 async fn resync(shared: &Arc<Shared>) {
+    sync_watchers(shared).await;
     let Some(conn) = shared.connection() else {
         return;
     };
@@ -188,11 +204,17 @@ async fn resync(shared: &Arc<Shared>) {
         .for_each_concurrent(CONCURRENCY, |app| {
             let conn = conn.clone();
             async move {
-                if let Ok(info) = shared.query_call(&conn, &app).await {
-                    NacosStats::bump(&shared.stats.resyncs);
-                    shared
-                        .subs()
-                        .apply(&app, info, ListKind::Resync, &shared.stats);
+                match shared.query_call(&conn, &app).await {
+                    Ok(info) => {
+                        NacosStats::bump(&shared.stats.resyncs);
+                        shared
+                            .subs()
+                            .apply(&app, info, ListKind::Resync, &shared.stats);
+                    }
+                    Err(e) => {
+                        let why = format!("nacos list failed: {e}");
+                        shared.subs().report_error(&app, &why, &shared.stats);
+                    }
                 }
             }
         })
@@ -201,15 +223,16 @@ async fn resync(shared: &Arc<Shared>) {
 
 /// Subscribes the services new watchers asked for.
 async fn sync_watchers(shared: &Arc<Shared>) {
-    let pending = shared.take_pending();
     let Some(conn) = shared.connection() else {
+        // Kept: the redo of the next connection subscribes every service.
         return;
     };
+    let pending = shared.take_pending();
     stream::iter(pending)
         .for_each_concurrent(CONCURRENCY, |app| {
             let conn = conn.clone();
             async move {
-                let _ = shared.subscribe_call(&conn, &app, true).await;
+                subscribe(shared, &conn, app).await;
             }
         })
         .await;

@@ -92,6 +92,14 @@ impl Shared {
         lock(&self.registrations).values().cloned().collect()
     }
 
+    /// `app` is subscribed again at the next resync.
+    pub(crate) fn retry_later(&self, app: String) {
+        let mut pending = lock(&self.pending);
+        if !pending.contains(&app) {
+            pending.push(app);
+        }
+    }
+
     pub(crate) fn take_pending(&self) -> Vec<String> {
         std::mem::take(&mut *lock(&self.pending))
     }

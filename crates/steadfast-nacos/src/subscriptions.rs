@@ -152,6 +152,19 @@ impl Subscriptions {
         }
     }
 
+    /// A call for `app` failed (a subscribe the server refused, a list
+    /// that timed out): its watchers hear why; what they hold stays.
+    pub fn report_error(&mut self, app: &str, why: &str, stats: &NacosStats) {
+        let Some(sub) = self.subs.get(app) else {
+            return;
+        };
+        for (_, queue) in &sub.queues {
+            NacosStats::bump(&stats.unavailable_reports);
+            let reset = || sub.reset();
+            queue.push(Err(RegistryError::Unavailable(why.to_string())), reset);
+        }
+    }
+
     /// Applies a full list of `app` (skipping invalid records, counted)
     /// and delivers what changed.
     pub fn apply(&mut self, app: &str, info: ServiceInfo, kind: ListKind, stats: &NacosStats) {

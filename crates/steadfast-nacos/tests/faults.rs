@@ -96,3 +96,27 @@ async fn clients_move_to_a_live_server_and_redo_everything_there() {
     assert_eq!(consumer.connected_server(), Some(b.grpc_addr()));
     assert_eq!(provider.connected_server(), Some(b.grpc_addr()));
 }
+
+/// A server with auth on refuses a client that has no credentials (login
+/// is not implemented yet): every call is a typed error and every watcher
+/// hears why, never a silent empty state.
+#[tokio::test]
+async fn a_server_with_auth_on_refuses_calls_and_watchers_hear_why() {
+    let server = RnacosServer::start_with_env(&[("RNACOS_ENABLE_OPEN_API_AUTH", "true")])
+        .await
+        .expect("rnacos starts");
+    let client = NacosRegistry::new(NacosConfig::new([server.grpc_addr()]));
+    let mut stream = client.watch("locked").await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+        Ok(Some(Err(e))) => assert!(e.to_string().contains("subscribe failed"), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let err = client
+        .register(ServiceInstance::new("locked", "127.0.0.1", 21003))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, steadfast_core::RegistryError::Rejected(_)),
+        "{err:?}"
+    );
+}
