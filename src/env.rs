@@ -30,6 +30,7 @@
 //! | `STEADFAST_ETCD_CA_FILE` | PEM file of the CA the members' certificates chain to | built-in roots |
 //! | `STEADFAST_ETCD_CERT_FILE` / `STEADFAST_ETCD_KEY_FILE` | client certificate and key (PEM files) | none |
 //! | `STEADFAST_ETCD_PROXY` | proxy URL for the etcd client (proxy variables are ignored otherwise) | none |
+//! | `STEADFAST_NACOS_USER` / `STEADFAST_NACOS_PASSWORD` | Nacos user and password (login over HTTP, token on every call) | none |
 //! | `STEADFAST_HTTP_CONNECT_TIMEOUT` | metadata fetcher TCP connect deadline | 5s |
 //! | `STEADFAST_HTTP_TIMEOUT` | metadata fetcher deadline of one request | 5s |
 //! | `STEADFAST_HTTP_MAX_BODY_BYTES` | largest metadata body | 1048576 |
@@ -54,64 +55,67 @@ use thiserror::Error;
 /// The variable naming a JSON [`SteadfastConfig`] read before the others.
 pub const CONFIG_VAR: &str = "STEADFAST_CONFIG";
 
-const fn row(var: &'static str, field: &'static str, takes: Takes) -> EnvVar {
-    EnvVar { var, field, takes }
-}
-
 /// Every variable of the facade's part of [`SteadfastConfig`] (the
 /// engine's are [`ENGINE_VARS`](crate::ENGINE_VARS), below `engine`), each
 /// with the document field it sets. Read through [`EnvVars::apply`], the
 /// one mapping from the environment to a config. The `etcd.*` rows need
 /// the `etcd` feature and the `fetcher.*` rows the `http` feature; without
-/// it they are not read.
+/// it they are not read, as the `nacos.*` rows without the `nacos`
+/// feature.
 pub const FACADE_VARS: &[EnvVar] = &[
-    row("STEADFAST_REGISTRY", "registry", Takes::Text),
-    row("STEADFAST_ETCD_PREFIX", "etcd.prefix", Takes::Text),
-    row(
+    EnvVar::new("STEADFAST_REGISTRY", "registry", Takes::Text),
+    EnvVar::new("STEADFAST_ETCD_PREFIX", "etcd.prefix", Takes::Text),
+    EnvVar::new(
         "STEADFAST_ETCD_LEASE_TTL",
         "etcd.lease_ttl",
         Takes::Duration,
     ),
-    row(
+    EnvVar::new(
         "STEADFAST_ETCD_REQUEST_TIMEOUT",
         "etcd.request_timeout",
         Takes::Duration,
     ),
-    row(
+    EnvVar::new(
         "STEADFAST_ETCD_OPERATION_TIMEOUT",
         "etcd.operation_timeout",
         Takes::Duration,
     ),
-    row("STEADFAST_ETCD_USER", "etcd.auth.username", Takes::Text),
-    row(
+    EnvVar::new("STEADFAST_ETCD_USER", "etcd.auth.username", Takes::Text),
+    EnvVar::new(
         "STEADFAST_ETCD_PASSWORD",
         "etcd.auth.password",
         Takes::Secret,
     ),
-    row("STEADFAST_ETCD_CA_FILE", "etcd.tls.ca", Takes::PemFile),
-    row(
+    EnvVar::new("STEADFAST_ETCD_CA_FILE", "etcd.tls.ca", Takes::PemFile),
+    EnvVar::new(
         "STEADFAST_ETCD_CERT_FILE",
         "etcd.tls.client_cert",
         Takes::PemFile,
     ),
-    row(
+    EnvVar::new(
         "STEADFAST_ETCD_KEY_FILE",
         "etcd.tls.client_key",
         Takes::PemFile,
     ),
-    row("STEADFAST_ETCD_PROXY", "etcd.proxy", Takes::Text),
-    row(
+    EnvVar::new("STEADFAST_ETCD_PROXY", "etcd.proxy", Takes::Text),
+    EnvVar::new("STEADFAST_NACOS_USER", "nacos.auth.username", Takes::Text),
+    EnvVar::new(
+        "STEADFAST_NACOS_PASSWORD",
+        "nacos.auth.password",
+        Takes::Secret,
+    ),
+    EnvVar::new(
         "STEADFAST_HTTP_CONNECT_TIMEOUT",
         "fetcher.connect_timeout",
         Takes::Duration,
     ),
-    row("STEADFAST_HTTP_TIMEOUT", "fetcher.timeout", Takes::Duration),
-    row(
+    EnvVar::new("STEADFAST_HTTP_TIMEOUT", "fetcher.timeout", Takes::Duration),
+    EnvVar::new(
         "STEADFAST_HTTP_MAX_BODY_BYTES",
         "fetcher.max_body_bytes",
         Takes::Number,
     ),
-    row("STEADFAST_HTTP_BASE_PATH", "fetcher.base_path", Takes::Text),
+    EnvVar::new("STEADFAST_HTTP_BASE_PATH", "fetcher.base_path", Takes::Text),
 ];
 
 /// Whether this build's [`SteadfastConfig`] has the field a facade row sets.

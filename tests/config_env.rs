@@ -449,7 +449,7 @@ fn export_host_and_port_come_from_the_environment() {
 
 /// Every facade row sets the field it names: a sample value for it alone
 /// changes that field of the read config and nothing else.
-#[cfg(all(feature = "etcd", feature = "http"))]
+#[cfg(all(feature = "etcd", feature = "nacos", feature = "http"))]
 #[test]
 fn every_facade_variable_sets_the_field_its_row_names() {
     use steadfast::Takes;
@@ -462,13 +462,18 @@ fn every_facade_variable_sets_the_field_its_row_names() {
             _ => "memory",
         };
         let mut set = vec![(row.var, sample)];
-        if row.var == "STEADFAST_ETCD_PASSWORD" {
-            set.push(("STEADFAST_ETCD_USER", "svc"));
+        let user = row.var.replace("_PASSWORD", "_USER");
+        if row.takes == Takes::Secret {
+            set.push((user.as_str(), "svc"));
         }
         let c = SteadfastConfig::from_vars(&vars(&set)).unwrap();
-        if row.var == "STEADFAST_ETCD_PASSWORD" {
-            let auth = c.etcd.auth.as_ref().expect("credentials");
-            assert_eq!(auth.password.expose(), "memory");
+        if row.takes == Takes::Secret {
+            let password = match row.var {
+                "STEADFAST_ETCD_PASSWORD" => c.etcd.auth.as_ref().map(|a| a.password.expose()),
+                "STEADFAST_NACOS_PASSWORD" => c.nacos.auth.as_ref().map(|a| a.password.expose()),
+                other => panic!("a secret row {other} this test does not know"),
+            };
+            assert_eq!(password, Some("memory"), "{}", row.var);
             continue;
         }
         let read = serde_json::to_value(&c).unwrap();

@@ -11,22 +11,11 @@ use std::time::Duration;
 use common::*;
 use futures::future::BoxFuture;
 use steadfast::{
-    DirectoryView, EventStream, Listing, MemoryRegistry, Reference, Registry, RegistryError,
-    ServiceInstance,
+    EventStream, Listing, MemoryRegistry, Reference, Registry, RegistryError, ServiceInstance,
 };
 
 /// One backoff step of the default registry schedule: 1 s + 25 % jitter.
 const ONE_STEP: Duration = Duration::from_millis(1250);
-
-fn ids(v: &DirectoryView) -> Vec<String> {
-    let mut ids: Vec<String> = v
-        .endpoints
-        .iter()
-        .map(|u| u.instance_id().to_string())
-        .collect();
-    ids.sort();
-    ids
-}
 
 /// Two apps, one directory each, both ready.
 async fn two_apps(fx: &Fixture) -> Vec<steadfast::Directory> {
@@ -177,7 +166,7 @@ async fn an_unhealthy_watch_that_goes_silent_is_re_opened_after_the_backoff_cap(
     );
     assert_eq!(fx.registry.watch_calls(), watches + 1, "one re-open");
     assert_eq!(fx.registry.watcher_count(APP), 1, "the old stream dropped");
-    assert_eq!(ids(&v).len(), 2);
+    assert_eq!(common::instance_ids(&v).len(), 2);
 }
 
 #[actix_rt::test]
@@ -200,7 +189,7 @@ async fn a_lost_notification_is_corrected_within_one_resync() {
         ports(v) == vec![20001]
     })
     .await;
-    assert_eq!(ids(&v), vec!["127.0.0.1:8002".to_string()]);
+    assert_eq!(common::instance_ids(&v), vec!["127.0.0.1:8002".to_string()]);
     assert_eq!(
         fx.engine.stats().missed_notifications,
         2,

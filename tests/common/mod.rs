@@ -199,3 +199,24 @@ pub fn ports(view: &DirectoryView) -> Vec<u16> {
     p.sort_unstable();
     p
 }
+
+/// Instance ids of the endpoints in a view, sorted.
+pub fn instance_ids(view: &DirectoryView) -> Vec<String> {
+    let mut ids: Vec<String> = view
+        .endpoints
+        .iter()
+        .map(|u| u.instance_id().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Checks for one second (ten reads) that the directory keeps serving
+/// exactly `want` while its registry is down: an outage never empties it.
+pub async fn keeps_serving(dir: &Directory, want: &[&str]) {
+    for _ in 0..10 {
+        sleep(Duration::from_millis(100)).await;
+        let v = dir.view().await.expect("directory open");
+        assert_eq!(instance_ids(&v), want, "an outage never empties");
+    }
+}

@@ -102,8 +102,15 @@ pub struct EnvVar {
     pub takes: Takes,
 }
 
+impl EnvVar {
+    /// Variable `var` sets `field` and takes `takes`.
+    pub const fn new(var: &'static str, field: &'static str, takes: Takes) -> Self {
+        Self { var, field, takes }
+    }
+}
+
 const fn var(var: &'static str, field: &'static str, takes: Takes) -> EnvVar {
-    EnvVar { var, field, takes }
+    EnvVar::new(var, field, takes)
 }
 
 /// Every variable [`EngineConfig::from_env`] reads: the one mapping from

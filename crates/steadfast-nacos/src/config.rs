@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use steadfast_core::BackoffPolicy;
+use steadfast_core::{BackoffPolicy, Secret};
 
 /// The namespace sent when none is configured (Nacos 3's default id; sent
 /// explicitly, never the empty string).
@@ -45,6 +45,11 @@ pub struct NacosConfig {
     pub backoff: BackoffPolicy,
     /// Bound of each subscriber's queue (it collapses to a Reset past it).
     pub queue_capacity: usize,
+    /// Credentials of a server with auth on: the client logs in over HTTP
+    /// (`/nacos/v1/auth/login` at the gRPC port - 1000) on every new
+    /// connection and again before the token expires, and sends the token
+    /// with every call. Default none.
+    pub auth: Option<NacosAuth>,
     /// Largest message the client accepts from a server. A push carries a
     /// service's whole list (~300 B per instance): gRPC's usual 4 MiB
     /// would refuse a list of ~14k instances and break the connection on
@@ -71,6 +76,7 @@ impl Default for NacosConfig {
             },
             queue_capacity: 256,
             max_message_bytes: 64 << 20,
+            auth: None,
         }
     }
 }
@@ -83,6 +89,35 @@ impl NacosConfig {
             ..Self::default()
         }
     }
+}
+
+/// A Nacos user. The password is a [`Secret`]: neither `Debug` nor
+/// `Serialize` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NacosAuth {
+    /// The user name.
+    pub username: String,
+    /// Its password (empty when not given).
+    #[serde(default)]
+    pub password: Secret,
+}
+
+impl NacosAuth {
+    /// Credentials of `username`.
+    pub fn new(username: impl Into<String>, password: impl Into<Secret>) -> Self {
+        Self {
+            username: username.into(),
+            password: password.into(),
+        }
+    }
+}
+
+/// The HTTP address of a server named by its gRPC address (port - 1000).
+pub fn http_address(grpc: &str) -> Option<String> {
+    let (host, port) = grpc.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let http = port.checked_sub(1000)?;
+    (!host.is_empty()).then(|| format!("{host}:{http}"))
 }
 
 /// The gRPC address of a Nacos server named by its HTTP address

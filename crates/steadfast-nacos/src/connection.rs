@@ -47,6 +47,7 @@ pub struct Connection {
     server: String,
     namespace: String,
     max_message_bytes: usize,
+    token: Arc<std::sync::RwLock<Option<steadfast_core::Secret>>>,
     ids: AtomicU64,
     /// The id the server gave the connection (informational).
     pub connection_id: String,
@@ -71,10 +72,11 @@ impl Connection {
     pub async fn open(
         server: &str,
         limits: &NacosConfig,
+        token: Arc<std::sync::RwLock<Option<steadfast_core::Secret>>>,
         inbound: mpsc::Sender<(u64, Inbound)>,
         generation: u64,
     ) -> Result<Arc<Connection>, NacosError> {
-        let work = Self::handshake(server, limits, inbound, generation);
+        let work = Self::handshake(server, limits, token, inbound, generation);
         tokio::time::timeout(limits.connect_timeout, work)
             .await
             .map_err(|_| NacosError::Timeout { call: "connect" })?
@@ -83,6 +85,7 @@ impl Connection {
     async fn handshake(
         server: &str,
         limits: &NacosConfig,
+        token: Arc<std::sync::RwLock<Option<steadfast_core::Secret>>>,
         inbound: mpsc::Sender<(u64, Inbound)>,
         generation: u64,
     ) -> Result<Arc<Connection>, NacosError> {
@@ -106,6 +109,7 @@ impl Connection {
             to_server,
             server: server.to_string(),
             max_message_bytes: limits.max_message_bytes,
+            token,
             namespace: namespace.to_string(),
             ids: AtomicU64::new(1),
             connection_id: String::new(),
@@ -218,7 +222,16 @@ impl Connection {
         request: &Q,
         timeout: Duration,
     ) -> Result<R, NacosError> {
-        let payload = Payload::new(kind, request, "");
+        let mut payload = Payload::new(kind, request, "");
+        let token = self
+            .token
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let (Some(token), Some(meta)) = (token, payload.metadata.as_mut()) {
+            meta.headers
+                .insert("accessToken".to_string(), token.expose().to_string());
+        }
         let mut grpc = self.grpc();
         let work = async {
             grpc.ready().await.map_err(|e| NacosError::Call {

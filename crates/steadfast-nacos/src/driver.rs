@@ -90,14 +90,29 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             match action {
                 LinkAction::Connect(server) => {
                     generation += 1;
-                    let opened =
-                        Connection::open(&server, &config, inbound_tx.clone(), generation).await;
+                    // A server with auth on: the token comes first (every
+                    // call of the handshake's health check needs it).
+                    let opened = match shared.login(&server).await {
+                        Ok(ttl) => Connection::open(
+                            &server,
+                            &config,
+                            shared.token.clone(),
+                            inbound_tx.clone(),
+                            generation,
+                        )
+                        .await
+                        .map(|conn| (conn, ttl)),
+                        Err(e) => Err(e),
+                    };
                     let now = Instant::now().into_std();
                     let next = match opened {
-                        Ok(conn) => {
+                        Ok((conn, ttl)) => {
                             NacosStats::bump(&shared.stats.connects);
                             tracing::info!(server = %server, connection = %conn.connection_id, "connected to nacos");
                             shared.set_connection(Some(conn));
+                            if let Some(ttl) = ttl {
+                                link.on_logged_in(now, ttl);
+                            }
                             link.on_connected(now)
                         }
                         Err(e) => {
@@ -121,6 +136,21 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         });
                     }
                 }
+                LinkAction::Login => {
+                    let server = shared.connection().map(|c| c.server().to_string());
+                    let now = Instant::now().into_std();
+                    match server {
+                        Some(server) => match shared.login(&server).await {
+                            Ok(Some(ttl)) => link.on_logged_in(now, ttl),
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::warn!(server = %server, error = %e, "renewing the nacos token failed");
+                                link.on_login_failed(now);
+                            }
+                        },
+                        None => link.on_login_failed(now),
+                    }
+                }
                 other => perform(&shared, other).await,
             }
         }
@@ -140,7 +170,7 @@ async fn perform(shared: &Arc<Shared>, action: LinkAction) {
         }
         LinkAction::Redo => redo(shared).await,
         LinkAction::Resync => resync(shared).await,
-        LinkAction::Connect(_) | LinkAction::CheckHealth => {}
+        LinkAction::Connect(_) | LinkAction::CheckHealth | LinkAction::Login => {}
     }
 }
 

@@ -14,6 +14,7 @@
 //! * `subscriptions`: full lists diffed into versioned Reset / Delta
 //!   events, delivered through core's bounded `EventQueue`;
 //! * `record`: instance records in Dubbo's layout on Nacos;
+//! * `login`: the token of a server with auth on (renewed by the link);
 //! * `registry`: [`NacosRegistry`];
 //! * `harness` (feature `harness`): real rnacos processes for tests.
 
@@ -25,6 +26,7 @@ mod connection;
 mod driver;
 mod error;
 mod link;
+mod login;
 mod protocol;
 mod record;
 mod registry;
@@ -35,7 +37,9 @@ mod wire;
 #[cfg(feature = "harness")]
 pub mod harness;
 
-pub use config::{grpc_address, NacosConfig, DEFAULT_GROUP, DEFAULT_NAMESPACE};
+pub use config::{
+    grpc_address, http_address, NacosAuth, NacosConfig, DEFAULT_GROUP, DEFAULT_NAMESPACE,
+};
 pub use error::{InvalidInstance, NacosError};
 pub use link::{LinkAction, LinkMachine};
 pub use record::{DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, ID_KEY};

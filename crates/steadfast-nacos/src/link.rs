@@ -34,6 +34,8 @@ pub enum LinkAction {
     CheckHealth,
     /// List every subscribed service in full.
     Resync,
+    /// Log in again: the token expires soon.
+    Login,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +65,8 @@ pub struct LinkMachine {
     health_failures: u32,
     resync_interval: Duration,
     connects: u64,
+    /// When the token must be renewed (a tenth of its life early).
+    token_due: Option<Instant>,
 }
 
 impl LinkMachine {
@@ -78,6 +82,7 @@ impl LinkMachine {
             health_failures: config.health_failures.max(1),
             resync_interval: config.resync_interval,
             connects: 0,
+            token_due: None,
         }
     }
 
@@ -101,7 +106,10 @@ impl LinkMachine {
                 resync,
                 checking,
                 ..
-            } => Some(if checking { resync } else { health.min(resync) }),
+            } => {
+                let next = if checking { resync } else { health.min(resync) };
+                Some(self.token_due.map_or(next, |t| t.min(next)))
+            }
         }
     }
 
@@ -131,6 +139,10 @@ impl LinkMachine {
                     *resync = now + self.resync_interval;
                     actions.push(LinkAction::Resync);
                 }
+                if self.token_due.is_some_and(|t| t <= now) {
+                    self.token_due = None;
+                    actions.push(LinkAction::Login);
+                }
             }
             _ => {}
         }
@@ -150,6 +162,18 @@ impl LinkMachine {
             failed_checks: 0,
         };
         vec![LinkAction::Redo]
+    }
+
+    /// A login answered at `now` with a token living `ttl`: renew it when
+    /// a tenth of its life is left.
+    pub fn on_logged_in(&mut self, now: Instant, ttl: Duration) {
+        self.token_due = Some(now + ttl.mul_f64(0.9));
+    }
+
+    /// A renewal failed at `now`: try again after a health interval (the
+    /// old token may still be good; a refused call says when it is not).
+    pub fn on_login_failed(&mut self, now: Instant) {
+        self.token_due = Some(now + self.health_interval);
     }
 
     /// The connect asked for failed at `now`: the next server, after the

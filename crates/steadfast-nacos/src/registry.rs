@@ -40,6 +40,11 @@ pub(crate) struct Shared {
     pending: Mutex<Vec<String>>,
     started: AtomicBool,
     last_push: Mutex<Option<Instant>>,
+    /// The access token of a server with auth on (every call sends it; a
+    /// `Secret`, so no `Debug` shows it).
+    pub(crate) token: Arc<std::sync::RwLock<Option<steadfast_core::Secret>>>,
+    /// The HTTP client of the login (built when auth is configured).
+    pub(crate) http: Option<reqwest::Client>,
 }
 
 /// A registration: the app and its record.
@@ -82,6 +87,20 @@ impl Shared {
     pub(crate) fn server_label(&self) -> String {
         self.connection()
             .map_or_else(String::new, |c| c.server().to_string())
+    }
+
+    /// Logs in at `server` when auth is configured: the token every call
+    /// sends from now on, and how long it lives (`None`: no auth).
+    pub(crate) async fn login(
+        &self,
+        server: &str,
+    ) -> Result<Option<std::time::Duration>, NacosError> {
+        let (Some(auth), Some(http)) = (&self.config.auth, &self.http) else {
+            return Ok(None);
+        };
+        let token = crate::login::login(http, server, auth, self.config.request_timeout).await?;
+        *self.token.write().unwrap_or_else(PoisonError::into_inner) = Some(token.value.into());
+        Ok(Some(token.ttl))
     }
 
     pub(crate) fn set_last_push(&self, at: Instant) {
@@ -209,6 +228,14 @@ pub struct NacosRegistry {
 impl NacosRegistry {
     /// A client of the servers `config` names.
     pub fn new(config: NacosConfig) -> Self {
+        // Never through a proxy: the servers are named directly.
+        let http = config.auth.as_ref().and_then(|_| {
+            reqwest::Client::builder()
+                .no_proxy()
+                .timeout(config.request_timeout)
+                .build()
+                .ok()
+        });
         let epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -224,6 +251,8 @@ impl NacosRegistry {
             pending: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
             last_push: Mutex::new(None),
+            token: Arc::new(std::sync::RwLock::new(None)),
+            http,
         });
         Self {
             handle: Arc::new(Handle { shared }),

@@ -120,3 +120,42 @@ async fn a_server_with_auth_on_refuses_calls_and_watchers_hear_why() {
         "{err:?}"
     );
 }
+
+/// With credentials the client logs in, sends its token with every call,
+/// and works; a wrong password is a typed error that never shows it.
+#[tokio::test]
+async fn a_client_with_credentials_works_on_a_server_with_auth_on() {
+    use steadfast_nacos::NacosAuth;
+    let server = RnacosServer::start_with_env(&[
+        ("RNACOS_ENABLE_OPEN_API_AUTH", "true"),
+        ("RNACOS_INIT_ADMIN_USERNAME", "operator"),
+        ("RNACOS_INIT_ADMIN_PASSWORD", "s3cret-pw"),
+    ])
+    .await
+    .expect("rnacos starts");
+    let mut config = NacosConfig::new([server.grpc_addr()]);
+    config.auth = Some(NacosAuth::new("operator", "s3cret-pw"));
+    let client = NacosRegistry::new(config.clone());
+    let mut stream = client.watch("guarded").await.unwrap();
+    register(
+        &client,
+        &ServiceInstance::new("guarded", "127.0.0.1", 21004),
+    )
+    .await;
+    until_held(&mut stream, "127.0.0.1:21004", Duration::from_secs(10)).await;
+    let shown = format!("{client:?} {config:?}");
+    assert!(
+        !shown.contains("s3cret-pw"),
+        "no password in Debug: {shown}"
+    );
+
+    config.auth = Some(NacosAuth::new("operator", "not-the-password"));
+    config.request_timeout = Duration::from_secs(1);
+    let wrong = NacosRegistry::new(config);
+    let err = wrong
+        .register(ServiceInstance::new("guarded", "127.0.0.1", 21005))
+        .await
+        .unwrap_err();
+    assert!(!err.to_string().contains("not-the-password"), "{err}");
+    assert!(wrong.stats().connect_failures >= 1, "{:?}", wrong.stats());
+}

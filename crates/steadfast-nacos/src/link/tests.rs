@@ -120,3 +120,46 @@ fn failures_back_off_through_every_server_and_a_flapping_connection_never_spins(
     assert!(now - t0 >= c.backoff.initial * 40, "spun: {:?}", now - t0);
     assert_eq!(m.connects(), 50);
 }
+
+#[test]
+fn a_token_is_renewed_before_it_expires_and_retried_after_a_failed_renewal() {
+    let t0 = Instant::now();
+    let mut rng = StdRng::seed_from_u64(4);
+    let c = config(&["a:1"]);
+    let mut m = LinkMachine::new(&c, t0);
+    m.handle_timeout(t0);
+    m.on_connected(t0);
+    m.on_logged_in(t0, Duration::from_secs(100));
+    let mut now = t0;
+    let mut logins = Vec::new();
+    while now < t0 + Duration::from_secs(120) {
+        now = m.poll_timeout().unwrap();
+        for a in m.handle_timeout(now) {
+            match a {
+                LinkAction::CheckHealth => {
+                    m.on_health(true, now, &mut rng);
+                }
+                LinkAction::Login => {
+                    logins.push(now - t0);
+                    if logins.len() == 1 {
+                        m.on_login_failed(now);
+                    } else {
+                        m.on_logged_in(now, Duration::from_secs(100));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        logins[0],
+        Duration::from_secs(90),
+        "a tenth of its life early"
+    );
+    assert_eq!(
+        logins[1],
+        Duration::from_secs(90) + c.health_interval,
+        "retried"
+    );
+    assert_eq!(logins.len(), 2, "{logins:?}");
+}
