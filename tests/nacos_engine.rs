@@ -83,3 +83,59 @@ async fn an_engine_on_nacos_survives_a_server_kill_and_redoes_everything() {
     assert!(providers.stats().redone_registrations >= 2);
     engine.shutdown().await;
 }
+
+/// The interface -> app mapping through the whole engine on Nacos: an
+/// export writes it (Dubbo's item: data id = the interface, group
+/// `mapping`) along with the instance and the metadata report; a consumer
+/// whose reference names no app finds the provider through it, and a
+/// second app exported later is added.
+#[actix_rt::test]
+async fn a_consumer_without_apps_follows_the_mapping_exports_write_on_nacos() {
+    use steadfast::{ExportSpec, ServiceInfo};
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let config = NacosConfig::new([server.grpc_addr()]);
+    let spec = |app: &str, port: u16| {
+        ExportSpec::new(app, "127.0.0.1", port).service(ServiceInfo {
+            name: IFACE.into(),
+            group: None,
+            version: None,
+            protocol: "tri".into(),
+            port,
+            path: IFACE.into(),
+            params: Default::default(),
+        })
+    };
+    // The provider publishes its metadata to the Nacos report only; the
+    // consumer reads it there.
+    let providers_registry = NacosRegistry::new(config.clone());
+    let providers = steadfast::Engine::builder()
+        .registry(providers_registry.clone())
+        .fetcher(ScriptedFetcher::new())
+        .metadata_publisher(providers_registry.metadata_report())
+        .start()
+        .unwrap();
+    let _a = providers.export(spec("greeter", 9100)).await.unwrap();
+    let consumer_registry = NacosRegistry::new(config);
+    let consumer = steadfast::Engine::builder()
+        .registry(consumer_registry.clone())
+        .fetcher(consumer_registry.metadata_report())
+        .start()
+        .unwrap();
+    let dir = consumer
+        .subscribe(Reference::new(IFACE, "tri", Vec::<String>::new()))
+        .await
+        .unwrap();
+    let v = common::wait_for(&dir, "the provider", Duration::from_secs(20), |v| {
+        v.status.is_ready()
+    })
+    .await;
+    assert_eq!(common::ports(&v), [9100]);
+    let _b = providers.export(spec("greeter-b", 9200)).await.unwrap();
+    let v = common::wait_for(&dir, "the second app", Duration::from_secs(20), |v| {
+        v.endpoints.len() == 2
+    })
+    .await;
+    assert_eq!(common::ports(&v), [9100, 9200]);
+    consumer.shutdown().await;
+    providers.shutdown().await;
+}

@@ -32,6 +32,8 @@ pub enum Inbound {
     Push(ServiceInfo, std::time::Instant),
     /// The server asked the client to reconnect elsewhere.
     Reset,
+    /// A listened config item changed (data id, group).
+    ConfigChanged(String, String),
     /// The stream ended or broke: the connection is gone.
     Closed(String),
 }
@@ -308,6 +310,17 @@ async fn read_stream(
                 None => Ok(()),
             },
             "ConnectResetRequest" => inbound.send((generation, Inbound::Reset)).await,
+            "ConfigChangeNotifyRequest" => {
+                let (data_id, group) = (request.data_id, request.group);
+                match (data_id, group) {
+                    (Some(d), Some(g)) => {
+                        inbound
+                            .send((generation, Inbound::ConfigChanged(d, g)))
+                            .await
+                    }
+                    _ => Ok(()),
+                }
+            }
             _ => Ok(()),
         };
         if handed.is_err() {

@@ -50,6 +50,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         shared.subs().apply(&app, info, ListKind::Pushed, &shared.stats);
                         continue;
                     }
+                    Inbound::ConfigChanged(data_id, group) => {
+                        if group == crate::mapping::MAPPING_GROUP {
+                            shared.read_mapping(&data_id).await;
+                        }
+                        continue;
+                    }
                     Inbound::Reset | Inbound::Closed(_) => {
                         if let Inbound::Closed(why) = &message {
                             tracing::warn!(server = %shared.server_label(), why = %why, "nacos connection lost");
@@ -74,6 +80,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             _ = shared.changed.notified() => {
                 sync_watchers(&shared).await;
+                let new = shared.take_mapping_pending();
+                if !new.is_empty() {
+                    shared.refresh_mappings(Some(new)).await;
+                }
                 continue;
             }
             _ = shared.leavers.wait() => {
@@ -157,6 +167,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
     shared.set_connection(None);
     shared.subs().close();
+    // Ends every mapping stream (their senders go).
+    *shared.mappings() = Default::default();
 }
 
 /// Performs a redo, a resync or a stale report.
@@ -168,8 +180,15 @@ async fn perform(shared: &Arc<Shared>, action: LinkAction) {
                 .subs()
                 .report_stale("nacos connection lost", &shared.stats);
         }
-        LinkAction::Redo => redo(shared).await,
-        LinkAction::Resync => resync(shared).await,
+        LinkAction::Redo | LinkAction::Resync => {
+            if action == LinkAction::Redo {
+                redo(shared).await;
+            } else {
+                resync(shared).await;
+            }
+            shared.reassert_mappings().await;
+            shared.refresh_mappings(None).await;
+        }
         LinkAction::Connect(_) | LinkAction::CheckHealth | LinkAction::Login => {}
     }
 }

@@ -16,17 +16,23 @@
 //! * `record`: instance records in Dubbo's layout on Nacos;
 //! * `login`: the token of a server with auth on (renewed by the link);
 //! * `registry`: [`NacosRegistry`];
+//! * `config_service`, `metadata` and `mapping`: config items; the remote
+//!   metadata report ([`NacosMetadataReport`]) and the interface -> app
+//!   mapping on them, both in Dubbo's layout;
 //! * `harness` (feature `harness`): real rnacos processes for tests.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod config;
+mod config_service;
 mod connection;
 mod driver;
 mod error;
 mod link;
 mod login;
+mod mapping;
+mod metadata;
 mod protocol;
 mod record;
 mod registry;
@@ -42,6 +48,8 @@ pub use config::{
 };
 pub use error::{InvalidInstance, NacosError};
 pub use link::{LinkAction, LinkMachine};
+pub use mapping::{parse_apps, MAPPING_GROUP};
+pub use metadata::NacosMetadataReport;
 pub use record::{DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, ID_KEY};
 pub use registry::NacosRegistry;
 pub use stats::{NacosStats, NacosStatsSnapshot, NACOS_COUNTERS};

@@ -189,6 +189,10 @@ pub struct ServerRequest {
     pub server_ip: Option<String>,
     /// Its port (`ConnectResetRequest`).
     pub server_port: Option<String>,
+    /// The changed item's data id (`ConfigChangeNotifyRequest`).
+    pub data_id: Option<String>,
+    /// Its group (`ConfigChangeNotifyRequest`).
+    pub group: Option<String>,
 }
 
 /// The answer to a server's request.
@@ -211,4 +215,87 @@ pub struct HealthCheckRequest {
     pub headers: HashMap<String, String>,
     /// Request id.
     pub request_id: String,
+}
+
+/// A request of the config module: one config item.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigHead {
+    /// Request headers.
+    pub headers: HashMap<String, String>,
+    /// Request id.
+    pub request_id: String,
+    /// Always `config`.
+    pub module: &'static str,
+    /// The item's data id.
+    pub data_id: String,
+    /// The item's group.
+    pub group: String,
+    /// The namespace.
+    pub tenant: String,
+}
+
+/// `ConfigQueryRequest` (and `ConfigRemoveRequest`, same fields).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigItemRequest {
+    /// The item.
+    #[serde(flatten)]
+    pub head: ConfigHead,
+}
+
+/// `ConfigQueryResponse`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConfigQueryResponse {
+    /// The item's content.
+    pub content: Option<String>,
+    /// Its MD5 (lowercase hex).
+    pub md5: Option<String>,
+}
+
+/// `ConfigPublishRequest`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigPublishRequest {
+    /// The item.
+    #[serde(flatten)]
+    pub head: ConfigHead,
+    /// The new content.
+    pub content: String,
+    /// Compare-and-swap: the MD5 of the content this write replaces
+    /// (Java Nacos refuses the write when it changed; rnacos ignores it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cas_md5: Option<String>,
+}
+
+/// One item a `ConfigBatchListenRequest` listens to.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenContext {
+    /// The item's data id.
+    pub data_id: String,
+    /// Its group.
+    pub group: String,
+    /// The namespace.
+    pub tenant: String,
+    /// The MD5 of the content held (empty: none).
+    pub md5: String,
+}
+
+/// `ConfigBatchListenRequest`: listen to (or stop listening to) items;
+/// changes come as `ConfigChangeNotifyRequest`s on the stream.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigBatchListenRequest {
+    /// Request headers.
+    pub headers: HashMap<String, String>,
+    /// Request id.
+    pub request_id: String,
+    /// Always `config`.
+    pub module: &'static str,
+    /// `true` to listen, `false` to stop.
+    pub listen: bool,
+    /// The items.
+    pub config_listen_contexts: Vec<ListenContext>,
 }

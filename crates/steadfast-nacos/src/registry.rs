@@ -45,6 +45,10 @@ pub(crate) struct Shared {
     pub(crate) token: Arc<std::sync::RwLock<Option<steadfast_core::Secret>>>,
     /// The HTTP client of the login (built when auth is configured).
     pub(crate) http: Option<reqwest::Client>,
+    mappings: crate::mapping::MappingsCell,
+    mapping_pending: Mutex<Vec<String>>,
+    /// The mappings this client wrote (re-asserted at each resync).
+    mapped: Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 /// A registration: the app and its record.
@@ -74,7 +78,7 @@ impl Shared {
     /// The connection, waiting for one at most a call's deadline (a call
     /// made while the client connects or reconnects waits for it instead
     /// of failing at once).
-    async fn wait_connection(&self) -> Result<Arc<Connection>, NacosError> {
+    pub(crate) async fn wait_connection(&self) -> Result<Arc<Connection>, NacosError> {
         let mut rx = self.conn.subscribe();
         let waited =
             tokio::time::timeout(self.config.request_timeout, rx.wait_for(Option::is_some)).await;
@@ -101,6 +105,24 @@ impl Shared {
         let token = crate::login::login(http, server, auth, self.config.request_timeout).await?;
         *self.token.write().unwrap_or_else(PoisonError::into_inner) = Some(token.value.into());
         Ok(Some(token.ttl))
+    }
+
+    pub(crate) fn mappings(&self) -> MutexGuard<'_, crate::mapping::Mappings> {
+        lock(&self.mappings)
+    }
+
+    /// A new watcher of `interface`: the driver listens to it and reads it.
+    pub(crate) fn mapping_pending(&self, interface: &str) {
+        lock(&self.mapping_pending).push(interface.to_string());
+        self.changed.notify_one();
+    }
+
+    pub(crate) fn mapped(&self) -> MutexGuard<'_, std::collections::BTreeSet<(String, String)>> {
+        lock(&self.mapped)
+    }
+
+    pub(crate) fn take_mapping_pending(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.mapping_pending))
     }
 
     pub(crate) fn set_last_push(&self, at: Instant) {
@@ -253,17 +275,24 @@ impl NacosRegistry {
             last_push: Mutex::new(None),
             token: Arc::new(std::sync::RwLock::new(None)),
             http,
+            mappings: Default::default(),
+            mapping_pending: Mutex::new(Vec::new()),
+            mapped: Mutex::new(Default::default()),
         });
         Self {
             handle: Arc::new(Handle { shared }),
         }
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
     }
 
     /// Starts the driver on first use (needs a tokio runtime).
+    pub(crate) fn start_driver(&self) {
+        self.start();
+    }
+
     fn start(&self) {
         let shared = self.shared();
         if !shared.started.swap(true, Ordering::AcqRel) {
@@ -400,6 +429,55 @@ impl Registry for NacosRegistry {
 
     fn rereads_on_resume(&self) -> bool {
         true
+    }
+
+    /// Adds `app` to the item (`interface`, `mapping`), merged with the
+    /// apps already there (see `mapping.rs`).
+    fn register_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (this, interface, app) = (self.clone(), interface.to_string(), app.to_string());
+        Box::pin(async move {
+            this.start();
+            let shared = this.shared();
+            shared.mapped().insert((interface.clone(), app.clone()));
+            shared
+                .set_mapping(&interface, &app, true)
+                .await
+                .map_err(to_registry)
+        })
+    }
+
+    /// Removes `app` from the item (`interface`, `mapping`).
+    fn unregister_mapping(
+        &self,
+        interface: &str,
+        app: &str,
+    ) -> BoxFuture<'static, Result<(), RegistryError>> {
+        let (this, interface, app) = (self.clone(), interface.to_string(), app.to_string());
+        Box::pin(async move {
+            this.start();
+            let shared = this.shared();
+            shared.mapped().remove(&(interface.clone(), app.clone()));
+            shared
+                .set_mapping(&interface, &app, false)
+                .await
+                .map_err(to_registry)
+        })
+    }
+
+    /// The apps of (`interface`, `mapping`), listened to.
+    fn watch_mapping(
+        &self,
+        interface: &str,
+    ) -> BoxFuture<'static, Result<steadfast_core::MappingStream, RegistryError>> {
+        let (this, interface) = (self.clone(), interface.to_string());
+        Box::pin(async move {
+            this.start();
+            Ok(this.shared().watch_mapping(&interface))
+        })
     }
 
     fn describe(&self) -> RegistryInfo {
