@@ -1,6 +1,7 @@
 //! `steadfast`: the operator's command line of Steadfast.
 //!
 //! `steadfast inspect --registry etcd://host:port[,host:port] [--prefix P]
+//! (or `--registry nacos://host:port[,host:port]`)
 //! (--app A | --interface I) [--watch] [--json]` starts an engine against
 //! the registry, subscribes to what was named, waits a bounded time for
 //! the first resolution, and prints instances -> revisions -> resolution
@@ -47,7 +48,8 @@ enum Command {
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
     /// `etcd://host:port[,host:port...]` (`etcds://`: https with the
-    /// built-in roots) or `memory`.
+    /// built-in roots), `nacos://host:port[,host:port...][?namespace=..&group=..]`
+    /// (HTTP addresses; gRPC at port + 1000) or `memory`.
     #[arg(long, env = "STEADFAST_REGISTRY")]
     pub registry: String,
     /// Key prefix of the registry's records in etcd.

@@ -1,7 +1,9 @@
 //! The registry and metadata fetcher named by `--registry`: etcd (records
 //! under `--prefix`; metadata read from the etcd metadata report first,
-//! then from each instance's MetadataService over HTTP) or the embedded
-//! in-memory registry (empty; for trying the command).
+//! then from each instance's MetadataService over HTTP), Nacos (`nacos://`,
+//! parsed as the facade parses `STEADFAST_REGISTRY`; metadata read from
+//! the Nacos report first), or the embedded in-memory registry (empty; for
+//! trying the command).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +14,7 @@ use steadfast_core::{FallbackFetcher, FetchError, MetadataFetcher, MetadataInfo,
 use steadfast_etcd::{EtcdAuth, EtcdConfig, EtcdRegistry, EtcdTls, PemSource};
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
+use steadfast_nacos::{grpc_address, NacosConfig, NacosRegistry};
 
 use crate::exit::Failure;
 
@@ -105,9 +108,12 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
             fetcher,
         });
     }
+    if registry.starts_with("nacos://") {
+        return nacos(registry, http);
+    }
     let endpoints = etcd_endpoints(registry).ok_or_else(|| {
         Failure::usage(format!(
-            "unsupported registry {registry:?}: use etcd://host:port[,host:port] or memory"
+            "unsupported registry {registry:?}: use etcd://host:port[,host:port], nacos://host:port[,host:port] or memory"
         ))
     })?;
     let config = security.apply(EtcdConfig::new(endpoints).with_prefix(prefix));
@@ -120,6 +126,48 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
             .registry_arc(Arc::new(etcd))
             .fetcher(fetcher.clone()),
         label: format!("{registry} prefix {prefix}"),
+        fetcher,
+    })
+}
+
+/// A Nacos source: `nacos://host:port[,...][?namespace=..&group=..]`
+/// (HTTP addresses; the client speaks gRPC at port + 1000).
+fn nacos(registry: &str, http: HttpMetadataFetcher) -> Result<Source, Failure> {
+    let choice: steadfast::RegistryChoice = registry
+        .parse()
+        .map_err(|e: steadfast::env::BadRegistry| Failure::usage(e.to_string()))?;
+    let steadfast::RegistryChoice::Nacos {
+        servers,
+        namespace,
+        group,
+    } = choice
+    else {
+        return Err(Failure::usage(format!(
+            "{registry:?} is not a nacos:// address"
+        )));
+    };
+    let mut config = NacosConfig::new(Vec::<String>::new());
+    for server in &servers {
+        let grpc = grpc_address(server)
+            .ok_or_else(|| Failure::usage(format!("{server:?}: no gRPC port at port + 1000")))?;
+        config.servers.push(grpc);
+    }
+    if let Some(n) = namespace {
+        config.namespace = n;
+    }
+    if let Some(g) = group {
+        config.group = g;
+    }
+    let nacos = NacosRegistry::new(config);
+    let fetcher = SharedFetcher(Arc::new(FallbackFetcher::new(
+        nacos.metadata_report(),
+        http,
+    )));
+    Ok(Source {
+        builder: EngineBuilder::default()
+            .registry(nacos)
+            .fetcher(fetcher.clone()),
+        label: registry.to_string(),
         fetcher,
     })
 }

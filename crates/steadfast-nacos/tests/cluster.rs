@@ -12,7 +12,12 @@ use steadfast_nacos::harness::RnacosServer;
 use steadfast_nacos::{NacosConfig, NacosRegistry};
 
 /// Folds `stream` until the held ids are `want` (sorted), within `within`.
-async fn until_ids(stream: &mut EventStream, held: &mut Vec<String>, want: &[&str], within: Duration) {
+async fn until_ids(
+    stream: &mut EventStream,
+    held: &mut Vec<String>,
+    want: &[&str],
+    within: Duration,
+) {
     let end = tokio::time::Instant::now() + within;
     loop {
         let mut sorted = held.clone();
@@ -24,7 +29,9 @@ async fn until_ids(stream: &mut EventStream, held: &mut Vec<String>, want: &[&st
             Ok(Some(Ok(RegistryEvent::Reset { items, .. }))) => {
                 *held = items.iter().map(|i| i.id().to_string()).collect();
             }
-            Ok(Some(Ok(RegistryEvent::Delta { upserts, removals, .. }))) => {
+            Ok(Some(Ok(RegistryEvent::Delta {
+                upserts, removals, ..
+            }))) => {
                 held.retain(|h| !removals.iter().any(|r| &**r == h));
                 held.extend(upserts.iter().map(|i| i.id().to_string()));
             }
@@ -68,7 +75,13 @@ async fn a_killed_member_moves_its_clients_to_the_live_ones() {
     }
     let mut held = Vec::new();
     // Across members: distro sync carries the instance to member 2.
-    until_ids(&mut stream, &mut held, &["127.0.0.1:21101"], Duration::from_secs(20)).await;
+    until_ids(
+        &mut stream,
+        &mut held,
+        &["127.0.0.1:21101"],
+        Duration::from_secs(20),
+    )
+    .await;
     assert_eq!(provider.connected_server(), Some(addrs[0].clone()));
     assert_eq!(consumer.connected_server(), Some(addrs[1].clone()));
 
@@ -84,8 +97,18 @@ async fn a_killed_member_moves_its_clients_to_the_live_ones() {
         assert!(tokio::time::Instant::now() < end, "provider never moved");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    until_ids(&mut stream, &mut held, &["127.0.0.1:21101"], Duration::from_secs(30)).await;
-    assert!(provider.stats().redone_registrations >= 1, "{:?}", provider.stats());
+    until_ids(
+        &mut stream,
+        &mut held,
+        &["127.0.0.1:21101"],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        provider.stats().redone_registrations >= 1,
+        "{:?}",
+        provider.stats()
+    );
     // And the instance stays (not removed for good with member 1).
     tokio::time::sleep(Duration::from_secs(3)).await;
     let listed = consumer.list("clustered").await.unwrap();
