@@ -305,7 +305,11 @@ impl EngineConfig {
         self,
         vars: &EnvVars<F>,
     ) -> Result<Self, EnvError> {
-        let document = serde_json::to_value(&self).unwrap_or_default();
+        let document = serde_json::to_value(&self).map_err(|_| EnvError::Invalid {
+            var: "STEADFAST_CONFIG",
+            value: String::new(),
+            expected: "an engine config that serializes",
+        })?;
         vars.apply(document, &[("", ENGINE_VARS)])
     }
 }

@@ -26,6 +26,10 @@ pub struct NacosConfig {
     /// Deadline of one call. Default 3 s.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// Deadline of one whole operation (a register with its wait for the
+    /// connection, a merged mapping write with its retries). Default 10 s.
+    #[serde(with = "humantime_serde")]
+    pub operation_timeout: Duration,
     /// Deadline of connecting to one server (TCP, server check, setup).
     /// Default 3 s.
     #[serde(with = "humantime_serde")]
@@ -64,6 +68,7 @@ impl Default for NacosConfig {
             namespace: DEFAULT_NAMESPACE.to_string(),
             group: DEFAULT_GROUP.to_string(),
             request_timeout: Duration::from_secs(3),
+            operation_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(3),
             health_interval: Duration::from_secs(2),
             health_failures: 2,

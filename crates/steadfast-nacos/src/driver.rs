@@ -51,8 +51,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         continue;
                     }
                     Inbound::ConfigChanged(data_id, group) => {
+                        // Its own task: the driver never waits on a call.
                         if group == crate::mapping::MAPPING_GROUP {
-                            shared.read_mapping(&data_id).await;
+                            let shared = shared.clone();
+                            tokio::spawn(async move { shared.read_mapping(&data_id).await });
                         }
                         continue;
                     }
@@ -61,6 +63,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                             tracing::warn!(server = %shared.server_label(), why = %why, "nacos connection lost");
                         }
                         NacosStats::bump(&shared.stats.connection_losses);
+                        // Whatever the lost connection still sends is dropped.
+                        generation += 1;
                         link.on_lost(Instant::now().into_std(), &mut rng)
                     }
                 }
@@ -75,6 +79,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 let actions = link.on_health(ok, Instant::now().into_std(), &mut rng);
                 if !actions.is_empty() {
                     NacosStats::bump(&shared.stats.connection_losses);
+                    generation += 1;
                 }
                 actions
             }
@@ -82,16 +87,27 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 sync_watchers(&shared).await;
                 let new = shared.take_mapping_pending();
                 if !new.is_empty() {
-                    shared.refresh_mappings(Some(new)).await;
+                    let shared = shared.clone();
+                    tokio::spawn(async move { shared.refresh_mappings(Some(new)).await });
                 }
                 continue;
             }
             _ = shared.leavers.wait() => {
                 let gone = shared.subs().leave(shared.leavers.take());
+                // Unsubscribing is best effort (the connection's end drops
+                // it anyway): its own task, concurrent, each call bounded.
                 if let Some(conn) = shared.connection() {
-                    for app in gone {
-                        let _ = shared.subscribe_call(&conn, &app, false).await;
-                    }
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        stream::iter(gone)
+                            .for_each_concurrent(CONCURRENCY, |app| {
+                                let (shared, conn) = (shared.clone(), conn.clone());
+                                async move {
+                                    let _ = shared.subscribe_call(&conn, &app, false).await;
+                                }
+                            })
+                            .await;
+                    });
                 }
                 continue;
             }
@@ -120,6 +136,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                             NacosStats::bump(&shared.stats.connects);
                             tracing::info!(server = %server, connection = %conn.connection_id, "connected to nacos");
                             shared.set_connection(Some(conn));
+                            shared.subs().clear_stale();
                             if let Some(ttl) = ttl {
                                 link.on_logged_in(now, ttl);
                             }
@@ -186,8 +203,13 @@ async fn perform(shared: &Arc<Shared>, action: LinkAction) {
             } else {
                 resync(shared).await;
             }
-            shared.reassert_mappings().await;
-            shared.refresh_mappings(None).await;
+            // Mappings in their own task: config calls never hold up the
+            // driver (each call has its deadline).
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                shared.reassert_mappings().await;
+                shared.refresh_mappings(None).await;
+            });
         }
         LinkAction::Connect(_) | LinkAction::CheckHealth | LinkAction::Login => {}
     }
@@ -208,8 +230,14 @@ async fn redo(shared: &Arc<Shared>) {
         .for_each_concurrent(CONCURRENCY, |record| {
             let conn = conn.clone();
             async move {
-                if shared.instance_call(&conn, &record, true).await.is_ok() && !first {
-                    NacosStats::bump(&shared.stats.redone_registrations);
+                let key = (record.app.clone(), record.key.clone());
+                if shared.instance_call(&conn, &record, true).await.is_ok() {
+                    // Unregistered while this redo ran: take it back out.
+                    if !shared.is_registered(&key) {
+                        let _ = shared.instance_call(&conn, &record, false).await;
+                    } else if !first {
+                        NacosStats::bump(&shared.stats.redone_registrations);
+                    }
                 }
             }
         })
@@ -276,7 +304,12 @@ async fn sync_watchers(shared: &Arc<Shared>) {
         // Kept: the redo of the next connection subscribes every service.
         return;
     };
-    let pending = shared.take_pending();
+    let pending: Vec<String> = {
+        let subs = shared.subs();
+        let mut apps = shared.take_pending();
+        apps.retain(|a| subs.is_subscribed(a));
+        apps
+    };
     stream::iter(pending)
         .for_each_concurrent(CONCURRENCY, |app| {
             let conn = conn.clone();

@@ -21,6 +21,14 @@ use steadfast_core::{ErrorClass, Recover, RecoverPolicy, Retry};
 
 use crate::config::NacosConfig;
 
+/// The longest token life the link plans with (a server's TTL above it is
+/// renewed this early).
+pub const MAX_TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// The shortest health and resync intervals the link runs (a zero from a
+/// config file would loop).
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
 /// What the driver must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkAction {
@@ -78,9 +86,9 @@ impl LinkMachine {
             state: State::Down { at: now },
             recover: Recover::new(),
             policy: RecoverPolicy::new(config.backoff),
-            health_interval: config.health_interval,
+            health_interval: config.health_interval.max(MIN_INTERVAL),
             health_failures: config.health_failures.max(1),
-            resync_interval: config.resync_interval,
+            resync_interval: config.resync_interval.max(MIN_INTERVAL),
             connects: 0,
             token_due: None,
         }
@@ -99,6 +107,8 @@ impl LinkMachine {
     /// When [`LinkMachine::handle_timeout`] has something to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
+            // No server to connect to: nothing will ever be due.
+            State::Down { .. } if self.servers.is_empty() => None,
             State::Down { at } => Some(at),
             State::Connecting => None,
             State::Up {
@@ -167,7 +177,9 @@ impl LinkMachine {
     /// A login answered at `now` with a token living `ttl`: renew it when
     /// a tenth of its life is left.
     pub fn on_logged_in(&mut self, now: Instant, ttl: Duration) {
-        self.token_due = Some(now + ttl.mul_f64(0.9));
+        // A TTL from the server: bounded, and added without overflow.
+        let early = ttl.min(MAX_TOKEN_TTL).mul_f64(0.9);
+        self.token_due = Some(now.checked_add(early).unwrap_or(now + MAX_TOKEN_TTL));
     }
 
     /// A renewal failed at `now`: try again after a health interval (the

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::config::{http_address, NacosAuth};
 use crate::error::NacosError;
+use crate::link::MAX_TOKEN_TTL;
 
 /// A token and how long it lives (no `Debug`: the token is a secret).
 pub struct Token {
@@ -64,11 +65,13 @@ pub async fn login(
             value: body.access_token,
             // A missing or zero TTL: Nacos's default of 5 hours is not
             // assumed; refresh every 10 minutes instead.
+            // Bounded: a huge TTL from the server never reaches a clock.
             ttl: Duration::from_secs(if body.token_ttl == 0 {
                 600
             } else {
                 body.token_ttl
-            }),
+            })
+            .min(MAX_TOKEN_TTL),
         })
     };
     tokio::time::timeout(timeout, work)

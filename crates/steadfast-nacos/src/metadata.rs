@@ -53,10 +53,9 @@ impl NacosMetadataReport {
         revision: &str,
     ) -> Result<MetadataInfo, FetchError> {
         self.registry.start_driver();
-        let item = self
-            .registry
-            .shared()
-            .config_get(app, revision)
+        let shared = self.registry.shared();
+        let item = shared
+            .bounded("ConfigQueryRequest", shared.config_get(app, revision))
             .await
             .map_err(unreachable)?
             .ok_or_else(|| FetchError::UnknownRevision(revision.to_string()))?;
@@ -76,9 +75,12 @@ impl NacosMetadataReport {
         self.registry.start_driver();
         let content = serde_json::to_string(info)
             .map_err(|e| PublishError::Rejected(format!("cannot encode metadata: {e}")))?;
-        self.registry
-            .shared()
-            .config_put(&info.app, &info.revision, content, None)
+        let shared = self.registry.shared();
+        shared
+            .bounded(
+                "ConfigPublishRequest",
+                shared.config_put(&info.app, &info.revision, content, None),
+            )
             .await
             .map_err(unavailable)
     }
@@ -86,9 +88,9 @@ impl NacosMetadataReport {
     /// Removes (app, revision).
     pub async fn withdraw(&self, app: &str, revision: &str) -> Result<(), PublishError> {
         self.registry.start_driver();
-        self.registry
-            .shared()
-            .config_remove(app, revision)
+        let shared = self.registry.shared();
+        shared
+            .bounded("ConfigRemoveRequest", shared.config_remove(app, revision))
             .await
             .map_err(unavailable)
     }

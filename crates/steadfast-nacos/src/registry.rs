@@ -51,10 +51,11 @@ pub(crate) struct Shared {
     mapped: Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
-/// A registration: the app and its record.
+/// A registration: the app, the instance's id and its record.
 #[derive(Clone, Debug)]
 pub(crate) struct NacosInstanceOf {
     pub(crate) app: String,
+    pub(crate) key: String,
     pub(crate) record: NacosInstance,
 }
 
@@ -99,9 +100,14 @@ impl Shared {
         &self,
         server: &str,
     ) -> Result<Option<std::time::Duration>, NacosError> {
-        let (Some(auth), Some(http)) = (&self.config.auth, &self.http) else {
+        let Some(auth) = &self.config.auth else {
             return Ok(None);
         };
+        let http = self.http.as_ref().ok_or_else(|| NacosError::Refused {
+            call: "login",
+            code: 0,
+            message: "no HTTP client for the login could be built".into(),
+        })?;
         let token = crate::login::login(http, server, auth, self.config.request_timeout).await?;
         *self.token.write().unwrap_or_else(PoisonError::into_inner) = Some(token.value.into());
         Ok(Some(token.ttl))
@@ -129,11 +135,28 @@ impl Shared {
         *lock(&self.last_push) = Some(at);
     }
 
+    /// `work` within the operation deadline.
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: &'static str,
+        work: impl std::future::Future<Output = Result<T, NacosError>>,
+    ) -> Result<T, NacosError> {
+        tokio::time::timeout(self.config.operation_timeout, work)
+            .await
+            .map_err(|_| NacosError::Timeout { call })?
+    }
+
+    /// Whether (app, id) is still registered.
+    pub(crate) fn is_registered(&self, key: &(String, String)) -> bool {
+        lock(&self.registrations).contains_key(key)
+    }
+
     pub(crate) fn registrations(&self) -> Vec<NacosInstanceOf> {
         lock(&self.registrations).values().cloned().collect()
     }
 
-    /// `app` is subscribed again at the next resync.
+    /// `app` is subscribed again at the next resync (once, if it is still
+    /// watched then).
     pub(crate) fn retry_later(&self, app: String) {
         let mut pending = lock(&self.pending);
         if !pending.contains(&app) {
@@ -326,11 +349,6 @@ impl NacosRegistry {
     pub fn connected_server(&self) -> Option<String> {
         self.shared().connection().map(|c| c.server().to_string())
     }
-
-    async fn connected(&self) -> Result<Arc<Connection>, RegistryError> {
-        self.start();
-        self.shared().wait_connection().await.map_err(to_registry)
-    }
 }
 
 /// The engine's view of a Nacos failure.
@@ -347,9 +365,15 @@ impl Registry for NacosRegistry {
         let this = self.clone();
         let app = app.to_string();
         Box::pin(async move {
-            let conn = this.connected().await?;
+            this.start();
             let shared = this.shared();
-            let info = shared.query_call(&conn, &app).await.map_err(to_registry)?;
+            let info = shared
+                .bounded("ServiceQueryRequest", async {
+                    let conn = shared.wait_connection().await?;
+                    shared.query_call(&conn, &app).await
+                })
+                .await
+                .map_err(to_registry)?;
             let version = shared.subs().next_version();
             let mut revisions = RevisionInterner::default();
             let mut instances = Vec::new();
@@ -370,14 +394,11 @@ impl Registry for NacosRegistry {
             this.start();
             let shared = this.shared();
             let queue = EventQueue::new(shared.config.queue_capacity);
-            // Down after having been up: the new watcher hears it at once
-            // (a start-up that cannot connect is reported by the driver).
-            let once_up = shared.stats.connects.load(Ordering::Relaxed) > 0;
-            let stale = (once_up && shared.connection().is_none())
-                .then_some("nacos connection lost; reconnecting");
-            let (key, new) = shared.subs().watch(&app, queue.clone(), stale);
+            // While the client has no connection (lost, or a start-up that
+            // failed), the new watcher hears why at once.
+            let (key, new) = shared.subs().watch(&app, queue.clone());
             if new {
-                lock(&shared.pending).push(app);
+                shared.retry_later(app);
                 shared.changed.notify_one();
             }
             Ok(event_stream(queue, key, shared.leavers.clone()))
@@ -391,15 +412,18 @@ impl Registry for NacosRegistry {
             let shared = this.shared();
             let of = NacosInstanceOf {
                 app: instance.app.clone(),
+                key: instance.id.clone(),
                 record: record::encode(&instance),
             };
             // Kept first: a registration made while disconnected is made
             // on the next connection.
             lock(&shared.registrations)
                 .insert((instance.app.clone(), instance.id.clone()), of.clone());
-            let conn = this.connected().await?;
             shared
-                .instance_call(&conn, &of, true)
+                .bounded("InstanceRequest", async {
+                    let conn = shared.wait_connection().await?;
+                    shared.instance_call(&conn, &of, true).await
+                })
                 .await
                 .map_err(to_registry)
         })
@@ -417,11 +441,14 @@ impl Registry for NacosRegistry {
                 lock(&shared.registrations).remove(&(instance.app.clone(), instance.id.clone()));
             let of = removed.unwrap_or_else(|| NacosInstanceOf {
                 app: instance.app.clone(),
+                key: instance.id.clone(),
                 record: record::encode(&instance),
             });
-            let conn = this.connected().await?;
             shared
-                .instance_call(&conn, &of, false)
+                .bounded("InstanceRequest", async {
+                    let conn = shared.wait_connection().await?;
+                    shared.instance_call(&conn, &of, false).await
+                })
                 .await
                 .map_err(to_registry)
         })
@@ -444,7 +471,10 @@ impl Registry for NacosRegistry {
             let shared = this.shared();
             shared.mapped().insert((interface.clone(), app.clone()));
             shared
-                .set_mapping(&interface, &app, true)
+                .bounded(
+                    "ConfigPublishRequest",
+                    shared.set_mapping(&interface, &app, true),
+                )
                 .await
                 .map_err(to_registry)
         })
@@ -462,7 +492,10 @@ impl Registry for NacosRegistry {
             let shared = this.shared();
             shared.mapped().remove(&(interface.clone(), app.clone()));
             shared
-                .set_mapping(&interface, &app, false)
+                .bounded(
+                    "ConfigPublishRequest",
+                    shared.set_mapping(&interface, &app, false),
+                )
                 .await
                 .map_err(to_registry)
         })

@@ -6,7 +6,8 @@
 //!
 //! Versions: `epoch` = the client's start (ms since the Unix epoch),
 //! `revision` = a client-wide sequence. They grow strictly per client and
-//! across clients of later starts, whatever the server's clock says; a
+//! across clients of later starts (as long as the local clock does not
+//! step back between them), whatever the server's clock says; a
 //! push's `lastRefTime` is a server wall clock that can repeat, or go back
 //! after a failover to another member, so it is not used.
 
@@ -47,6 +48,10 @@ struct Sub {
     version: Option<Version>,
     /// The next list is delivered as a Reset (new, or after an outage).
     fresh: bool,
+    /// The server time of the list last applied (`lastRefTime`, ms): a
+    /// list older than it (a push queued behind a fresher resync answer)
+    /// is dropped. Reset with the connection (another server's clock).
+    last_ref: i64,
 }
 
 impl Sub {
@@ -67,6 +72,9 @@ pub struct Subscriptions {
     epoch: u64,
     sequence: AtomicU64,
     revisions: RevisionInterner,
+    /// Why the client has no connection now (`None` while connected): a
+    /// new watcher hears it at once.
+    stale: Option<String>,
 }
 
 impl Subscriptions {
@@ -79,6 +87,7 @@ impl Subscriptions {
             epoch,
             sequence: AtomicU64::new(0),
             revisions: RevisionInterner::default(),
+            stale: None,
         }
     }
 
@@ -93,7 +102,7 @@ impl Subscriptions {
     /// Adds a watcher of `app` with its queue; returns its key and whether
     /// the service is new (the driver must subscribe it). A watcher of a
     /// service already held starts from a Reset of what is held.
-    pub fn watch(&mut self, app: &str, queue: Arc<EventQueue>, stale: Option<&str>) -> (u64, bool) {
+    pub fn watch(&mut self, app: &str, queue: Arc<EventQueue>) -> (u64, bool) {
         let key = self.next_key;
         self.next_key += 1;
         self.owner.insert(key, app.to_string());
@@ -105,8 +114,8 @@ impl Subscriptions {
         if let Some(reset) = sub.reset() {
             queue.push(Ok(reset), || None);
         }
-        if let Some(why) = stale {
-            queue.push(Err(RegistryError::Unavailable(why.to_string())), || None);
+        if let Some(why) = &self.stale {
+            queue.push(Err(RegistryError::Unavailable(why.clone())), || None);
         }
         sub.queues.push((key, queue));
         (key, new)
@@ -131,6 +140,16 @@ impl Subscriptions {
         gone
     }
 
+    /// Whether `app` has watchers.
+    pub fn is_subscribed(&self, app: &str) -> bool {
+        self.subs.contains_key(app)
+    }
+
+    /// The client is connected again.
+    pub fn clear_stale(&mut self) {
+        self.stale = None;
+    }
+
     /// Every subscribed service.
     pub fn apps(&self) -> Vec<String> {
         self.subs.keys().cloned().collect()
@@ -139,8 +158,10 @@ impl Subscriptions {
     /// The connection is gone: every watcher is told its state is stale,
     /// and every service's next list is a Reset.
     pub fn report_stale(&mut self, why: &str, stats: &NacosStats) {
+        self.stale = Some(why.to_string());
         for sub in self.subs.values_mut() {
             sub.fresh = true;
+            sub.last_ref = 0;
             for (_, queue) in &sub.queues {
                 NacosStats::bump(&stats.unavailable_reports);
                 let reset = sub.version.map(|version| RegistryEvent::Reset {
@@ -172,6 +193,10 @@ impl Subscriptions {
         let Some(sub) = self.subs.get_mut(app) else {
             return;
         };
+        if !sub.fresh && info.last_ref_time > 0 && info.last_ref_time < sub.last_ref {
+            return;
+        }
+        sub.last_ref = sub.last_ref.max(info.last_ref_time);
         let hosts = info.hosts.unwrap_or_default();
         // A record whose text did not change keeps its instance (the same
         // `Arc`, so comparing it with what is held is a pointer check);

@@ -28,8 +28,10 @@ pub struct Any {
     pub value: Vec<u8>,
 }
 
-/// `Metadata`: the message type, the client's IP and headers.
+/// `Metadata`: the message type, the client's IP and headers. Its `Debug`
+/// names the headers but never shows their values (the access token).
 #[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
 pub struct Metadata {
     /// Simple class name of the message, e.g. `InstanceRequest`.
     #[prost(string, tag = "3")]
@@ -40,6 +42,18 @@ pub struct Metadata {
     /// Headers (the access token of an authenticated client).
     #[prost(map = "string, string", tag = "7")]
     pub headers: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&str> = self.headers.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        f.debug_struct("Metadata")
+            .field("type", &self.r#type)
+            .field("client_ip", &self.client_ip)
+            .field("headers", &names)
+            .finish()
+    }
 }
 
 /// `Payload`: metadata and body.
@@ -84,5 +98,21 @@ impl Payload {
             kind: self.kind().chars().take(64).collect(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_never_shows_a_header_value() {
+        let mut p = super::Payload::new("InstanceRequest", &serde_json::json!({}), "");
+        if let Some(m) = p.metadata.as_mut() {
+            m.headers.insert("accessToken".into(), "tok-s3cret".into());
+        }
+        let shown = format!("{p:?}");
+        assert!(
+            shown.contains("accessToken") && !shown.contains("tok-s3cret"),
+            "{shown}"
+        );
     }
 }

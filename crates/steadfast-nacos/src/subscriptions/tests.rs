@@ -28,7 +28,7 @@ async fn folded_events_always_equal_the_last_list() {
     let mut subs = Subscriptions::new(1);
     let queue = EventQueue::new(1 << 20);
     let leavers = Arc::new(Leavers::<u64>::default());
-    let (key, new) = subs.watch("app", queue.clone(), None);
+    let (key, new) = subs.watch("app", queue.clone());
     assert!(new);
     let mut stream = event_stream(queue, key, leavers);
     let mut model: BTreeMap<String, String> = BTreeMap::new();
@@ -83,4 +83,41 @@ async fn folded_events_always_equal_the_last_list() {
         assert_eq!(model, want, "round {round}");
     }
     assert!(stats.snapshot().invalid_records > 0);
+}
+
+/// A list older than the one applied (a push queued behind a fresher
+/// resync answer) is dropped; after an outage any list applies.
+#[tokio::test]
+async fn an_older_list_is_dropped_until_the_connection_changes() {
+    let stats = NacosStats::default();
+    let mut subs = Subscriptions::new(1);
+    let queue = EventQueue::new(64);
+    let (key, _) = subs.watch("app", queue.clone());
+    let mut stream = event_stream(queue, key, Arc::new(Leavers::<u64>::default()));
+    let at = |t: i64, hosts: &[String]| {
+        let mut l = list(hosts);
+        l.last_ref_time = t;
+        l
+    };
+    subs.apply("app", at(200, &[host(1, 2)]), ListKind::Resync, &stats);
+    subs.apply("app", at(100, &[host(1, 1)]), ListKind::Pushed, &stats);
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(first.is_reset());
+    let none = tokio::time::timeout(std::time::Duration::from_millis(5), stream.next()).await;
+    assert!(none.is_err(), "the older push was dropped: {none:?}");
+    subs.report_stale("gone", &stats);
+    subs.apply("app", at(50, &[host(1, 1)]), ListKind::Pushed, &stats);
+    let mut revision = None;
+    while let Ok(Some(item)) =
+        tokio::time::timeout(std::time::Duration::from_millis(5), stream.next()).await
+    {
+        if let Ok(RegistryEvent::Reset { items, .. }) = item {
+            revision = items.first().and_then(|i| i.revision().map(str::to_string));
+        }
+    }
+    assert_eq!(
+        revision.as_deref(),
+        Some("r1"),
+        "another server's clock: applied"
+    );
 }
