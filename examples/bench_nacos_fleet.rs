@@ -13,9 +13,9 @@
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
-use steadfast::nacos::harness::RnacosServer;
-use steadfast::nacos::{NacosConfig, NacosRegistry};
 use steadfast::{Directory, DirectoryStatus, Engine, Reference, Registry};
+use steadfast_nacos::harness::RnacosServer;
+use steadfast_nacos::{NacosConfig, NacosRegistry};
 use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
 
 type BoxError = Box<dyn std::error::Error>;

@@ -120,12 +120,11 @@ pub const FACADE_VARS: &[EnvVar] = &[
 
 /// Whether this build's [`SteadfastConfig`] has the field a facade row sets.
 fn built_in(v: &EnvVar) -> bool {
-    match v.field.split('.').next() {
-        Some("etcd") => cfg!(feature = "etcd"),
-        Some("fetcher") => cfg!(feature = "http"),
-        Some("nacos") => cfg!(feature = "nacos"),
-        _ => true,
-    }
+    let section = v.field.split('.').next();
+    let needs = |name: &str| section == Some(name);
+    (cfg!(feature = "etcd") || !needs("etcd"))
+        && (cfg!(feature = "http") || !needs("fetcher"))
+        && (cfg!(feature = "nacos") || !needs("nacos"))
 }
 
 /// Which registry backend to use: `memory`,

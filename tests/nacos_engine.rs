@@ -5,14 +5,18 @@
 //! subscriptions and the directory converges with nothing lost or
 //! duplicated.
 
+// The engine's Nacos configuration (`ConfiguredRegistry::Nacos`) needs the
+// facade's `nacos` feature.
+#![cfg(feature = "nacos")]
+
 use std::collections::HashMap;
 mod common;
 
 use std::time::{Duration, Instant};
 
-use steadfast::nacos::harness::RnacosServer;
-use steadfast::nacos::{NacosConfig, NacosRegistry};
 use steadfast::{EnvVars, Reference, Registry, SteadfastConfig};
+use steadfast_nacos::harness::RnacosServer;
+use steadfast_nacos::{NacosConfig, NacosRegistry};
 use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
 
 const APP: &str = "greeter";
