@@ -18,6 +18,7 @@ mod closing;
 mod contain;
 mod counters;
 mod directory;
+mod dubbo_record;
 mod endpoint_set;
 mod error;
 mod event;
@@ -73,6 +74,11 @@ pub use counters::{CounterKind, CounterSpec, CounterValue};
 pub use directory::{
     Applied, DirectoryMachine, DirectoryResume, DirectoryStatus, EmptyReason, NoEndpoint,
     NoEndpointReason, TombstoneCounts, RESUME_GATE,
+};
+pub use dubbo_record::{
+    adopt_dubbo_metadata, dubbo_endpoints, dubbo_metadata, metadata_service, DubboEndpoint,
+    DubboRecordError, MetadataServiceParams, DUBBO_ENDPOINTS_KEY, DUBBO_METADATA_PARAMS_KEY,
+    DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, META_V2,
 };
 pub use endpoint_set::{
     wyrand, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK, PAGE,

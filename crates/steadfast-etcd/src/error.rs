@@ -233,6 +233,14 @@ pub enum InvalidRecord {
         /// Id inside the record.
         actual: String,
     },
+    /// A Dubbo provider's record whose embedded metadata does not parse.
+    #[error("record {key} has invalid Dubbo metadata")]
+    Dubbo {
+        /// The record's key.
+        key: String,
+        /// What does not parse.
+        source: steadfast_core::DubboRecordError,
+    },
 }
 
 #[cfg(test)]

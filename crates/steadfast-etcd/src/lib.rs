@@ -73,6 +73,7 @@
 
 mod auth;
 mod config;
+mod dubbo;
 mod epoch;
 mod error;
 pub(crate) mod framing;

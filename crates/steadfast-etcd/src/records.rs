@@ -1,7 +1,8 @@
 //! Key layout and record decoding.
 //!
 //! Instances live at `<prefix>/services/<app>/<instance-id>` with the
-//! [`ServiceInstance`] as JSON; remote metadata at
+//! [`ServiceInstance`] as JSON (a Dubbo provider's record there, Java or Go
+//! spelling, reads too: see `dubbo.rs`); remote metadata at
 //! `<prefix>/metadata/<app>/<revision>` with the MetadataInfo as JSON.
 //! Watches and lists use the prefix `<prefix>/services/<app>/` including the
 //! trailing slash, so app `web` never matches `webx`.
@@ -76,11 +77,19 @@ impl KeyLayout {
     ) -> Result<ServiceInstance, InvalidRecord> {
         let id = self.instance_id(app, key)?;
         let key_str = || String::from_utf8_lossy(key).into_owned();
-        let inst: ServiceInstance =
-            serde_json::from_slice(value).map_err(|e| InvalidRecord::BadJson {
-                key: key_str(),
-                reason: e.to_string(),
-            })?;
+        let inst: ServiceInstance = match serde_json::from_slice(value) {
+            Ok(inst) => inst,
+            // Not Steadfast's JSON: a Dubbo provider's record, or bad.
+            Err(e) => match crate::dubbo::decode(app, id, key, value)? {
+                Some(inst) => return Ok(inst),
+                None => {
+                    return Err(InvalidRecord::BadJson {
+                        key: key_str(),
+                        reason: e.to_string(),
+                    })
+                }
+            },
+        };
         if inst.app != app {
             return Err(InvalidRecord::ForeignApp {
                 key: key_str(),

@@ -76,4 +76,8 @@ pub enum InvalidInstance {
     /// Its IP is empty.
     #[error("empty ip")]
     Ip,
+    /// Its Dubbo metadata (endpoints, MetadataService params, storage type)
+    /// does not parse.
+    #[error("invalid Dubbo metadata")]
+    Dubbo(#[from] steadfast_core::DubboRecordError),
 }

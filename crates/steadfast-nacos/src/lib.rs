@@ -50,6 +50,6 @@ pub use error::{InvalidInstance, NacosError};
 pub use link::{LinkAction, LinkMachine};
 pub use mapping::{parse_apps, MAPPING_GROUP};
 pub use metadata::NacosMetadataReport;
-pub use record::{DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, ID_KEY};
+pub use record::ID_KEY;
 pub use registry::NacosRegistry;
 pub use stats::{NacosStats, NacosStatsSnapshot, NACOS_COUNTERS};

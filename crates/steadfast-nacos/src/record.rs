@@ -5,17 +5,14 @@
 //! A Dubbo provider's record reads as a Steadfast instance; a Steadfast
 //! record reads as a Dubbo instance.
 
-use steadfast_core::{ServiceInstance, EXPORT_MS_KEY, REVISION_KEY};
+//! The key mapping itself is core's ([`adopt_dubbo_metadata`],
+//! [`dubbo_metadata`]), shared with the etcd backend.
+
+use steadfast_core::{adopt_dubbo_metadata, dubbo_metadata, ServiceInstance};
 
 use crate::error::InvalidInstance;
 use crate::protocol::NacosInstance;
 
-/// Dubbo's revision key.
-pub const DUBBO_REVISION_KEY: &str = "dubbo.metadata.revision";
-/// Dubbo's metadata storage key (`local`: the provider serves it).
-pub const DUBBO_STORAGE_KEY: &str = "dubbo.metadata.storage-type";
-/// Java Dubbo's per-instance export time (ms): its incarnation on Nacos.
-pub const DUBBO_TIMESTAMP_KEY: &str = "timestamp";
 /// Where a Steadfast id that is not `ip:port` is kept.
 pub const ID_KEY: &str = "steadfast.id";
 
@@ -27,13 +24,7 @@ const WEIGHT_SCALE: f64 = 100.0;
 /// connection).
 pub fn encode(instance: &ServiceInstance) -> NacosInstance {
     let mut metadata = instance.metadata.clone();
-    if let Some(rev) = metadata.get(REVISION_KEY).cloned() {
-        metadata.remove(REVISION_KEY);
-        metadata.insert(DUBBO_REVISION_KEY.to_string(), rev);
-        metadata
-            .entry(DUBBO_STORAGE_KEY.to_string())
-            .or_insert_with(|| "local".to_string());
-    }
+    dubbo_metadata(&mut metadata);
     if instance.id != format!("{}:{}", instance.host, instance.port) {
         metadata.insert(ID_KEY.to_string(), instance.id.clone());
     }
@@ -70,12 +61,7 @@ pub fn decode(app: &str, host: &str) -> Result<ServiceInstance, InvalidInstance>
         .round()
         .min(f64::from(u32::MAX)) as u32;
     let mut metadata = record.metadata;
-    if let Some(rev) = metadata.remove(DUBBO_REVISION_KEY) {
-        metadata.entry(REVISION_KEY.to_string()).or_insert(rev);
-    }
-    if let Some(ts) = metadata.get(DUBBO_TIMESTAMP_KEY).cloned() {
-        metadata.entry(EXPORT_MS_KEY.to_string()).or_insert(ts);
-    }
+    adopt_dubbo_metadata(&mut metadata)?;
     let id = metadata
         .remove(ID_KEY)
         .unwrap_or_else(|| format!("{}:{}", record.ip, port));

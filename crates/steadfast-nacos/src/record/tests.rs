@@ -2,7 +2,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use steadfast_core::{ServiceInstance, REVISION_KEY};
+use steadfast_core::{ServiceInstance, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, REVISION_KEY};
 
 use super::*;
 

@@ -1,0 +1,110 @@
+//! Dubbo 3 instance records on etcd (`/services/<app>/<host>:<port>`, put
+//! under a lease), in both spellings Dubbo writes: Java's Gson of
+//! `DefaultServiceInstance` (`serviceName`, `host`, `port`, `enabled`,
+//! `healthy`, `metadata`) and dubbo-go's untagged struct (`ServiceName`,
+//! `Host`, `Port`, `Weight`, `Enable`, `Healthy`, `Metadata`, plus fields
+//! read past: `ID`, `ServiceMetadata`, `Address`, `GroupName`, `Tag`).
+//! The metadata map goes through core's [`adopt_dubbo_metadata`], as on
+//! Nacos.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use steadfast_core::{adopt_dubbo_metadata, ServiceInstance};
+
+use crate::error::InvalidRecord;
+
+/// A Dubbo instance record, either spelling.
+#[derive(Deserialize)]
+struct DubboRecord {
+    #[serde(rename = "serviceName", alias = "ServiceName")]
+    service_name: String,
+    #[serde(rename = "host", alias = "Host")]
+    host: String,
+    #[serde(rename = "port", alias = "Port")]
+    port: i64,
+    /// Go only; Go leaves it 0 when unset, which Dubbo reads as the
+    /// default weight (100), not as "no traffic".
+    #[serde(rename = "Weight", alias = "weight", default)]
+    weight: i64,
+    #[serde(rename = "enabled", alias = "Enable", default = "yes")]
+    enabled: bool,
+    #[serde(rename = "healthy", alias = "Healthy", default = "yes")]
+    healthy: bool,
+    #[serde(rename = "metadata", alias = "Metadata", default)]
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Dubbo's default instance weight.
+const DEFAULT_WEIGHT: u32 = 100;
+
+/// Decodes `value`, stored under `key` for `app` with instance id `id`, as
+/// a Dubbo record; `Ok(None)` when it is not one (no service name field).
+pub(crate) fn decode(
+    app: &str,
+    id: &str,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<ServiceInstance>, InvalidRecord> {
+    let key_str = || String::from_utf8_lossy(key).into_owned();
+    let looks_dubbo = contains(value, b"\"serviceName\"") || contains(value, b"\"ServiceName\"");
+    if !looks_dubbo {
+        return Ok(None);
+    }
+    let record: DubboRecord =
+        serde_json::from_slice(value).map_err(|e| InvalidRecord::BadJson {
+            key: key_str(),
+            reason: format!("not a Dubbo instance record: {e}"),
+        })?;
+    if record.service_name != app {
+        return Err(InvalidRecord::ForeignApp {
+            key: key_str(),
+            expected: app.to_string(),
+            actual: record.service_name,
+        });
+    }
+    let port = u16::try_from(record.port)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| InvalidRecord::BadJson {
+            key: key_str(),
+            reason: format!("port {} is not 1..=65535", record.port),
+        })?;
+    if record.host.trim().is_empty() {
+        return Err(InvalidRecord::BadJson {
+            key: key_str(),
+            reason: "empty host".into(),
+        });
+    }
+    let weight = if record.weight <= 0 {
+        DEFAULT_WEIGHT
+    } else {
+        u32::try_from(record.weight).unwrap_or(u32::MAX)
+    };
+    let mut metadata = record.metadata.unwrap_or_default();
+    adopt_dubbo_metadata(&mut metadata).map_err(|source| InvalidRecord::Dubbo {
+        key: key_str(),
+        source,
+    })?;
+    Ok(Some(ServiceInstance {
+        id: id.to_string(),
+        app: app.to_string(),
+        host: record.host,
+        port,
+        weight,
+        healthy: record.healthy && record.enabled,
+        metadata,
+    }))
+}
+
+/// Whether `needle` occurs in `hay`.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests;
