@@ -30,6 +30,12 @@ if ! command -v rnacos >/dev/null 2>&1; then
   cargo install rnacos --version 0.8.8 --locked --quiet
 fi
 
+# The foreign Dubbo peer of tests/dubbo_interop.rs: the PyPI apache-dubbo
+# Triple server in a venv (~13 s once; the test runs the same idempotent
+# script, so this only moves the install ahead of the build).
+echo "== Dubbo peer venv (apache-dubbo 3.0.0b1)"
+bash tests/dubbo_peer/setup.sh target/dubbo-peer-venv >/dev/null
+
 FAILED=()
 # Runs one stage ("$1": its name, then the command); a failure is recorded
 # and the next stage runs.

@@ -472,8 +472,6 @@ impl SteadfastConfig {
         let builder = steadfast_actors::Engine::builder().config(self.engine.clone());
         #[cfg(feature = "http")]
         let fetcher = self.fetcher.build().map_err(FromEnvError::Fetcher)?;
-        #[cfg(feature = "http")]
-        let builder = builder.fetcher(fetcher.clone());
         let registry = match choice {
             RegistryChoice::Memory => {
                 ConfiguredRegistry::Memory(steadfast_memory::MemoryRegistry::new())
@@ -522,6 +520,8 @@ impl SteadfastConfig {
                 })
             }
         };
+        #[cfg(feature = "http")]
+        let builder = builder.fetcher(engine_fetcher(&fetcher, &registry));
         let builder = match &registry {
             ConfiguredRegistry::Memory(m) => builder.registry(m.clone()),
             #[cfg(feature = "etcd")]
@@ -535,6 +535,34 @@ impl SteadfastConfig {
             #[cfg(feature = "http")]
             fetcher,
         })
+    }
+}
+
+/// The fetcher the engine gets: `http` as it is, or with the `dubbo`
+/// feature behind Dubbo's routing (Triple for Dubbo 3 records, the Nacos
+/// metadata report for `storage-type=remote` on Nacos, `http` for the rest).
+#[cfg(feature = "http")]
+fn engine_fetcher(
+    http: &steadfast_http::HttpMetadataFetcher,
+    registry: &ConfiguredRegistry,
+) -> std::sync::Arc<dyn steadfast_core::MetadataFetcher> {
+    let http = std::sync::Arc::new(http.clone());
+    #[cfg(feature = "dubbo")]
+    {
+        let routed =
+            steadfast_dubbo::DubboFetcher::new(steadfast_dubbo::TripleFetcher::default(), http);
+        match registry {
+            #[cfg(feature = "nacos")]
+            ConfiguredRegistry::Nacos(n) => {
+                std::sync::Arc::new(routed.with_report(std::sync::Arc::new(n.metadata_report())))
+            }
+            _ => std::sync::Arc::new(routed),
+        }
+    }
+    #[cfg(not(feature = "dubbo"))]
+    {
+        let _ = registry;
+        http
     }
 }
 

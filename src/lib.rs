@@ -91,6 +91,13 @@ pub mod nacos {
     pub use steadfast_nacos::*;
 }
 
+/// Dubbo 3 interop: MetadataServiceV2 over Triple, client and server
+/// (feature `dubbo`, on by default).
+#[cfg(feature = "dubbo")]
+pub mod dubbo {
+    pub use steadfast_dubbo::*;
+}
+
 /// Scripted fakes and builders for users' own tests (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub mod testkit {

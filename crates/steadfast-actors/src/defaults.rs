@@ -7,7 +7,7 @@
 //! | given none of | feature on | feature off |
 //! |---|---|---|
 //! | registry | `memory`: a fresh embedded `MemoryRegistry` | `start()` fails with [`EngineError::NoRegistry`] |
-//! | fetcher | `http`: an `HttpMetadataFetcher` with its defaults | [`NoFetcher`]: every fetch fails with a final `FetchError::NoEndpoint` saying why (an export-only engine never fetches) |
+//! | fetcher | `http`: an `HttpMetadataFetcher` with its defaults; with `dubbo` too, a `DubboFetcher` sending Dubbo 3 records (`meta-v=2.0.0`) to MetadataServiceV2 over Triple and the rest to that HTTP fetcher | [`NoFetcher`]: every fetch fails with a final `FetchError::NoEndpoint` saying why (an export-only engine never fetches) |
 
 use std::sync::Arc;
 
@@ -37,13 +37,20 @@ impl MetadataFetcher for NoFetcher {
     }
 }
 
-/// The default metadata fetcher: HTTP with 5 s timeouts and a 1 MiB body cap.
+/// The default metadata fetcher: HTTP with 5 s timeouts and a 1 MiB body
+/// cap (behind Dubbo's routing with the `dubbo` feature).
 #[cfg(feature = "http")]
 pub(crate) fn fetcher() -> Result<Arc<dyn MetadataFetcher>, EngineError> {
-    steadfast_http::HttpMetadataFetcher::builder()
+    let http = steadfast_http::HttpMetadataFetcher::builder()
         .build()
         .map(|f| Arc::new(f) as Arc<dyn MetadataFetcher>)
-        .map_err(|e| EngineError::FetcherSetup(e.to_string()))
+        .map_err(|e| EngineError::FetcherSetup(e.to_string()))?;
+    #[cfg(feature = "dubbo")]
+    let http = Arc::new(steadfast_dubbo::DubboFetcher::new(
+        steadfast_dubbo::TripleFetcher::default(),
+        http,
+    )) as Arc<dyn MetadataFetcher>;
+    Ok(http)
 }
 
 /// Without the `http` feature: [`NoFetcher`].

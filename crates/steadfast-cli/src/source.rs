@@ -5,12 +5,11 @@
 //! the Nacos report first), or the embedded in-memory registry (empty; for
 //! trying the command).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use steadfast_actors::EngineBuilder;
-use steadfast_core::{FallbackFetcher, FetchError, MetadataFetcher, MetadataInfo, ServiceInstance};
+use steadfast_core::{FallbackFetcher, MetadataFetcher};
+use steadfast_dubbo::{DubboFetcher, TripleFetcher};
 use steadfast_etcd::{EtcdAuth, EtcdConfig, EtcdRegistry, EtcdTls, PemSource};
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
@@ -20,18 +19,7 @@ use crate::exit::Failure;
 
 /// One fetcher shared by the engine and the command (which reads what a
 /// provider exports when no endpoint matches the reference).
-#[derive(Clone)]
-pub(crate) struct SharedFetcher(Arc<dyn MetadataFetcher>);
-
-impl MetadataFetcher for SharedFetcher {
-    fn fetch(
-        &self,
-        instance: &ServiceInstance,
-        revision: &str,
-    ) -> Pin<Box<dyn Future<Output = Result<MetadataInfo, FetchError>> + Send + 'static>> {
-        self.0.fetch(instance, revision)
-    }
-}
+pub(crate) type SharedFetcher = Arc<dyn MetadataFetcher>;
 
 /// An engine builder wired to a registry and its fetcher.
 pub(crate) struct Source {
@@ -98,8 +86,10 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
     let http = HttpMetadataFetcher::builder()
         .build()
         .map_err(|e| Failure::failed(format!("metadata fetcher: {e}")))?;
+    // Dubbo 3 providers (meta-v=2.0.0) over Triple, Steadfast's over HTTP.
+    let http = DubboFetcher::new(TripleFetcher::default(), Arc::new(http));
     if registry == "memory" {
-        let fetcher = SharedFetcher(Arc::new(http));
+        let fetcher: SharedFetcher = Arc::new(http);
         return Ok(Source {
             builder: EngineBuilder::default()
                 .registry(MemoryRegistry::new())
@@ -120,7 +110,7 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
     config.validate().map_err(Failure::usage)?;
     let etcd =
         EtcdRegistry::new(config).map_err(|e| Failure::failed(format!("etcd client: {e}")))?;
-    let fetcher = SharedFetcher(Arc::new(FallbackFetcher::new(etcd.metadata_report(), http)));
+    let fetcher: SharedFetcher = Arc::new(FallbackFetcher::new(etcd.metadata_report(), http));
     Ok(Source {
         builder: EngineBuilder::default()
             .registry_arc(Arc::new(etcd))
@@ -132,7 +122,7 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
 
 /// A Nacos source: `nacos://host:port[,...][?namespace=..&group=..]`
 /// (HTTP addresses; the client speaks gRPC at port + 1000).
-fn nacos(registry: &str, http: HttpMetadataFetcher) -> Result<Source, Failure> {
+fn nacos(registry: &str, http: DubboFetcher) -> Result<Source, Failure> {
     let choice: steadfast::RegistryChoice = registry
         .parse()
         .map_err(|e: steadfast::env::BadRegistry| Failure::usage(e.to_string()))?;
@@ -159,10 +149,7 @@ fn nacos(registry: &str, http: HttpMetadataFetcher) -> Result<Source, Failure> {
         config.group = g;
     }
     let nacos = NacosRegistry::new(config);
-    let fetcher = SharedFetcher(Arc::new(FallbackFetcher::new(
-        nacos.metadata_report(),
-        http,
-    )));
+    let fetcher: SharedFetcher = Arc::new(FallbackFetcher::new(nacos.metadata_report(), http));
     Ok(Source {
         builder: EngineBuilder::default()
             .registry(nacos)

@@ -175,6 +175,18 @@ pub trait MetadataFetcher: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>>;
 }
 
+/// A shared fetcher is a fetcher (so a fetcher chosen at run time, an
+/// `Arc<dyn MetadataFetcher>`, can be handed on as one).
+impl<T: MetadataFetcher + ?Sized> MetadataFetcher for std::sync::Arc<T> {
+    fn fetch(
+        &self,
+        instance: &ServiceInstance,
+        revision: &str,
+    ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>> {
+        (**self).fetch(instance, revision)
+    }
+}
+
 /// Where a provider publishes its MetadataInfo so consumers can fetch it:
 /// its own MetadataService, a remote metadata report, or both.
 pub trait MetadataPublisher: Send + Sync + 'static {
