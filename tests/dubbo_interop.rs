@@ -246,3 +246,102 @@ async fn a_dubbo_provider_on_nacos_resolves_through_a_foreign_triple_peer_and_he
     engine.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir_tmp);
 }
+
+/// The other way round: a Steadfast provider exported in Dubbo's layout
+/// (`ExportSpec::dubbo_triple`) serving MetadataServiceV2 from its
+/// metadata store. Its record reads as a Dubbo 3 record, a consumer engine
+/// resolves it over Triple, and the foreign client (dubbo-python's Triple
+/// client, `tests/dubbo_peer/client.py`) reads its MetadataInfoV2.
+#[actix_rt::test]
+async fn a_steadfast_provider_is_found_the_dubbo_way() {
+    use steadfast::dubbo::TripleMetadataServer;
+    use steadfast::http::MetadataStore;
+    use steadfast::{ExportSpec, ServiceInfo};
+
+    let python = python();
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let registry = || NacosRegistry::new(NacosConfig::new([server.grpc_addr()]));
+
+    // The provider: its store serves both the HTTP and the Triple
+    // MetadataService; here only Triple listens.
+    let store = MetadataStore::new();
+    let triple = TripleMetadataServer::start("127.0.0.1:0".parse().unwrap(), store.clone())
+        .await
+        .unwrap();
+    let provider = steadfast::Engine::builder()
+        .registry(registry())
+        .metadata_publisher(store.clone())
+        .start()
+        .unwrap();
+    let service_port = free_port();
+    let spec = ExportSpec::new("rust-provider", "127.0.0.1", service_port)
+        .service(
+            ServiceInfo::builder(IFACE, service_port)
+                .protocol("tri")
+                .path(IFACE)
+                .param("methods", "sayHi")
+                .build(),
+        )
+        .dubbo_triple(triple.local_addr().port());
+    let _exported = provider.export(spec).await.unwrap();
+
+    // The record as another client lists it: Dubbo's keys.
+    let listing = registry();
+    let end = Instant::now() + Duration::from_secs(20);
+    let record = loop {
+        if let Ok(l) = listing.list("rust-provider").await {
+            if let Some(i) = l.instances.first() {
+                break i.to_record("rust-provider");
+            }
+        }
+        assert!(Instant::now() < end, "the export never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let revision = record.revision().expect("a revision").to_string();
+    assert_eq!(revision.len(), 32, "Dubbo's MD5 revision");
+    assert_eq!(record.metadata["meta-v"], "2.0.0");
+    assert!(record.metadata["dubbo.metadata-service.url-params"].contains("\"tri\""));
+
+    // A consumer engine resolves it over Triple.
+    let consumer = steadfast::Engine::builder()
+        .registry(registry())
+        .start()
+        .unwrap();
+    let dir = consumer
+        .subscribe(Reference::new(IFACE, "tri", ["rust-provider"]))
+        .await
+        .unwrap();
+    let view = common::wait_for(&dir, "the provider", Duration::from_secs(30), |v| {
+        !v.endpoints.is_empty()
+    })
+    .await;
+    assert_eq!(common::ports(&view), vec![service_port]);
+
+    // The foreign client reads the same MetadataInfoV2.
+    let client = format!("{}/tests/dubbo_peer/client.py", env!("CARGO_MANIFEST_DIR"));
+    let addr = triple.local_addr().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(client)
+            .args(["--addr", &addr, "--revision", &revision])
+            .args(["--group", "rust-provider"])
+            .stderr(Stdio::null())
+            .output()
+            .expect("run client.py")
+    })
+    .await
+    .unwrap();
+    let answer: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("client.py prints one JSON line");
+    println!("client: {}", answer["client"]);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["app"], "rust-provider");
+    let services = answer["services"].as_object().unwrap();
+    let service = &services[&format!("{IFACE}:tri")];
+    assert_eq!(service["port"], service_port);
+    assert_eq!(service["params"]["methods"], "sayHi");
+
+    consumer.shutdown().await;
+    provider.shutdown().await;
+    triple.stop().await;
+}

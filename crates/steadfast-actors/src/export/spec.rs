@@ -4,8 +4,11 @@
 use std::collections::BTreeMap;
 
 use rand::Rng;
-use steadfast_core::METADATA_PORT_KEY;
-use steadfast_core::{Incarnation, MetadataInfo, ServiceInfo, ServiceInstance};
+use steadfast_core::{
+    Incarnation, MetadataInfo, ServiceInfo, ServiceInstance, DUBBO_ENDPOINTS_KEY,
+    DUBBO_METADATA_PARAMS_KEY, DUBBO_META_VERSION_KEY, DUBBO_TIMESTAMP_KEY, METADATA_PORT_KEY,
+    META_V2,
+};
 
 use super::in_flight::InFlight;
 use crate::env::{EnvError, EnvVars};
@@ -32,6 +35,8 @@ pub struct ExportSpec {
     pub services: Vec<ServiceInfo>,
     /// Extra instance metadata.
     pub metadata: BTreeMap<String, String>,
+    /// Whether the record also speaks Dubbo 3 (see [`ExportSpec::dubbo_triple`]).
+    pub dubbo: bool,
     /// The in-flight tracker the export drains on shutdown: `None` makes a
     /// fresh one (reach it with `ExportHandle::in_flight`). Set it with
     /// [`ExportSpec::in_flight`] to build the server (and its middleware)
@@ -50,8 +55,23 @@ impl ExportSpec {
             weight: 100,
             services: Vec::new(),
             metadata: BTreeMap::new(),
+            dubbo: false,
             in_flight: None,
         }
+    }
+
+    /// Makes the export findable by Dubbo 3 consumers: the record carries
+    /// Dubbo's metadata keys (`meta-v=2.0.0`,
+    /// `dubbo.metadata-service.url-params` naming Triple on
+    /// `metadata_port`, `dubbo.endpoints` with each service protocol's
+    /// port, `timestamp`), and the MetadataService is announced at
+    /// `metadata_port`, where the provider serves MetadataServiceV2 over
+    /// Triple (`steadfast::dubbo::TripleMetadataServer` on the store it
+    /// publishes to). The revision is Dubbo's MD5 form whatever this says.
+    pub fn dubbo_triple(mut self, metadata_port: u16) -> Self {
+        self.metadata_port = Some(metadata_port);
+        self.dubbo = true;
+        self
     }
 
     /// Uses `in_flight` as this export's tracker: the tracker the provider's
@@ -141,8 +161,40 @@ pub fn build_export(
             .metadata
             .insert(METADATA_PORT_KEY.to_string(), p.to_string());
     }
+    if spec.dubbo {
+        dubbo_keys(spec, export_ms, &mut instance.metadata);
+    }
     Incarnation::new(export_ms, rng).stamp(&mut instance.metadata);
     (info, instance)
+}
+
+/// Dubbo 3's record keys of an export (see [`ExportSpec::dubbo_triple`]).
+fn dubbo_keys(spec: &ExportSpec, export_ms: u64, meta: &mut BTreeMap<String, String>) {
+    let port = spec.metadata_port.unwrap_or(spec.port);
+    let params = serde_json::json!({
+        "port": port.to_string(),
+        "protocol": "tri",
+        "version": "2.0.0",
+        "side": "provider",
+    });
+    meta.insert(DUBBO_METADATA_PARAMS_KEY.into(), params.to_string());
+    let mut endpoints: Vec<(&str, u16)> = spec
+        .services
+        .iter()
+        .map(|s| (s.protocol.as_str(), s.port))
+        .collect();
+    endpoints.sort_unstable();
+    endpoints.dedup_by(|a, b| a.0 == b.0);
+    let endpoints: Vec<serde_json::Value> = endpoints
+        .into_iter()
+        .map(|(protocol, port)| serde_json::json!({ "port": port, "protocol": protocol }))
+        .collect();
+    meta.insert(
+        DUBBO_ENDPOINTS_KEY.into(),
+        serde_json::Value::from(endpoints).to_string(),
+    );
+    meta.insert(DUBBO_META_VERSION_KEY.into(), META_V2.into());
+    meta.insert(DUBBO_TIMESTAMP_KEY.into(), export_ms.to_string());
 }
 
 #[cfg(test)]
@@ -186,5 +238,33 @@ mod tests {
         let (a, b) = (i1.incarnation().unwrap(), i2.incarnation().unwrap());
         assert_eq!((a.export_ms, b.export_ms), (1000, 2000));
         assert_ne!(a.boot_id, b.boot_id);
+    }
+
+    #[test]
+    fn a_dubbo_export_carries_dubbos_keys_and_reads_back_as_one() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let (info, mut inst) = build_export(&spec().dubbo_triple(9002), 1000, &mut rng);
+        assert_eq!(inst.metadata_port(), 9002);
+        assert_eq!(inst.metadata["meta-v"], "2.0.0");
+        assert_eq!(inst.metadata["timestamp"], "1000");
+        let service = steadfast_core::metadata_service(&inst.metadata)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (service.protocol.as_str(), service.port),
+            ("tri", Some(9002))
+        );
+        let endpoints = steadfast_core::dubbo_endpoints(&inst.metadata).unwrap();
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!(
+            (endpoints[0].protocol.as_str(), endpoints[0].port),
+            ("tri", 9000)
+        );
+        // Read back as a Dubbo record (Steadfast's own keys win).
+        steadfast_core::dubbo_metadata(&mut inst.metadata);
+        steadfast_core::adopt_dubbo_metadata(&mut inst.metadata).unwrap();
+        assert_eq!(inst.revision(), Some(info.revision.as_str()));
+        assert_eq!(inst.incarnation().unwrap().export_ms, 1000);
+        assert_eq!(info.revision.len(), 32, "Dubbo's MD5 form");
     }
 }
