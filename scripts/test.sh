@@ -65,6 +65,9 @@ stage "demo: cargo run --example self_heal" cargo run --quiet --example self_hea
 metrics_end() { cargo run --quiet --example self_heal -- --print-metrics | tail -n 1 | grep -qx '# EOF'; }
 stage "demo: self_heal --print-metrics ends with the Prometheus exposition" metrics_end
 
+stage "story: cargo run --example triple_discover (a tonic channel fed by Directory::discover, a provider leaving)" \
+  cargo run --quiet --example triple_discover
+
 stage "story: cargo run --example call_through (etcd when on PATH: a SIGKILL and a graceful restart, 0 failed calls)" \
   cargo run --quiet --example call_through
 

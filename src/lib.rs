@@ -28,6 +28,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// A directory as a tower discovery stream (feature `tower`).
+#[cfg(feature = "tower")]
+pub use steadfast_actors::DirectoryDiscover;
 /// Which actor a drill hits (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub use steadfast_actors::RestartTarget;

@@ -5,8 +5,13 @@
 //! and `changes` wait for publishes (`handle/wait.rs`). A handle keeps its
 //! engine running, but not a closed directory (`handle/hold.rs`).
 
+#[cfg(feature = "tower")]
+mod discover;
 mod hold;
 mod wait;
+
+#[cfg(feature = "tower")]
+pub use discover::DirectoryDiscover;
 
 pub(crate) use hold::{EngineLife, HandleHold};
 pub use wait::Deadline;

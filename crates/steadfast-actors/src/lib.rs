@@ -51,6 +51,8 @@ pub use engine::{Engine, EngineBuilder};
 pub use env::{EnvError, EnvVar, EnvVars, Takes, ENGINE_VARS};
 pub use error::EngineError;
 pub use export::{ExportHandle, ExportSpec, InFlight, InFlightGuard, ShutdownReport, EXPORT_VARS};
+#[cfg(feature = "tower")]
+pub use handle::DirectoryDiscover;
 pub use handle::{Deadline, Directory};
 pub use inspect::{
     state_label, AppReport, EndpointReport, EngineReport, ReferenceReport, RegistrationReport,

@@ -19,6 +19,7 @@ mod contain;
 mod counters;
 mod directory;
 mod dubbo_record;
+mod endpoint_diff;
 mod endpoint_set;
 mod error;
 mod event;
@@ -80,6 +81,7 @@ pub use dubbo_record::{
     DubboRecordError, MetadataServiceParams, DUBBO_ENDPOINTS_KEY, DUBBO_METADATA_PARAMS_KEY,
     DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, META_V2,
 };
+pub use endpoint_diff::{endpoint_key, EndpointChange, EndpointDiff};
 pub use endpoint_set::{
     wyrand, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK, PAGE,
     THREAD_CACHE,
