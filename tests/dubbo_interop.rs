@@ -345,3 +345,55 @@ async fn a_steadfast_provider_is_found_the_dubbo_way() {
     provider.shutdown().await;
     triple.stop().await;
 }
+
+/// A Dubbo provider with `dubbo.metadata.storage-type=remote` and only
+/// MetadataService V1 (hessian2, which Steadfast does not speak): its
+/// MetadataInfo is read from the Nacos metadata report (config data id =
+/// app, group = revision), where Java and Go providers publish it.
+#[actix_rt::test]
+async fn a_remote_storage_provider_resolves_from_the_nacos_report() {
+    use steadfast::{MetadataInfo, ServiceInfo};
+
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let providers = NacosRegistry::new(NacosConfig::new([server.grpc_addr()]));
+    let info = MetadataInfo::new(
+        APP,
+        [ServiceInfo::builder(IFACE, 20880)
+            .protocol("tri")
+            .path(IFACE)
+            .build()],
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = providers.metadata_report().publish(&info).await {
+        assert!(Instant::now() < end, "never published: {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut record = dubbo_record(20880, 20880, &info.revision);
+    record
+        .metadata
+        .insert("dubbo.metadata.storage-type".into(), "remote".into());
+    record.metadata.insert("meta-v".into(), "1.0.0".into());
+    providers.register(record).await.unwrap();
+
+    let url = format!("nacos://{}", server.http_addr());
+    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
+    let engine = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned()))
+        .unwrap()
+        .builder()
+        .unwrap()
+        .start()
+        .unwrap();
+    let dir = engine
+        .subscribe(Reference::new(IFACE, "tri", [APP]))
+        .await
+        .unwrap();
+    let view = common::wait_for(
+        &dir,
+        "the remote-storage provider",
+        Duration::from_secs(30),
+        |v| !v.endpoints.is_empty(),
+    )
+    .await;
+    assert_eq!(common::ports(&view), vec![20880]);
+    engine.shutdown().await;
+}
