@@ -168,6 +168,10 @@ pub struct ArchitectureDoctests;
 #[doc = include_str!("../docs/failure-handling.md")]
 pub struct FailureHandlingDoctests;
 
+#[cfg(all(doctest, feature = "dubbo", feature = "tower"))]
+#[doc = include_str!("../docs/dubbo.md")]
+pub struct DubboDoctests;
+
 #[cfg(doctest)]
 #[doc = include_str!("../docs/lookup.md")]
 pub struct LookupDoctests;

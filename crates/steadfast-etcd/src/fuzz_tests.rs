@@ -208,6 +208,10 @@ fn errors_of(text: &str, n: i64) -> Vec<String> {
             expected: s(),
             actual: s(),
         },
+        InvalidRecord::Dubbo {
+            key: s(),
+            source: steadfast_core::DubboRecordError::StorageType(s()),
+        },
     ];
     out.extend(invalid.iter().map(ToString::to_string));
     out.push(WatchError::Transport(s()).to_string());
@@ -391,8 +395,12 @@ fn mutated_bytes_never_panic_a_decoder_a_machine_or_a_display() {
     let mut target = Target::new(&mut rng);
     let started = Instant::now();
     let instance = serde_json::to_vec(&ServiceInstance::new("web", "a", 80)).unwrap();
+    // A Dubbo provider's record (Java's spelling) with its embedded JSON.
+    let dubbo = br#"{"serviceName":"web","host":"a","port":80,"Weight":0,"metadata":{"dubbo.metadata.revision":"r","dubbo.endpoints":"[{"port":80,"protocol":"tri"}]","dubbo.metadata-service.url-params":"{"port":"81","protocol":"tri"}","timestamp":"5"}}"#;
     for case in 0..CASES {
-        let base = if case.is_multiple_of(5) {
+        let base = if case.is_multiple_of(10) {
+            &dubbo[..]
+        } else if case.is_multiple_of(5) {
             &instance[..]
         } else {
             CORPUS[rng.gen_range(0..CORPUS.len())].as_bytes()
