@@ -176,6 +176,18 @@ impl PublishError {
     }
 }
 
+/// An error and its sources joined by `": "`, for logs and messages.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 /// The message of a contained panic payload (`&str` or `String`), for the
 /// `Panicked` variants.
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -173,12 +173,5 @@ fn shown(text: &str) -> String {
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut msg = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    shown(&msg)
+    shown(&steadfast_core::error_chain(error))
 }

@@ -94,17 +94,7 @@ where
     .boxed()
 }
 
-/// The error and its sources, for logs.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
-}
+pub(crate) use steadfast_core::error_chain;
 
 #[cfg(test)]
 mod tests;
