@@ -539,8 +539,9 @@ impl SteadfastConfig {
 }
 
 /// The fetcher the engine gets: `http` as it is, or with the `dubbo`
-/// feature behind Dubbo's routing (Triple for Dubbo 3 records, the Nacos
-/// metadata report for `storage-type=remote` on Nacos, `http` for the rest).
+/// feature behind Dubbo's routing (Triple for Dubbo 3 records; for
+/// `storage-type=remote`, the Nacos metadata report on Nacos, dubbo-go's
+/// `/dubbo/<app>/<revision>` report on etcd; `http` for the rest).
 #[cfg(feature = "http")]
 fn engine_fetcher(
     http: &steadfast_http::HttpMetadataFetcher,
@@ -555,6 +556,10 @@ fn engine_fetcher(
             #[cfg(feature = "nacos")]
             ConfiguredRegistry::Nacos(n) => {
                 std::sync::Arc::new(routed.with_report(std::sync::Arc::new(n.metadata_report())))
+            }
+            #[cfg(feature = "etcd")]
+            ConfiguredRegistry::Etcd(e) => {
+                std::sync::Arc::new(routed.with_report(std::sync::Arc::new(e.dubbo_report())))
             }
             _ => std::sync::Arc::new(routed),
         }

@@ -118,3 +118,73 @@ async fn java_and_go_records_on_etcd_resolve_over_triple() {
     engine.shutdown().await;
     triple.stop().await;
 }
+
+/// A dubbo-go provider with `storage-type=remote` whose MetadataService
+/// Steadfast cannot call (V1 over the `dubbo` protocol): its MetadataInfo
+/// is read from dubbo-go's etcd report (`/dubbo/<app>/<revision>`), by an
+/// engine configured as users do (`STEADFAST_ETCD_PREFIX=/`: Dubbo's keys).
+#[actix_rt::test]
+async fn a_remote_storage_go_provider_resolves_from_the_etcd_report() {
+    use std::collections::HashMap;
+    use steadfast::{EnvVars, SteadfastConfig};
+
+    let etcd = EtcdServer::start().await.expect("etcd starts");
+    let client = EtcdRegistry::new(EtcdConfig::new([etcd.endpoint()]).with_prefix("")).unwrap();
+    let client = client.client().clone();
+    let revision = "10527924560";
+    let report = serde_json::json!({
+        "app": APP, "revision": revision, "tag": "",
+        "services": { format!("{IFACE}:tri"): {
+            "name": IFACE, "group": "", "version": "", "protocol": "tri", "port": 21001,
+            "path": IFACE, "params": { "methods": "Greet" }
+        }}
+    });
+    let key = format!("/dubbo/{APP}/{revision}");
+    client
+        .put(key.as_bytes(), report.to_string().as_bytes(), 0)
+        .await
+        .unwrap();
+    let record = serde_json::json!({
+        "ID": "127.0.0.1:21001", "ServiceName": APP, "Host": "127.0.0.1", "Port": 21001,
+        "Enable": true, "Healthy": true,
+        "Metadata": {
+            "dubbo.metadata.revision": revision,
+            "dubbo.metadata.storage-type": "remote",
+            "dubbo.metadata-service.url-params": r#"{"port":"28001","protocol":"dubbo"}"#
+        }
+    });
+    let lease = client.lease_grant(30).await.unwrap().id;
+    let key = format!("/services/{APP}/127.0.0.1:21001");
+    client
+        .put(key.as_bytes(), record.to_string().as_bytes(), lease)
+        .await
+        .unwrap();
+
+    let vars: HashMap<&str, String> = [
+        (
+            "STEADFAST_REGISTRY",
+            format!("etcd://{}", etcd.client_addr()),
+        ),
+        ("STEADFAST_ETCD_PREFIX", "/".to_string()),
+    ]
+    .into();
+    let engine = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned()))
+        .unwrap()
+        .builder()
+        .unwrap()
+        .start()
+        .unwrap();
+    let dir = engine
+        .subscribe(Reference::new(IFACE, "tri", [APP]))
+        .await
+        .unwrap();
+    let view = common::wait_for(
+        &dir,
+        "the remote-storage provider",
+        Duration::from_secs(30),
+        |v| !v.endpoints.is_empty(),
+    )
+    .await;
+    assert_eq!(common::ports(&view), vec![21001]);
+    engine.shutdown().await;
+}

@@ -5,12 +5,16 @@
 //! `Host`, `Port`, `Weight`, `Enable`, `Healthy`, `Metadata`, plus fields
 //! read past: `ID`, `ServiceMetadata`, `Address`, `GroupName`, `Tag`).
 //! The metadata map goes through core's [`adopt_dubbo_metadata`], as on
-//! Nacos.
+//! Nacos. [`DubboEtcdReport`] reads dubbo-go's remote metadata report.
 
 use std::collections::BTreeMap;
 
+use futures::future::{BoxFuture, FutureExt};
 use serde::Deserialize;
-use steadfast_core::{adopt_dubbo_metadata, ServiceInstance};
+use steadfast_core::{
+    adopt_dubbo_metadata, check_metadata, FetchError, MetadataFetcher, MetadataInfo,
+    ServiceInstance,
+};
 
 use crate::error::InvalidRecord;
 
@@ -108,3 +112,64 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// The remote metadata report in dubbo-go's etcd layout (read only):
+/// `/dubbo/<app>/<revision>` holding the MetadataInfo JSON (Go's json tags;
+/// Java's etcd report is not implemented upstream). What a consumer reads
+/// for a record with `dubbo.metadata.storage-type=remote`; get one from
+/// [`crate::EtcdRegistry::dubbo_report`].
+#[derive(Clone, Debug)]
+pub struct DubboEtcdReport {
+    client: std::sync::Arc<crate::gateway::EtcdClient>,
+}
+
+impl crate::registry::EtcdRegistry {
+    /// The Dubbo-layout remote metadata report on this registry's client.
+    pub fn dubbo_report(&self) -> DubboEtcdReport {
+        DubboEtcdReport {
+            client: self.client().clone(),
+        }
+    }
+}
+
+impl DubboEtcdReport {
+    async fn read(&self, app: &str, revision: &str) -> Result<MetadataInfo, FetchError> {
+        crate::records::check_segment("app", app)
+            .and_then(|_| crate::records::check_segment("revision", revision))
+            .map_err(|e| FetchError::NoEndpoint(e.to_string()))?;
+        let key = format!("/dubbo/{app}/{revision}");
+        let range = self
+            .client
+            .get(key.as_bytes())
+            .await
+            .map_err(FetchError::from)?;
+        let kv = range
+            .kvs
+            .first()
+            .ok_or_else(|| FetchError::UnknownRevision(revision.to_string()))?;
+        let mut info: MetadataInfo = serde_json::from_slice(&kv.value)
+            .map_err(|e| FetchError::Malformed(format!("{key}: {e}")))?;
+        // Go writes absent group and version as "".
+        let services = std::mem::take(&mut info.services);
+        for (_, mut s) in services {
+            s.group = s.group.filter(|g| !g.is_empty());
+            s.version = s.version.filter(|v| !v.is_empty());
+            info.services.insert(s.match_key(), s);
+        }
+        check_metadata(app, revision, &info)?;
+        Ok(info)
+    }
+}
+
+impl MetadataFetcher for DubboEtcdReport {
+    fn fetch(
+        &self,
+        instance: &ServiceInstance,
+        revision: &str,
+    ) -> BoxFuture<'static, Result<MetadataInfo, FetchError>> {
+        let this = self.clone();
+        let app = instance.app.clone();
+        let revision = revision.to_string();
+        async move { this.read(&app, &revision).await }.boxed()
+    }
+}

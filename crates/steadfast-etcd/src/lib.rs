@@ -110,6 +110,7 @@ mod fuzz_tests;
 
 pub use auth::EtcdAuth;
 pub use config::{EtcdConfig, EtcdConfigError, DEFAULT_ETCD_ENDPOINT};
+pub use dubbo::DubboEtcdReport;
 pub use epoch::Epochs;
 pub use error::{GatewayError, InvalidRecord};
 pub use gateway::EtcdClient;
