@@ -98,6 +98,12 @@ pub mod nacos {
 /// (feature `dubbo`, on by default).
 #[cfg(feature = "dubbo")]
 pub mod dubbo {
+    pub use steadfast_core::{
+        adopt_dubbo_metadata, derived_port, dubbo_endpoints, dubbo_metadata, metadata_service,
+        DubboEndpoint, DubboRecordError, MetadataServiceParams, DUBBO_ENDPOINTS_KEY,
+        DUBBO_METADATA_PARAMS_KEY, DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY,
+        DUBBO_TIMESTAMP_KEY, META_V2,
+    };
     pub use steadfast_dubbo::*;
 }
 

@@ -9,8 +9,9 @@
 //! [`adopt_dubbo_metadata`] turns a Dubbo record's map into Steadfast's
 //! keys (revision, metadata port, incarnation) and checks the embedded
 //! JSON; [`dubbo_metadata`] writes Steadfast's keys in Dubbo's layout.
-//! Dubbo's own keys stay in the map, so the fetcher reads the
-//! MetadataService protocol from them and a record reads back as written.
+//! Dubbo's other keys (all but the revision, which moves) stay in the map,
+//! so the fetcher reads the MetadataService protocol from them and the URL
+//! builder the endpoint ports.
 
 use std::collections::BTreeMap;
 
@@ -81,9 +82,10 @@ pub struct MetadataServiceParams {
     pub params: BTreeMap<String, String>,
 }
 
-/// Text from a record, cut to 40 characters, for an error.
+/// Text from a record, cut to 40 characters and escaped, for an error.
 fn shown(text: &str) -> String {
-    text.chars().take(40).collect()
+    let cut: String = text.chars().take(40).collect();
+    cut.escape_debug().to_string()
 }
 
 fn port_of(key: &'static str, v: &Value) -> Result<u16, DubboRecordError> {
@@ -103,9 +105,24 @@ fn port_of(key: &'static str, v: &Value) -> Result<u16, DubboRecordError> {
 pub fn dubbo_endpoints(
     metadata: &BTreeMap<String, String>,
 ) -> Result<Vec<DubboEndpoint>, DubboRecordError> {
-    let Some(text) = metadata.get(DUBBO_ENDPOINTS_KEY) else {
-        return Ok(Vec::new());
-    };
+    match metadata.get(DUBBO_ENDPOINTS_KEY) {
+        Some(text) => parse_endpoints(text),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The port of an instance's service over `protocol` when the service
+/// names none (port 0), as Dubbo consumers derive it: the `dubbo.endpoints`
+/// entry of that protocol (`endpoints`: the key's text), else the instance
+/// port.
+pub fn derived_port(endpoints: Option<&str>, protocol: &str, instance_port: u16) -> u16 {
+    endpoints
+        .and_then(|text| parse_endpoints(text).ok())
+        .and_then(|list| list.into_iter().find(|e| e.protocol == protocol))
+        .map_or(instance_port, |e| e.port)
+}
+
+fn parse_endpoints(text: &str) -> Result<Vec<DubboEndpoint>, DubboRecordError> {
     let bad = |why: String| DubboRecordError::Endpoints(shown(&why));
     let items: Vec<Value> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     items

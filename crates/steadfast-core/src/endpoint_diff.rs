@@ -3,7 +3,8 @@
 //! `Change::Remove`). An endpoint's key is its instance id and its URL with
 //! its incarnation (`ServiceUrl`'s `Display`): [`endpoint_key`]; a provider restart is a remove and an
 //! insert (a fresh connection), a weight or health change of the same
-//! incarnation is no change. Everything it holds is one key per endpoint
+//! incarnation is no change, and a new revision changing the service's
+//! params (a method added) is a remove and an insert too. Everything it holds is one key per endpoint
 //! served, so a consumer of the changes holds at most that many pending.
 
 use std::collections::HashSet;

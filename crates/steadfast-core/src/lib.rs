@@ -77,9 +77,10 @@ pub use directory::{
     NoEndpointReason, TombstoneCounts, RESUME_GATE,
 };
 pub use dubbo_record::{
-    adopt_dubbo_metadata, dubbo_endpoints, dubbo_metadata, metadata_service, DubboEndpoint,
-    DubboRecordError, MetadataServiceParams, DUBBO_ENDPOINTS_KEY, DUBBO_METADATA_PARAMS_KEY,
-    DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY, DUBBO_TIMESTAMP_KEY, META_V2,
+    adopt_dubbo_metadata, derived_port, dubbo_endpoints, dubbo_metadata, metadata_service,
+    DubboEndpoint, DubboRecordError, MetadataServiceParams, DUBBO_ENDPOINTS_KEY,
+    DUBBO_METADATA_PARAMS_KEY, DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY,
+    DUBBO_TIMESTAMP_KEY, META_V2,
 };
 pub use endpoint_diff::{endpoint_key, EndpointChange, EndpointDiff};
 pub use endpoint_set::{

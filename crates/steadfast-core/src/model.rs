@@ -119,7 +119,9 @@ pub struct ServiceInfo {
     /// Protocol the service is exported with (e.g. `tri`, `http`).
     pub protocol: String,
     /// Port the service listens on: consumers call `host:port` (see
-    /// [the ports](crate::ServiceInfoBuilder#ports)).
+    /// [the ports](crate::ServiceInfoBuilder#ports)); 0: each instance's own
+    /// (its `dubbo.endpoints` port of the protocol, else its port), as
+    /// Dubbo consumers read a service published without one.
     pub port: u16,
     /// URL path of the service.
     #[serde(default)]
@@ -153,31 +155,6 @@ impl ServiceInfo {
     /// The match key: service key + `:` + protocol.
     pub fn match_key(&self) -> String {
         match_key(&self.service_key(), &self.protocol)
-    }
-
-    /// A canonical, order-independent string used to compute revisions.
-    pub fn canonical(&self) -> String {
-        let mut s = format!(
-            "{}://:{}/{}?interface={}",
-            self.protocol, self.port, self.path, self.name
-        );
-        if let Some(g) = &self.group {
-            s.push_str(&format!("&group={g}"));
-        }
-        if let Some(v) = &self.version {
-            s.push_str(&format!("&version={v}"));
-        }
-        for (k, v) in &self.params {
-            let v = if k == "methods" {
-                let mut m: Vec<&str> = v.split(',').filter(|m| !m.is_empty()).collect();
-                m.sort_unstable();
-                m.join(",")
-            } else {
-                v.clone()
-            };
-            s.push_str(&format!("&{k}={v}"));
-        }
-        s
     }
 }
 

@@ -129,10 +129,26 @@ pub type Endpoint = Arc<ServiceUrl>;
 
 impl ServiceUrl {
     /// The URL of `endpoint` on `instance`.
+    ///
+    /// A service without a port (0, as a Dubbo provider may publish it)
+    /// gets the instance's own: [`crate::derived_port`].
     pub fn new(instance: &Arc<Instance>, endpoint: &Arc<ServiceEndpoint>) -> Self {
+        let service = if endpoint.port == 0 {
+            let port = crate::derived_port(
+                instance.extra(crate::DUBBO_ENDPOINTS_KEY),
+                &endpoint.protocol,
+                instance.port(),
+            );
+            Arc::new(ServiceEndpoint {
+                port,
+                ..ServiceEndpoint::clone(endpoint)
+            })
+        } else {
+            endpoint.clone()
+        };
         Self {
             instance: instance.clone(),
-            service: endpoint.clone(),
+            service,
             stats: EndpointStats::default(),
         }
     }

@@ -1,24 +1,25 @@
-//! MetadataInfoV2 <-> Steadfast's [`MetadataInfo`], with the ports built as
-//! Dubbo consumers build them (Java `ServiceInstancesChangedListener`): the
-//! service's own port when it has one, else the `dubbo.endpoints` port of
-//! its protocol, else the instance port.
+//! MetadataInfoV2 <-> Steadfast's [`MetadataInfo`].
 //!
 //! What an answer means: an empty message, or one for another revision,
 //! is "revision not served" ([`FetchError::UnknownRevision`], retried with
 //! backoff), because a Java provider answers an unknown revision with a
 //! null message; another app is a [`FetchError::Mismatch`]; a service that
 //! cannot be a service (no name or protocol, a port above 65535) is
-//! [`FetchError::Malformed`].
+//! [`FetchError::Malformed`]. A service without a port (0 or less) keeps
+//! port 0: each instance's URL derives its own, as Dubbo consumers do
+//! (core's `derived_port`), so instances sharing the revision keep their
+//! own ports.
 
 use std::collections::BTreeMap;
 
-use steadfast_core::{dubbo_endpoints, FetchError, MetadataInfo, ServiceInfo, ServiceInstance};
+use steadfast_core::{FetchError, MetadataInfo, ServiceInfo, ServiceInstance};
 
 use crate::wire::{MetadataInfoV2, ServiceInfoV2};
 
-/// Text from an answer, cut to 60 characters, for an error.
+/// Text from an answer, cut to 60 characters and escaped, for an error.
 fn shown(text: &str) -> String {
-    text.chars().take(60).collect()
+    let cut: String = text.chars().take(60).collect();
+    cut.escape_debug().to_string()
 }
 
 /// The MetadataInfo `answer` describes for `revision`, asked of `instance`.
@@ -37,12 +38,9 @@ pub fn from_v2(
             actual: format!("{}@{}", shown(&answer.app), shown(&answer.version)),
         });
     }
-    // Parsed at decode already; an endpoint list that does not parse here
-    // only loses the fallback port.
-    let endpoints = dubbo_endpoints(&instance.metadata).unwrap_or_default();
     let mut services = BTreeMap::new();
     for (_, s) in answer.services {
-        let service = service_from_v2(s, instance, &endpoints)?;
+        let service = service_from_v2(s)?;
         services.insert(service.match_key(), service);
     }
     Ok(MetadataInfo {
@@ -52,24 +50,18 @@ pub fn from_v2(
     })
 }
 
-fn service_from_v2(
-    s: ServiceInfoV2,
-    instance: &ServiceInstance,
-    endpoints: &[steadfast_core::DubboEndpoint],
-) -> Result<ServiceInfo, FetchError> {
+fn service_from_v2(s: ServiceInfoV2) -> Result<ServiceInfo, FetchError> {
     if s.name.is_empty() || s.protocol.is_empty() {
         return Err(FetchError::Malformed(format!(
-            "service {:?} has no name or no protocol",
+            "service \"{}\" has no name or no protocol",
             shown(&s.name)
         )));
     }
     let port = match s.port {
-        p if p <= 0 => endpoints
-            .iter()
-            .find(|e| e.protocol == s.protocol)
-            .map_or(instance.port, |e| e.port),
-        p => u16::try_from(p)
-            .map_err(|_| FetchError::Malformed(format!("service {:?} port {p}", shown(&s.name))))?,
+        p if p <= 0 => 0,
+        p => u16::try_from(p).map_err(|_| {
+            FetchError::Malformed(format!("service \"{}\" port {p}", shown(&s.name)))
+        })?,
     };
     let some = |v: String| Some(v).filter(|v| !v.is_empty());
     Ok(ServiceInfo {

@@ -5,17 +5,24 @@
 //!
 //! It connects only to the registry record's host, at the MetadataService
 //! port the record names (`dubbo.metadata-service.url-params`, else the
-//! instance port), under a connect timeout and a deadline for the whole
-//! call, and decodes at most `max_message_bytes`. Every failure is a typed
+//! instance port), checked as the HTTP fetcher checks them
+//! (`steadfast_http::metadata_origin`), under a connect timeout and a
+//! deadline for the whole call, and reads at most `max_message_bytes`. Every failure is a typed
 //! [`FetchError`], classified by the gRPC code, never by message text:
 //! unreachable and timed-out providers and error statuses are transient
 //! (Java answers an unknown revision with a null message, the Python peer
-//! with `INTERNAL`), an oversized answer is final.
+//! with `INTERNAL`); an oversized answer (tonic's cap: `OUT_OF_RANGE`, so a
+//! provider sending that code reads as oversized too) and an answer that is
+//! not a MetadataInfoV2 are final.
 
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
+use prost::bytes::{Buf, Bytes};
+use prost::Message;
 use steadfast_core::{FetchError, MetadataFetcher, MetadataInfo, ServiceInstance};
+use steadfast_http::metadata_origin;
+use tonic::codec::{Codec, DecodeBuf, Decoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Endpoint;
@@ -75,17 +82,6 @@ impl TripleFetcher {
     pub fn config(&self) -> &TripleFetcherConfig {
         &self.config
     }
-
-    /// `http://host:port` of `instance`'s MetadataService.
-    fn origin(instance: &ServiceInstance) -> String {
-        let host = instance.host.as_str();
-        let port = instance.metadata_port();
-        if host.contains(':') && !host.starts_with('[') {
-            format!("http://[{host}]:{port}")
-        } else {
-            format!("http://{host}:{port}")
-        }
-    }
 }
 
 impl MetadataFetcher for TripleFetcher {
@@ -104,7 +100,7 @@ impl MetadataFetcher for TripleFetcher {
                 Err(_) => Err(FetchError::Timeout),
             };
             if let Err(e) = &result {
-                tracing::debug!(app = %instance.app, revision, instance = %instance.id,
+                tracing::debug!(app = ?instance.app, revision = ?revision, instance = ?instance.id,
                     error = %e, kind = e.label(), "triple metadata fetch failed");
             }
             result
@@ -118,7 +114,7 @@ async fn call(
     instance: &ServiceInstance,
     revision: &str,
 ) -> Result<MetadataInfo, FetchError> {
-    let origin = TripleFetcher::origin(instance);
+    let origin = metadata_origin(instance)?;
     let endpoint = Endpoint::from_shared(origin)
         .map_err(|_| FetchError::NoEndpoint(format!("host {:?} is not a URI host", instance.host)))?
         .connect_timeout(config.connect_timeout)
@@ -145,11 +141,49 @@ async fn call(
         .unary(
             request,
             PathAndQuery::from_static(GET_METADATA_INFO_PATH),
-            ProstCodec::<MetadataRequest, MetadataInfoV2>::default(),
+            RawAnswer,
         )
         .await
         .map_err(|status| status_error(&status, revision, config.max_message_bytes))?;
-    from_v2(answer.into_inner(), instance, revision)
+    // Decoded here, not by tonic: an answer that is not a MetadataInfoV2 is
+    // the provider's fault (final), never mistaken for an error status.
+    let answer = MetadataInfoV2::decode(answer.into_inner())
+        .map_err(|e| FetchError::Malformed(format!("not a MetadataInfoV2: {e}")))?;
+    from_v2(answer, instance, revision)
+}
+
+/// The call's codec: the request encoded by prost, the answer kept as
+/// bytes (tonic still enforces the decode cap on them).
+#[derive(Clone, Copy, Debug, Default)]
+struct RawAnswer;
+
+/// The answer's bytes, as they came.
+#[derive(Clone, Copy, Debug, Default)]
+struct RawDecoder;
+
+impl Decoder for RawDecoder {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
+        let len = buf.remaining();
+        Ok(Some(buf.copy_to_bytes(len)))
+    }
+}
+
+impl Codec for RawAnswer {
+    type Encode = MetadataRequest;
+    type Decode = Bytes;
+    type Encoder = <ProstCodec<MetadataRequest, MetadataInfoV2> as Codec>::Encoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstCodec::<MetadataRequest, MetadataInfoV2>::default().encoder()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawDecoder
+    }
 }
 
 /// A gRPC status as a fetch error, by its code.
@@ -168,8 +202,10 @@ fn status_error(status: &tonic::Status, revision: &str, limit: usize) -> FetchEr
     }
 }
 
+/// Text from a provider or a transport, cut to 80 characters and escaped.
 fn shown(text: &str) -> String {
-    text.chars().take(80).collect()
+    let cut: String = text.chars().take(80).collect();
+    cut.escape_debug().to_string()
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

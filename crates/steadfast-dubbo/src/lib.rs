@@ -26,4 +26,6 @@ pub use fetcher::{
     DEFAULT_TIMEOUT,
 };
 pub use route::{route, DubboFetcher, Route, V1_ONLY};
-pub use server::{MetadataServiceV2, TripleMetadataServer};
+pub use server::{
+    MetadataServiceV2, TripleMetadataServer, CALLS_PER_CONNECTION, CALL_TIMEOUT, STOP_GRACE,
+};

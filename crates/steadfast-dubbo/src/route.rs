@@ -5,16 +5,16 @@
 //! | the record | fetched from |
 //! |---|---|
 //! | `dubbo.metadata.storage-type=remote`, a report given | the remote metadata report |
-//! | `meta-v=2.0.0` | MetadataServiceV2 over Triple ([`TripleFetcher`]) |
-//! | `dubbo.metadata-service.url-params` without `meta-v=2.0.0` | nowhere: MetadataService V1 speaks hessian2, which Steadfast does not ([`FetchError::NoEndpoint`], final, saying so) |
+//! | `meta-v=2.0.0`, the MetadataService's protocol `tri` (or not named) | MetadataServiceV2 over Triple ([`TripleFetcher`]) |
+//! | any other Dubbo record (`dubbo.metadata-service.url-params` without `meta-v=2.0.0`, or naming another protocol: dubbo-go writes `meta-v=2.0.0` beside a `dubbo` MetadataService, apache/dubbo-go#2939) | nowhere: MetadataService V1 speaks hessian2, which Steadfast does not ([`FetchError::NoEndpoint`], final, saying so) |
 //! | anything else (a Steadfast record) | the other fetcher (HTTP by default) |
 
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use steadfast_core::{
-    FetchError, MetadataFetcher, MetadataInfo, ServiceInstance, DUBBO_METADATA_PARAMS_KEY,
-    DUBBO_META_VERSION_KEY, DUBBO_STORAGE_KEY, META_V2,
+    metadata_service, FetchError, MetadataFetcher, MetadataInfo, ServiceInstance,
+    DUBBO_METADATA_PARAMS_KEY, DUBBO_META_VERSION_KEY, DUBBO_STORAGE_KEY, META_V2,
 };
 
 use crate::fetcher::TripleFetcher;
@@ -48,7 +48,11 @@ pub fn route(instance: &ServiceInstance, has_report: bool) -> Route {
         .get(DUBBO_META_VERSION_KEY)
         .is_some_and(|v| v == META_V2)
     {
-        Route::Triple
+        match metadata_service(meta) {
+            Ok(None) => Route::Triple,
+            Ok(Some(s)) if s.protocol == "tri" => Route::Triple,
+            _ => Route::Unsupported,
+        }
     } else if meta.contains_key(DUBBO_METADATA_PARAMS_KEY) {
         Route::Unsupported
     } else {
@@ -136,6 +140,16 @@ mod tests {
             Route::Unsupported
         );
         assert_eq!(route(&with(&[params]), false), Route::Unsupported);
+        // dubbo-go's #2939 record: meta-v=2.0.0 beside a `dubbo` MetadataService.
+        let go = (
+            DUBBO_METADATA_PARAMS_KEY,
+            r#"{"port":"28001","protocol":"dubbo"}"#,
+        );
+        assert_eq!(
+            route(&with(&[("meta-v", "2.0.0"), go]), false),
+            Route::Unsupported
+        );
+        assert_eq!(route(&with(&[("meta-v", "2.0.0")]), false), Route::Triple);
         let remote = (DUBBO_STORAGE_KEY, "remote");
         assert_eq!(
             route(&with(&[remote, ("meta-v", "2.0.0")]), true),

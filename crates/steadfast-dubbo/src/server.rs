@@ -11,6 +11,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use steadfast_http::MetadataStore;
 use tokio::sync::oneshot;
@@ -25,6 +26,13 @@ use crate::wire::{MetadataInfoV2, MetadataRequest, GET_METADATA_INFO_PATH};
 
 /// Largest request decoded (a revision is a short string).
 const MAX_REQUEST_BYTES: usize = 4 << 10;
+/// How long [`TripleMetadataServer::stop`] waits for open calls.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Bound of one call on the server (the answer is a map lookup; a client
+/// that does not read it is cut off).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Calls served at once on one connection.
+pub const CALLS_PER_CONNECTION: usize = 64;
 
 /// The MetadataServiceV2 as a tower service over a store.
 #[derive(Clone, Debug)]
@@ -108,6 +116,10 @@ impl TripleMetadataServer {
                 let _ = stopped.await;
             };
             if let Err(e) = tonic::transport::Server::builder()
+                .timeout(CALL_TIMEOUT)
+                .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
+                .http2_keepalive_interval(Some(Duration::from_secs(30)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(10)))
                 .serve_with_incoming_shutdown(service, incoming, signal)
                 .await
             {
@@ -126,13 +138,16 @@ impl TripleMetadataServer {
         self.local_addr
     }
 
-    /// Stops accepting and waits for open calls to finish.
+    /// Stops accepting and waits for open calls to finish, at most
+    /// [`STOP_GRACE`]; then ends the rest.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(mut task) = self.task.take() {
+            if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
+                task.abort();
+            }
         }
     }
 }

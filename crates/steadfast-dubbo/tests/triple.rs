@@ -185,9 +185,12 @@ async fn a_hung_provider_times_out_at_the_deadline() {
     })
     .await;
     let started = tokio::time::Instant::now();
-    let err = fetcher(Duration::from_millis(300), 1 << 20)
-        .fetch(&instance_at("greeter", addr), "r1")
+    // The outer bound only turns a missing deadline into a failure.
+    let fetch =
+        fetcher(Duration::from_millis(300), 1 << 20).fetch(&instance_at("greeter", addr), "r1");
+    let err = tokio::time::timeout(Duration::from_secs(60), fetch)
         .await
+        .expect("the fetch's own deadline ends it")
         .unwrap_err();
     assert_eq!(err, FetchError::Timeout);
     // Never earlier than the deadline (an upper bound would be a timed test).
@@ -237,4 +240,83 @@ async fn another_apps_answer_is_a_mismatch() {
         .await
         .unwrap_err();
     assert!(matches!(err, FetchError::Mismatch { .. }), "{err:?}");
+}
+
+/// A message that is no MetadataInfoV2: field 3 (the services map) as a
+/// number.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotMetadata {
+    #[prost(uint64, tag = "3")]
+    services: u64,
+}
+
+/// Answers every call with [`NotMetadata`].
+#[derive(Clone)]
+struct Hostile;
+
+impl tonic::server::NamedService for Hostile {
+    const NAME: &'static str = "org.apache.dubbo.metadata.MetadataServiceV2";
+}
+
+impl tonic::server::UnaryService<steadfast_dubbo::wire::MetadataRequest> for Hostile {
+    type Response = NotMetadata;
+    type Future = std::future::Ready<Result<tonic::Response<NotMetadata>, tonic::Status>>;
+
+    fn call(&mut self, _: tonic::Request<steadfast_dubbo::wire::MetadataRequest>) -> Self::Future {
+        std::future::ready(Ok(tonic::Response::new(NotMetadata { services: 7 })))
+    }
+}
+
+impl tonic::codegen::Service<Request<Body>> for Hostile {
+    type Response = Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response<Body>, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::<
+                NotMetadata,
+                steadfast_dubbo::wire::MetadataRequest,
+            >::default());
+            Ok(grpc.unary(Hostile, request).await)
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_metadata_is_malformed_and_final() {
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let task =
+        tokio::spawn(tonic::transport::Server::builder().serve_with_incoming(Hostile, incoming));
+    let err = TripleFetcher::default()
+        .fetch(&instance_at("greeter", addr), "r1")
+        .await
+        .unwrap_err();
+    task.abort();
+    assert!(matches!(err, FetchError::Malformed(_)), "{err:?}");
+    assert_eq!(err.class(), steadfast_core::ErrorClass::Persistent);
+}
+
+#[tokio::test]
+async fn a_host_that_is_not_a_host_is_no_endpoint() {
+    for host in ["a/b", "u@h", "h?x", "h:1", ""] {
+        let mut inst = instance_at("greeter", "127.0.0.1:1".parse().unwrap());
+        inst.host = host.into();
+        let err = TripleFetcher::default()
+            .fetch(&inst, "r1")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, FetchError::NoEndpoint(_)), "{host}: {err:?}");
+    }
 }

@@ -76,13 +76,12 @@ fn url_host(instance: &ServiceInstance) -> Result<String, FetchError> {
     Ok(host.to_string())
 }
 
-/// `http://{instance.host}:{instance.metadata_port()}{base}/metadata/{revision}`,
-/// with the revision percent-encoded as one path segment.
-pub(crate) fn metadata_url(
-    instance: &ServiceInstance,
-    base_segments: &[String],
-    revision: &str,
-) -> Result<Url, FetchError> {
+/// `http://{host}:{metadata port}` of `instance`'s MetadataService: the
+/// registry record's host only (a plain host name or IP literal, never
+/// user info, a path or a port part) and a non-zero port, else a final
+/// [`FetchError::NoEndpoint`] saying why. Every fetcher that calls an
+/// instance (HTTP, Triple) builds its origin here.
+pub fn metadata_origin(instance: &ServiceInstance) -> Result<String, FetchError> {
     let host = url_host(instance)?;
     let port = instance.metadata_port();
     if port == 0 {
@@ -91,7 +90,19 @@ pub(crate) fn metadata_url(
             instance.id
         )));
     }
-    let mut url = Url::parse(&format!("http://{host}:{port}/")).map_err(|e| {
+    Ok(format!("http://{host}:{port}"))
+}
+
+/// `http://{instance.host}:{instance.metadata_port()}{base}/metadata/{revision}`,
+/// with the revision percent-encoded as one path segment.
+pub(crate) fn metadata_url(
+    instance: &ServiceInstance,
+    base_segments: &[String],
+    revision: &str,
+) -> Result<Url, FetchError> {
+    let origin = metadata_origin(instance)?;
+    let host = &instance.host;
+    let mut url = Url::parse(&format!("{origin}/")).map_err(|e| {
         FetchError::NoEndpoint(format!("instance {} has no valid URL: {e}", instance.id))
     })?;
     if url.path() != "/" || url.query().is_some() || !url.username().is_empty() {

@@ -22,6 +22,7 @@ mod metrics;
 mod server;
 mod store;
 
+pub use endpoint::metadata_origin;
 pub use fetcher::{HttpFetcherBuilder, HttpFetcherError, HttpMetadataFetcher};
 pub use fetcher_config::HttpFetcherConfig;
 pub use metrics::{FetchMetrics, FetchMetricsSnapshot};

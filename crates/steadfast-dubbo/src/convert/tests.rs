@@ -45,13 +45,9 @@ fn a_java_answer_converts_with_its_service_port() {
 }
 
 #[test]
-fn a_service_without_a_port_takes_the_endpoint_then_the_instance_port() {
-    let info = from_v2(v2(0), &instance(), "r1").unwrap();
-    assert_eq!(info.services["org.example.Greeter:tri"].port, 50052);
-    let mut bare = instance();
-    bare.metadata.clear();
-    let info = from_v2(v2(-1), &bare, "r1").unwrap();
-    assert_eq!(info.services["org.example.Greeter:tri"].port, 20880);
+fn a_service_without_a_port_keeps_port_zero_for_each_instance_to_derive() {
+    let info = from_v2(v2(-1), &instance(), "r1").unwrap();
+    assert_eq!(info.services["org.example.Greeter:tri"].port, 0);
 }
 
 #[test]
