@@ -28,8 +28,14 @@ const IFACE: &str = "org.apache.dubbo.samples.api.GreetingsService";
 /// V1 of the interop notes: a real Java provider's revision.
 const REVISION: &str = "871fbc9cb2730caea9b0d858852d5ede";
 
-/// The venv's python (made by setup.sh when missing; idempotent).
+/// The venv's python (made by setup.sh when missing; idempotent), once
+/// per test binary: the tests run in parallel and must not race to make it.
 fn python() -> String {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(setup_venv).clone()
+}
+
+fn setup_venv() -> String {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("bash")
         .arg(format!("{root}/tests/dubbo_peer/setup.sh"))
