@@ -188,3 +188,93 @@ async fn a_remote_storage_go_provider_resolves_from_the_etcd_report() {
     assert_eq!(common::ports(&view), vec![21001]);
     engine.shutdown().await;
 }
+
+/// A Steadfast provider exported for Dubbo consumers on etcd
+/// (`dubbo_triple`, Dubbo's key layout): its record carries Java's and Go's
+/// fields beside Steadfast's. A consumer engine resolves it, and the same
+/// record cut down to the fields Java's Gson writes resolves too.
+#[actix_rt::test]
+async fn a_dubbo_export_on_etcd_is_read_by_both_spellings() {
+    use steadfast::ExportSpec;
+
+    let etcd = EtcdServer::start().await.expect("etcd starts");
+    let registry =
+        || EtcdRegistry::new(EtcdConfig::new([etcd.endpoint()]).with_prefix("")).unwrap();
+    let store = MetadataStore::new();
+    let triple = TripleMetadataServer::start("127.0.0.1:0".parse().unwrap(), store.clone())
+        .await
+        .unwrap();
+    let provider = Engine::builder()
+        .registry(registry())
+        .metadata_publisher(store)
+        .start()
+        .unwrap();
+    let service = ServiceInfo::builder(IFACE, 20101)
+        .protocol("tri")
+        .path(IFACE)
+        .build();
+    let _export = provider
+        .export(
+            ExportSpec::new(APP, "127.0.0.1", 20101)
+                .service(service)
+                .dubbo_triple(triple.local_addr().port()),
+        )
+        .await
+        .unwrap();
+
+    let consumer_registry = registry();
+    let client = consumer_registry.client().clone();
+    let key = format!("/services/{APP}/127.0.0.1:20101");
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let stored = loop {
+        if let Some(kv) = client.get(key.as_bytes()).await.unwrap().kvs.first() {
+            break kv.value.clone();
+        }
+        assert!(std::time::Instant::now() < end, "the export never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let json: serde_json::Value = serde_json::from_slice(&stored).unwrap();
+    assert_eq!(json["serviceName"], APP);
+    assert_eq!(json["metadata"]["meta-v"], "2.0.0");
+    // Java's Gson fields only, under another instance key.
+    let java: serde_json::Map<String, serde_json::Value> = [
+        "serviceName",
+        "host",
+        "port",
+        "enabled",
+        "healthy",
+        "metadata",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), json[*k].clone()))
+    .collect();
+    let lease = client.lease_grant(30).await.unwrap().id;
+    let java_key = format!("/services/{APP}/127.0.0.1:20102");
+    client
+        .put(
+            java_key.as_bytes(),
+            serde_json::Value::from(java).to_string().as_bytes(),
+            lease,
+        )
+        .await
+        .unwrap();
+
+    let consumer = Engine::builder()
+        .registry(consumer_registry)
+        .start()
+        .unwrap();
+    let dir = consumer
+        .subscribe(Reference::new(IFACE, "tri", [APP]))
+        .await
+        .unwrap();
+    let view = common::wait_for(&dir, "both records", Duration::from_secs(30), |v| {
+        v.endpoints.len() == 2
+    })
+    .await;
+    let mut ids = common::instance_ids(&view);
+    ids.sort();
+    assert_eq!(ids, vec!["127.0.0.1:20101", "127.0.0.1:20102"]);
+    consumer.shutdown().await;
+    provider.shutdown().await;
+    triple.stop().await;
+}

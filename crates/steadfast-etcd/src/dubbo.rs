@@ -5,7 +5,9 @@
 //! `Host`, `Port`, `Weight`, `Enable`, `Healthy`, `Metadata`, plus fields
 //! read past: `ID`, `ServiceMetadata`, `Address`, `GroupName`, `Tag`).
 //! The metadata map goes through core's [`adopt_dubbo_metadata`], as on
-//! Nacos. [`DubboEtcdReport`] reads dubbo-go's remote metadata report.
+//! Nacos. [`DubboEtcdReport`] reads dubbo-go's remote metadata report, and
+//! [`encode`] writes a record exported for Dubbo consumers in a shape both
+//! Dubbo spellings read.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,7 @@ use futures::future::{BoxFuture, FutureExt};
 use serde::Deserialize;
 use steadfast_core::{
     adopt_dubbo_metadata, check_metadata, FetchError, MetadataFetcher, MetadataInfo,
-    ServiceInstance,
+    ServiceInstance, DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY,
 };
 
 use crate::error::InvalidRecord;
@@ -103,6 +105,34 @@ pub(crate) fn decode(
         healthy: record.healthy && record.enabled,
         metadata,
     }))
+}
+
+/// The stored JSON of `instance`. A record exported for Dubbo consumers
+/// (its metadata has `meta-v`, see `ExportSpec::dubbo_triple`) is written
+/// so that Java's Gson and dubbo-go read it too: Steadfast's fields plus
+/// `serviceName`, `enabled` (Java) and `enable` (Go matches field names
+/// case-insensitively; `id`, `host`, `port`, `weight`, `healthy` and
+/// `metadata` it already reads), with the revision also under
+/// `dubbo.metadata.revision` and storage `local`. Steadfast reads it as
+/// its own record. Any other record is Steadfast's JSON as it is.
+pub(crate) fn encode(instance: &ServiceInstance) -> Result<Vec<u8>, serde_json::Error> {
+    if !instance.metadata.contains_key(DUBBO_META_VERSION_KEY) {
+        return serde_json::to_vec(instance);
+    }
+    let mut value = serde_json::to_value(instance)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("serviceName".into(), instance.app.clone().into());
+        object.insert("enabled".into(), true.into());
+        object.insert("enable".into(), true.into());
+        if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            if let Some(rev) = instance.revision() {
+                meta.insert(DUBBO_REVISION_KEY.into(), rev.into());
+            }
+            meta.entry(DUBBO_STORAGE_KEY)
+                .or_insert_with(|| "local".into());
+        }
+    }
+    serde_json::to_vec(&value)
 }
 
 /// Whether `needle` occurs in `hay`.

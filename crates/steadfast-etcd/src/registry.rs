@@ -305,7 +305,7 @@ impl Inner {
     async fn register(&self, instance: &ServiceInstance) -> Result<(), RegistryError> {
         check_segment("app", &instance.app)?;
         check_segment("instance id", &instance.id)?;
-        let value = serde_json::to_vec(instance)
+        let value = crate::dubbo::encode(instance)
             .map_err(|e| RegistryError::Rejected(format!("cannot encode instance: {e}")))?;
         let key = self.layout.instance_key(&instance.app, &instance.id);
         self.bounded(self.registrations.upsert(key.as_bytes(), value))

@@ -92,3 +92,51 @@ fn broken_dubbo_records_are_typed_errors() {
         Err(InvalidRecord::BadJson { .. })
     ));
 }
+
+#[test]
+fn a_dubbo_export_is_written_for_java_go_and_steadfast_readers() {
+    let mut inst = ServiceInstance::new("greeter", "10.0.0.7", 20880);
+    inst.set_revision("871fbc9cb2730caea9b0d858852d5ede");
+    inst.metadata.insert("meta-v".into(), "2.0.0".into());
+    inst.metadata.insert(
+        "dubbo.metadata-service.url-params".into(),
+        r#"{"port":"50052","protocol":"tri"}"#.into(),
+    );
+    let bytes = encode(&inst).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(json["serviceName"], "greeter");
+    assert_eq!(
+        (json["enabled"].as_bool(), json["enable"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(
+        json["metadata"]["dubbo.metadata.revision"],
+        "871fbc9cb2730caea9b0d858852d5ede"
+    );
+    assert_eq!(json["metadata"]["dubbo.metadata.storage-type"], "local");
+    // Steadfast reads it as its own record.
+    let back = layout().decode_instance("greeter", KEY, &bytes).unwrap();
+    assert_eq!(back.revision(), inst.revision());
+    assert_eq!(back.metadata_port(), inst.metadata_port());
+    // Java's Gson fields alone read as a Dubbo record.
+    let java: serde_json::Value = [
+        "serviceName",
+        "host",
+        "port",
+        "enabled",
+        "healthy",
+        "metadata",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), json[*k].clone()))
+    .collect::<serde_json::Map<_, _>>()
+    .into();
+    let i = layout()
+        .decode_instance("greeter", KEY, java.to_string().as_bytes())
+        .unwrap();
+    assert_eq!(i.revision(), inst.revision());
+    assert_eq!(i.metadata_port(), 50052);
+    // A record not exported for Dubbo is Steadfast's JSON as it is.
+    let plain = ServiceInstance::new("greeter", "10.0.0.7", 20880);
+    assert_eq!(encode(&plain).unwrap(), serde_json::to_vec(&plain).unwrap());
+}
