@@ -59,6 +59,11 @@ pub(crate) struct InspectArgs {
     /// `STEADFAST_ETCD_PASSWORD`, never from the command line.
     #[arg(long, env = "STEADFAST_ETCD_USER")]
     pub user: Option<String>,
+    /// Nacos user (login over HTTP at each server's gRPC port - 1000); its
+    /// password is read from `STEADFAST_NACOS_PASSWORD`, never from the
+    /// command line.
+    #[arg(long, env = "STEADFAST_NACOS_USER")]
+    pub nacos_user: Option<String>,
     /// PEM file of the CA the etcd members' certificates chain to.
     #[arg(long, env = "STEADFAST_ETCD_CA_FILE")]
     pub ca: Option<std::path::PathBuf>,

@@ -195,6 +195,8 @@ pub(crate) async fn inspect(args: InspectArgs) -> Result<Exit, Failure> {
         ca: args.ca.clone(),
         cert: args.cert.clone(),
         key: args.key.clone(),
+        nacos_user: args.nacos_user.clone(),
+        nacos_password: std::env::var("STEADFAST_NACOS_PASSWORD").ok(),
     };
     let source = source::open(&args.registry, &args.prefix, &security)?;
     let engine = source

@@ -13,7 +13,7 @@ use steadfast_dubbo::{DubboFetcher, TripleFetcher};
 use steadfast_etcd::{EtcdAuth, EtcdConfig, EtcdRegistry, EtcdTls, PemSource};
 use steadfast_http::HttpMetadataFetcher;
 use steadfast_memory::MemoryRegistry;
-use steadfast_nacos::{grpc_address, NacosConfig, NacosRegistry};
+use steadfast_nacos::{grpc_address, NacosAuth, NacosConfig, NacosRegistry};
 
 use crate::exit::Failure;
 
@@ -49,8 +49,8 @@ pub(crate) fn etcd_endpoints(url: &str) -> Option<Vec<String>> {
     (!endpoints.is_empty()).then_some(endpoints)
 }
 
-/// How to reach a secured etcd: credentials, a private CA, a client
-/// certificate (all optional).
+/// How to reach a secured registry: etcd credentials, a private CA, a
+/// client certificate; Nacos credentials (all optional).
 #[derive(Default)]
 pub(crate) struct Security {
     pub user: Option<String>,
@@ -58,6 +58,8 @@ pub(crate) struct Security {
     pub ca: Option<std::path::PathBuf>,
     pub cert: Option<std::path::PathBuf>,
     pub key: Option<std::path::PathBuf>,
+    pub nacos_user: Option<String>,
+    pub nacos_password: Option<String>,
 }
 
 impl Security {
@@ -99,7 +101,7 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
         });
     }
     if registry.starts_with("nacos://") {
-        return nacos(registry, http);
+        return nacos(registry, http, security);
     }
     let endpoints = etcd_endpoints(registry).ok_or_else(|| {
         Failure::usage(format!(
@@ -122,7 +124,7 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
 
 /// A Nacos source: `nacos://host:port[,...][?namespace=..&group=..]`
 /// (HTTP addresses; the client speaks gRPC at port + 1000).
-fn nacos(registry: &str, http: DubboFetcher) -> Result<Source, Failure> {
+fn nacos(registry: &str, http: DubboFetcher, security: &Security) -> Result<Source, Failure> {
     let choice: steadfast::RegistryChoice = registry
         .parse()
         .map_err(|e: steadfast::env::BadRegistry| Failure::usage(e.to_string()))?;
@@ -147,6 +149,10 @@ fn nacos(registry: &str, http: DubboFetcher) -> Result<Source, Failure> {
     }
     if let Some(g) = group {
         config.group = g;
+    }
+    if let Some(user) = &security.nacos_user {
+        let password = security.nacos_password.clone().unwrap_or_default();
+        config.auth = Some(NacosAuth::new(user.clone(), password));
     }
     let nacos = NacosRegistry::new(config);
     let fetcher: SharedFetcher = Arc::new(FallbackFetcher::new(nacos.metadata_report(), http));

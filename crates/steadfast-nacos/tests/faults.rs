@@ -97,9 +97,9 @@ async fn clients_move_to_a_live_server_and_redo_everything_there() {
     assert_eq!(provider.connected_server(), Some(b.grpc_addr()));
 }
 
-/// A server with auth on refuses a client that has no credentials (login
-/// is not implemented yet): every call is a typed error and every watcher
-/// hears why, never a silent empty state.
+/// A server with auth on refuses a client that has no credentials: every
+/// call is a typed error and every watcher hears why, never a silent empty
+/// state.
 #[tokio::test]
 async fn a_server_with_auth_on_refuses_calls_and_watchers_hear_why() {
     let server = RnacosServer::start_with_env(&[("RNACOS_ENABLE_OPEN_API_AUTH", "true")])
