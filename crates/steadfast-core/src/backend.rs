@@ -196,6 +196,35 @@ pub trait MetadataPublisher: Send + Sync + 'static {
     fn withdraw(&self, app: &str, revision: &str) -> BoxFuture<'static, Result<(), PublishError>>;
 }
 
+/// Reads a remote metadata report's content (the MetadataInfo JSON kept
+/// under `app` and `revision`), as Steadfast, Java Dubbo and dubbo-go
+/// write it: fields it does not know (Go's `tag`, `lastUpdatedTime`) are
+/// ignored, a group or version written as `""` (Go) is absent, and the
+/// services are keyed by their match key whatever key the writer used.
+/// Bad JSON is [`FetchError::Malformed`], another app or revision inside
+/// [`FetchError::Mismatch`] ([`check_metadata`]).
+pub fn decode_report(
+    app: &str,
+    revision: &str,
+    content: &[u8],
+) -> Result<MetadataInfo, FetchError> {
+    let mut info: MetadataInfo = serde_json::from_slice(content).map_err(|e| {
+        FetchError::Malformed(format!(
+            "{}@{}: {e}",
+            app.escape_debug(),
+            revision.escape_debug()
+        ))
+    })?;
+    let services = std::mem::take(&mut info.services);
+    for (_, mut s) in services {
+        s.group = s.group.filter(|g| !g.is_empty());
+        s.version = s.version.filter(|v| !v.is_empty());
+        info.services.insert(s.match_key(), s);
+    }
+    check_metadata(app, revision, &info)?;
+    Ok(info)
+}
+
 /// Checks that fetched metadata is the one asked for.
 pub fn check_metadata(app: &str, revision: &str, info: &MetadataInfo) -> Result<(), FetchError> {
     if info.app == app && info.revision == revision {

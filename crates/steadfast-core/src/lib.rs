@@ -56,8 +56,8 @@ mod url;
 mod url_http;
 
 pub use backend::{
-    check_metadata, EventStream, MappingEvent, MappingStream, MetadataFetcher, MetadataPublisher,
-    Registry, RegistryInfo, SessionEvent, SessionStream,
+    check_metadata, decode_report, EventStream, MappingEvent, MappingStream, MetadataFetcher,
+    MetadataPublisher, Registry, RegistryInfo, SessionEvent, SessionStream,
 };
 pub use backoff::{BackoffError, BackoffPolicy, MAX_BACKOFF};
 pub use balance::{

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use futures::future::{BoxFuture, FutureExt};
 use serde::Deserialize;
 use steadfast_core::{
-    adopt_dubbo_metadata, check_metadata, FetchError, MetadataFetcher, MetadataInfo,
+    adopt_dubbo_metadata, decode_report, FetchError, MetadataFetcher, MetadataInfo,
     ServiceInstance, DUBBO_META_VERSION_KEY, DUBBO_REVISION_KEY, DUBBO_STORAGE_KEY,
 };
 
@@ -177,17 +177,7 @@ impl DubboEtcdReport {
             .kvs
             .first()
             .ok_or_else(|| FetchError::UnknownRevision(revision.to_string()))?;
-        let mut info: MetadataInfo = serde_json::from_slice(&kv.value)
-            .map_err(|e| FetchError::Malformed(format!("{key}: {e}")))?;
-        // Go writes absent group and version as "".
-        let services = std::mem::take(&mut info.services);
-        for (_, mut s) in services {
-            s.group = s.group.filter(|g| !g.is_empty());
-            s.version = s.version.filter(|v| !v.is_empty());
-            info.services.insert(s.match_key(), s);
-        }
-        check_metadata(app, revision, &info)?;
-        Ok(info)
+        decode_report(app, revision, &kv.value)
     }
 }
 

@@ -6,7 +6,7 @@
 
 use futures::future::{BoxFuture, FutureExt};
 use steadfast_core::{
-    check_metadata, FetchError, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError,
+    decode_report, FetchError, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError,
     ServiceInstance,
 };
 
@@ -44,7 +44,8 @@ fn unavailable(e: NacosError) -> PublishError {
 }
 
 impl NacosMetadataReport {
-    /// Reads `revision` of `app`: missing -> `UnknownRevision`, bad JSON ->
+    /// Reads `revision` of `app` as Steadfast, Java or Go wrote it (core's
+    /// `decode_report`): missing -> `UnknownRevision`, bad JSON ->
     /// `Malformed`, another app or revision inside -> `Mismatch`, Nacos not
     /// reachable -> `Unreachable` (or `Timeout`).
     pub async fn fetch_revision(
@@ -59,15 +60,7 @@ impl NacosMetadataReport {
             .await
             .map_err(unreachable)?
             .ok_or_else(|| FetchError::UnknownRevision(revision.to_string()))?;
-        let info: MetadataInfo = serde_json::from_str(&item.content).map_err(|e| {
-            FetchError::Malformed(format!(
-                "{}@{}: {e}",
-                app.escape_debug(),
-                revision.escape_debug()
-            ))
-        })?;
-        check_metadata(app, revision, &info)?;
-        Ok(info)
+        decode_report(app, revision, item.content.as_bytes())
     }
 
     /// Writes `info` at (app, revision).

@@ -95,3 +95,40 @@ async fn mappings_merge_concurrent_writers_and_watchers_hear_every_change() {
         apps = next_apps(&mut stream).await;
     }
 }
+
+/// A report dubbo-go wrote (through Nacos's HTTP config API, as another
+/// client would: `tag`, `lastUpdatedTime`, group and version as `""`)
+/// reads as a service without group or version, keyed by its match key.
+#[tokio::test]
+async fn a_report_written_by_dubbo_go_reads_without_empty_group_or_version() {
+    let server = RnacosServer::start().await.expect("rnacos starts");
+    let content = serde_json::json!({
+        "app": "go-shop", "revision": "10527924560", "tag": "", "lastUpdatedTime": "x",
+        "services": { "demo.Greeter:tri": {
+            "name": "demo.Greeter", "group": "", "version": "", "protocol": "tri",
+            "port": 21001, "path": "demo.Greeter", "params": { "Greet.timeout": "3000" }
+        }}
+    })
+    .to_string();
+    let url = format!("http://{}/nacos/v1/cs/configs", server.http_addr());
+    let written = reqwest::Client::new()
+        .post(url)
+        .form(&[
+            ("dataId", "go-shop"),
+            ("group", "10527924560"),
+            ("content", content.as_str()),
+        ])
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .expect("config write");
+    assert!(written.status().is_success(), "{written:?}");
+    let read = registry(&server)
+        .metadata_report()
+        .fetch_revision("go-shop", "10527924560")
+        .await
+        .unwrap();
+    let s = &read.services["demo.Greeter:tri"];
+    assert_eq!((s.group.as_deref(), s.version.as_deref()), (None, None));
+    assert_eq!(s.port, 21001);
+}

@@ -209,3 +209,50 @@ proptest! {
         let _ = metadata_service(&m);
     }
 }
+
+/// A remote report as dubbo-go writes it (notes §3: `tag`,
+/// `lastUpdatedTime`, absent group and version as `""`, keyed by its own
+/// match key) reads as the service a plain reference matches; Java's
+/// (null fields omitted) too; bad JSON and another revision are typed.
+#[test]
+fn remote_reports_of_go_and_java_read_as_steadfast_metadata() {
+    use crate::{decode_report, FetchError};
+    let go = br#"{"app":"shop","revision":"1234","tag":"","lastUpdatedTime":"2026-01-01",
+        "services":{"demo.Greeter:tri":{"name":"demo.Greeter","group":"","version":"",
+        "protocol":"tri","port":20000,"path":"demo.Greeter","params":{"Greet.timeout":"3000"}}}}"#;
+    let info = decode_report("shop", "1234", go).unwrap();
+    let s = &info.services["demo.Greeter:tri"];
+    assert_eq!((s.group.as_deref(), s.version.as_deref()), (None, None));
+    assert_eq!(s.match_key(), "demo.Greeter:tri");
+
+    let java = br#"{"app":"shop","revision":"77","services":{"g1/demo.Greeter:1.0:tri":{
+        "name":"demo.Greeter","group":"g1","version":"1.0","protocol":"tri","port":20000,
+        "path":"demo.Greeter","params":{"methods":"Greet"}}}}"#;
+    let info = decode_report("shop", "77", java).unwrap();
+    let s = info.services.values().next().unwrap();
+    assert_eq!(info.services.keys().next(), Some(&s.match_key()));
+    assert_eq!(s.group.as_deref(), Some("g1"));
+
+    assert!(matches!(
+        decode_report("shop", "1234", b"{not json"),
+        Err(FetchError::Malformed(_))
+    ));
+    assert!(matches!(
+        decode_report("shop", "9999", go),
+        Err(FetchError::Mismatch { .. })
+    ));
+}
+
+proptest! {
+    /// No content, however hostile, panics the report reader or the
+    /// `Display` of its error.
+    #[test]
+    fn any_report_content_reads_without_panic(
+        content in proptest::collection::vec(any::<u8>(), 0..256),
+        app in ".{0,8}",
+    ) {
+        if let Err(e) = crate::decode_report(&app, "r", &content) {
+            let _ = e.to_string();
+        }
+    }
+}
