@@ -3,7 +3,9 @@
 //! another client appear in a directory; a SIGKILL of the server never
 //! empties it; after the restart both clients redo their registrations and
 //! subscriptions and the directory converges with nothing lost or
-//! duplicated.
+//! duplicated; one-shot lookups answer from Nacos, and a cold start with
+//! the server down serves the disk snapshot a previous engine wrote until
+//! the live state replaces it.
 
 // The engine's Nacos configuration (`ConfiguredRegistry::Nacos`) needs the
 // facade's `nacos` feature.
@@ -21,6 +23,8 @@ use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
 
 const APP: &str = "greeter";
 const IFACE: &str = "demo.Greeter";
+/// An app only looked up, never subscribed.
+const LOOKED_UP: &str = "catalog";
 
 #[actix_rt::test]
 async fn an_engine_on_nacos_survives_a_server_kill_and_redoes_everything() {
@@ -142,4 +146,149 @@ async fn a_consumer_without_apps_follows_the_mapping_exports_write_on_nacos() {
     assert_eq!(common::ports(&v), [9100, 9200]);
     consumer.shutdown().await;
     providers.shutdown().await;
+}
+
+/// A unique directory under the system temp dir, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let p = std::env::temp_dir().join(format!(
+            "steadfast-nacos-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn served_from_snapshot(v: &steadfast::DirectoryView) -> bool {
+    matches!(
+        &v.status,
+        steadfast::DirectoryStatus::Ready {
+            snapshot: Some(_),
+            ..
+        }
+    )
+}
+
+/// The lookup cache and the disk snapshot on Nacos. An engine answers a
+/// one-shot `instances` from the server and writes its directory's state
+/// to disk. With the server killed, a new engine on the same directory
+/// serves that snapshot (marked as such, no metadata fetched); once the
+/// server is back and the providers' client has redone its registrations,
+/// the live state replaces the snapshot and lookups answer from Nacos
+/// again.
+#[actix_rt::test]
+async fn lookups_and_a_cold_start_from_the_disk_snapshot_on_nacos() {
+    use steadfast_core::{Freshness, Source};
+    let mut server = RnacosServer::start().await.expect("rnacos starts");
+    let dir = TempDir::new("snapshot");
+    let url = format!("nacos://{}", server.http_addr());
+    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
+    let config = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned())).unwrap();
+    let info = MetadataBuilder::new(APP)
+        .service(IFACE, "tri", 20000)
+        .build();
+    let providers = NacosRegistry::new(NacosConfig::new([server.grpc_addr()]));
+    let catalog = steadfast::ServiceInstance::new(LOOKED_UP, "127.0.0.1", 8101);
+    for inst in [
+        instance_for(&info, "127.0.0.1", 8001),
+        instance_for(&info, "127.0.0.1", 8002),
+        catalog,
+    ] {
+        let end = Instant::now() + Duration::from_secs(10);
+        while let Err(e) = providers.register(inst.clone()).await {
+            assert!(Instant::now() < end, "never registered: {e}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let start = |fetcher: ScriptedFetcher| {
+        config
+            .build()
+            .unwrap()
+            .builder
+            .snapshot_dir(&dir.0)
+            .fetcher(fetcher)
+            .start()
+            .unwrap()
+    };
+
+    let fetcher = ScriptedFetcher::new();
+    fetcher.serve(info.clone());
+    let first = start(fetcher);
+    let d = first
+        .subscribe(Reference::new(IFACE, "tri", [APP]))
+        .await
+        .unwrap();
+    common::wait_for(&d, "two endpoints", Duration::from_secs(20), |v| {
+        v.endpoints.len() == 2
+    })
+    .await;
+    // An app nobody subscribed to: a registry call, not the watch.
+    let answer = first.instances(LOOKED_UP).await.expect("a lookup on Nacos");
+    assert_eq!(
+        (answer.source, answer.freshness, answer.instances.len()),
+        (Source::Registry, Freshness::Fresh, 1)
+    );
+    let end = Instant::now() + Duration::from_secs(20);
+    while first.stats().snapshot_written == 0 {
+        assert!(Instant::now() < end, "no snapshot written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    first.shutdown().await;
+
+    server.kill().await.unwrap();
+    let fetcher = ScriptedFetcher::new();
+    fetcher.serve(info.clone());
+    let second = start(fetcher);
+    let d = second
+        .subscribe(Reference::new(IFACE, "tri", [APP]))
+        .await
+        .unwrap();
+    let v = common::wait_for(&d, "the snapshot", Duration::from_secs(20), |v| {
+        v.status.is_ready()
+    })
+    .await;
+    assert!(served_from_snapshot(&v), "{}", v.status);
+    assert_eq!(
+        common::instance_ids(&v),
+        ["127.0.0.1:8001", "127.0.0.1:8002"]
+    );
+    assert_eq!(second.stats().fetch_attempts, 0, "no fetch for a snapshot");
+
+    server.restart().await.unwrap();
+    let v = common::wait_for(&d, "the live state", Duration::from_secs(30), |v| {
+        v.status.is_ready() && !served_from_snapshot(v)
+    })
+    .await;
+    assert_eq!(
+        common::instance_ids(&v),
+        ["127.0.0.1:8001", "127.0.0.1:8002"]
+    );
+    // The new engine's first lookups may have met the server down (an
+    // error naming it, then throttled): within a bound it answers.
+    let end = Instant::now() + Duration::from_secs(30);
+    let answer = loop {
+        match second.instances(LOOKED_UP).await {
+            Ok(a) => break a,
+            Err(e) => assert!(Instant::now() < end, "no lookup answer: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        (answer.source, answer.freshness, answer.instances.len()),
+        (Source::Registry, Freshness::Fresh, 1)
+    );
+    second.shutdown().await;
 }
