@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use steadfast_core::{
-    check_metadata, FetchError, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError,
+    decode_report, FetchError, MetadataFetcher, MetadataInfo, MetadataPublisher, PublishError,
     ServiceInstance,
 };
 
@@ -143,8 +143,9 @@ impl EtcdMetadataReport {
         .await
     }
 
-    /// Reads `revision` of `app`: missing -> `UnknownRevision`, bad JSON ->
-    /// `Malformed`, another app or revision inside -> `Mismatch`, etcd not
+    /// Reads `revision` of `app` (core's `decode_report`): missing ->
+    /// `UnknownRevision`, bad JSON -> `Malformed`, another app or revision
+    /// inside -> `Mismatch`, etcd not
     /// reachable -> `Unreachable` (or `Timeout`).
     pub async fn fetch_revision(
         &self,
@@ -160,10 +161,7 @@ impl EtcdMetadataReport {
             .kvs
             .first()
             .ok_or_else(|| FetchError::UnknownRevision(revision.to_string()))?;
-        let info: MetadataInfo = serde_json::from_slice(&kv.value)
-            .map_err(|e| FetchError::Malformed(format!("{key}: {e}")))?;
-        check_metadata(app, revision, &info)?;
-        Ok(info)
+        decode_report(app, revision, &kv.value)
     }
 }
 
