@@ -125,9 +125,6 @@ async fn java_and_go_records_on_etcd_resolve_over_triple() {
 /// engine configured as users do (`STEADFAST_ETCD_PREFIX=/`: Dubbo's keys).
 #[actix_rt::test]
 async fn a_remote_storage_go_provider_resolves_from_the_etcd_report() {
-    use std::collections::HashMap;
-    use steadfast::{EnvVars, SteadfastConfig};
-
     let etcd = EtcdServer::start().await.expect("etcd starts");
     let client = EtcdRegistry::new(EtcdConfig::new([etcd.endpoint()]).with_prefix("")).unwrap();
     let client = client.client().clone();
@@ -160,20 +157,17 @@ async fn a_remote_storage_go_provider_resolves_from_the_etcd_report() {
         .await
         .unwrap();
 
-    let vars: HashMap<&str, String> = [
+    let engine = common::config_from(&[
         (
             "STEADFAST_REGISTRY",
             format!("etcd://{}", etcd.client_addr()),
         ),
         ("STEADFAST_ETCD_PREFIX", "/".to_string()),
-    ]
-    .into();
-    let engine = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned()))
-        .unwrap()
-        .builder()
-        .unwrap()
-        .start()
-        .unwrap();
+    ])
+    .builder()
+    .unwrap()
+    .start()
+    .unwrap();
     let dir = engine
         .subscribe(Reference::new(IFACE, "tri", [APP]))
         .await

@@ -12,14 +12,14 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use steadfast::{EnvVars, Reference, Registry, ServiceInstance, SteadfastConfig};
+use steadfast::{Reference, Registry, ServiceInstance};
 use steadfast_nacos::harness::RnacosServer;
 use steadfast_nacos::{NacosConfig, NacosRegistry};
 
@@ -187,9 +187,7 @@ async fn a_dubbo_provider_on_nacos_resolves_through_a_foreign_triple_peer_and_he
 
     // The consumer, configured as users do: the default fetcher.
     let url = format!("nacos://{}", server.http_addr());
-    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
-    let built = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned()))
-        .unwrap()
+    let built = common::config_from(&[("STEADFAST_REGISTRY", url)])
         .build()
         .unwrap();
     let steadfast::ConfiguredRegistry::Nacos(consumer_nacos) = built.registry.clone() else {
@@ -382,9 +380,7 @@ async fn a_remote_storage_provider_resolves_from_the_nacos_report() {
     providers.register(record).await.unwrap();
 
     let url = format!("nacos://{}", server.http_addr());
-    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
-    let engine = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned()))
-        .unwrap()
+    let engine = common::config_from(&[("STEADFAST_REGISTRY", url)])
         .builder()
         .unwrap()
         .start()

@@ -11,12 +11,11 @@
 // facade's `nacos` feature.
 #![cfg(feature = "nacos")]
 
-use std::collections::HashMap;
 mod common;
 
 use std::time::{Duration, Instant};
 
-use steadfast::{EnvVars, Reference, Registry, SteadfastConfig};
+use steadfast::{Reference, Registry};
 use steadfast_nacos::harness::RnacosServer;
 use steadfast_nacos::{NacosConfig, NacosRegistry};
 use steadfast_testkit::{instance_for, MetadataBuilder, ScriptedFetcher};
@@ -33,9 +32,9 @@ async fn an_engine_on_nacos_survives_a_server_kill_and_redoes_everything() {
         "nacos://{}?namespace=public&group=DEFAULT_GROUP",
         server.http_addr()
     );
-    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
-    let config = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned())).unwrap();
-    let built = config.build().unwrap();
+    let built = common::config_from(&[("STEADFAST_REGISTRY", url)])
+        .build()
+        .unwrap();
     assert!(matches!(
         built.registry,
         steadfast::ConfiguredRegistry::Nacos(_)
@@ -195,8 +194,7 @@ async fn lookups_and_a_cold_start_from_the_disk_snapshot_on_nacos() {
     let mut server = RnacosServer::start().await.expect("rnacos starts");
     let dir = TempDir::new("snapshot");
     let url = format!("nacos://{}", server.http_addr());
-    let vars: HashMap<&str, String> = [("STEADFAST_REGISTRY", url)].into();
-    let config = SteadfastConfig::from_vars(&EnvVars::new(|k| vars.get(k).cloned())).unwrap();
+    let config = common::config_from(&[("STEADFAST_REGISTRY", url)]);
     let info = MetadataBuilder::new(APP)
         .service(IFACE, "tri", 20000)
         .build();

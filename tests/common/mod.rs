@@ -220,3 +220,11 @@ pub async fn keeps_serving(dir: &Directory, want: &[&str]) {
         assert_eq!(instance_ids(&v), want, "an outage never empties");
     }
 }
+
+/// The configuration a process with these environment variables gets
+/// (`SteadfastConfig::from_vars`, the path `from_env` takes).
+pub fn config_from(vars: &[(&str, String)]) -> steadfast::SteadfastConfig {
+    let vars: std::collections::HashMap<&str, String> = vars.iter().cloned().collect();
+    steadfast::SteadfastConfig::from_vars(&steadfast::EnvVars::new(|k| vars.get(k).cloned()))
+        .expect("a valid configuration")
+}
