@@ -84,8 +84,7 @@ pub struct MetadataServiceParams {
 
 /// Text from a record, cut to 40 characters and escaped, for an error.
 fn shown(text: &str) -> String {
-    let cut: String = text.chars().take(40).collect();
-    cut.escape_debug().to_string()
+    crate::error::excerpt(text, 40)
 }
 
 fn port_of(key: &'static str, v: &Value) -> Result<u16, DubboRecordError> {

@@ -188,6 +188,14 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// Text from outside (a record, a peer's answer) for an error message: at
+/// most `max_chars` characters, escaped so it cannot forge lines or
+/// control a terminal.
+pub fn excerpt(text: &str, max_chars: usize) -> String {
+    let cut: String = text.chars().take(max_chars).collect();
+    cut.escape_debug().to_string()
+}
+
 /// The message of a contained panic payload (`&str` or `String`), for the
 /// `Panicked` variants.
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

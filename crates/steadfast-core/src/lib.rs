@@ -87,7 +87,9 @@ pub use endpoint_set::{
     wyrand, Closed, DirectorySnapshot, EndpointSet, EndpointSetEditor, Published, CHUNK, PAGE,
     THREAD_CACHE,
 };
-pub use error::{error_chain, panic_message, ErrorClass, FetchError, PublishError, RegistryError};
+pub use error::{
+    error_chain, excerpt, panic_message, ErrorClass, FetchError, PublishError, RegistryError,
+};
 pub use event::{same, Changes, InstanceMap, Listing, MapApplied, RegistryEvent, Version};
 pub use event_queue::{event_stream, EventQueue, Leavers};
 pub use export::{ExportAction, ExportMachine, ExportPhase, ExportToken, StopPlan};

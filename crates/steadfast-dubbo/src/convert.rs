@@ -18,8 +18,7 @@ use crate::wire::{MetadataInfoV2, ServiceInfoV2};
 
 /// Text from an answer, cut to 60 characters and escaped, for an error.
 fn shown(text: &str) -> String {
-    let cut: String = text.chars().take(60).collect();
-    cut.escape_debug().to_string()
+    steadfast_core::excerpt(text, 60)
 }
 
 /// The MetadataInfo `answer` describes for `revision`, asked of `instance`.

@@ -204,8 +204,7 @@ fn status_error(status: &tonic::Status, revision: &str, limit: usize) -> FetchEr
 
 /// Text from a provider or a transport, cut to 80 characters and escaped.
 fn shown(text: &str) -> String {
-    let cut: String = text.chars().take(80).collect();
-    cut.escape_debug().to_string()
+    steadfast_core::excerpt(text, 80)
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {
