@@ -7,7 +7,7 @@
 //! params (a method added) is a remove and an insert too. Everything it holds is one key per endpoint
 //! served, so a consumer of the changes holds at most that many pending.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::url::Endpoint;
 
@@ -44,30 +44,31 @@ impl EndpointDiff {
         &mut self,
         endpoints: impl IntoIterator<Item = &'a Endpoint>,
     ) -> Vec<EndpointChange> {
-        let mut now: Vec<(String, &Endpoint)> = endpoints
+        // One key per endpoint, hashed; only the changes are sorted.
+        let now: HashMap<String, &Endpoint> = endpoints
             .into_iter()
             .map(|e| (endpoint_key(e), e))
             .collect();
-        now.sort_by(|a, b| a.0.cmp(&b.0));
-        now.dedup_by(|a, b| a.0 == b.0);
-        let keep: HashSet<&str> = now.iter().map(|(k, _)| k.as_str()).collect();
         let mut gone: Vec<String> = self
             .held
             .iter()
-            .filter(|k| !keep.contains(k.as_str()))
+            .filter(|k| !now.contains_key(k.as_str()))
             .cloned()
             .collect();
-        gone.sort();
-        let mut changes: Vec<EndpointChange> = Vec::with_capacity(gone.len());
+        gone.sort_unstable();
+        let mut added: Vec<(String, &Endpoint)> = now
+            .into_iter()
+            .filter(|(k, _)| !self.held.contains(k))
+            .collect();
+        added.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut changes = Vec::with_capacity(gone.len() + added.len());
         for key in gone {
             self.held.remove(&key);
             changes.push(EndpointChange::Remove(key));
         }
-        for (key, endpoint) in now {
-            if !self.held.contains(&key) {
-                self.held.insert(key.clone());
-                changes.push(EndpointChange::Insert(key, endpoint.clone()));
-            }
+        for (key, endpoint) in added {
+            self.held.insert(key.clone());
+            changes.push(EndpointChange::Insert(key, endpoint.clone()));
         }
         changes
     }
