@@ -1,6 +1,7 @@
 //! The registry and metadata fetcher named by `--registry`: etcd (records
 //! under `--prefix`; metadata read from the etcd metadata report first,
-//! then from each instance's MetadataService over HTTP), Nacos (`nacos://`,
+//! then routed as the engine routes it: dubbo-go's report for a Dubbo
+//! record with storage-type=remote, Triple for a Dubbo 3 one, HTTP), Nacos (`nacos://`,
 //! parsed as the facade parses `STEADFAST_REGISTRY`; metadata read from
 //! the Nacos report first), or the embedded in-memory registry (empty; for
 //! trying the command).
@@ -112,6 +113,9 @@ pub(crate) fn open(registry: &str, prefix: &str, security: &Security) -> Result<
     config.validate().map_err(Failure::usage)?;
     let etcd =
         EtcdRegistry::new(config).map_err(|e| Failure::failed(format!("etcd client: {e}")))?;
+    // Dubbo records with storage-type=remote: dubbo-go's report, as the
+    // engine configured from STEADFAST_REGISTRY reads them.
+    let http = http.with_report(Arc::new(etcd.dubbo_report()));
     let fetcher: SharedFetcher = Arc::new(FallbackFetcher::new(etcd.metadata_report(), http));
     Ok(Source {
         builder: EngineBuilder::default()

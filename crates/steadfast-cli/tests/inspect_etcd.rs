@@ -357,3 +357,61 @@ fn usage_errors_keep_clap_s_code() {
         "{out:?}"
     );
 }
+
+/// A dubbo-go provider on etcd in Dubbo's layout (`--prefix /`) with
+/// `storage-type=remote` and a MetadataService Steadfast cannot call (V1
+/// over `dubbo`): inspect reads its MetadataInfo from dubbo-go's report
+/// (`/dubbo/<app>/<revision>`), as the engine configured from
+/// `STEADFAST_REGISTRY` does, and lists its endpoint (exit 0).
+#[actix_rt::test]
+async fn inspect_reads_a_remote_storage_dubbo_go_provider_from_its_etcd_report() {
+    let etcd = EtcdServer::start().await.expect("etcd starts");
+    let registry =
+        EtcdRegistry::new(EtcdConfig::new([etcd.endpoint()]).with_prefix("")).expect("client");
+    let client = registry.client().clone();
+    let (app, revision) = ("go-shop", "10527924560");
+    let report = serde_json::json!({
+        "app": app, "revision": revision, "tag": "",
+        "services": { "demo.Greeter:tri": {
+            "name": "demo.Greeter", "group": "", "version": "", "protocol": "tri",
+            "port": 21001, "path": "demo.Greeter", "params": { "methods": "Greet" }
+        }}
+    });
+    let key = format!("/dubbo/{app}/{revision}");
+    client
+        .put(key.as_bytes(), report.to_string().as_bytes(), 0)
+        .await
+        .expect("put the report");
+    let record = serde_json::json!({
+        "ID": "127.0.0.1:21001", "ServiceName": app, "Host": "127.0.0.1", "Port": 21001,
+        "Enable": true, "Healthy": true,
+        "Metadata": {
+            "dubbo.metadata.revision": revision,
+            "dubbo.metadata.storage-type": "remote",
+            "dubbo.metadata-service.url-params": r#"{"port":"28001","protocol":"dubbo"}"#
+        }
+    });
+    let key = format!("/services/{app}/127.0.0.1:21001");
+    client
+        .put(key.as_bytes(), record.to_string().as_bytes(), 0)
+        .await
+        .expect("put the record");
+    let url = format!("etcd://{}", etcd.client_addr());
+    let out = inspect(
+        &url,
+        "/",
+        &[
+            "--app",
+            app,
+            "--interface",
+            "demo.Greeter",
+            "--protocol",
+            "tri",
+            "--json",
+        ],
+    )
+    .await;
+    let text = stdout(&out, COMPLETE);
+    let report: EngineReport = serde_json::from_str(&text).expect("JSON report");
+    assert_eq!(report.references[0].endpoints.len(), 1, "{report:?}");
+}
